@@ -1,0 +1,21 @@
+import { Elysia } from "elysia";
+import packageJSON from "../package.json";
+import { httpBase } from "./http/base";
+import { docsRoutes } from "./http/docs";
+import { productRoutes } from "./modules/products";
+import { systemRoutes } from "./modules/system";
+import type { Services } from "./services";
+
+export const VERSION: string = packageJSON.version;
+
+/** Builds the whole HTTP app from its services. It does not listen: `serve` does, tests call handle(). */
+export function createApp(services: Services) {
+  const { config, logger } = services;
+  return new Elysia({ normalize: true })
+    .use(httpBase({ typeBase: config.errorTypeBase, bodyLimitBytes: config.bodyLimitBytes, logger }))
+    .use(docsRoutes(VERSION))
+    .use(systemRoutes(services))
+    .use(productRoutes(services));
+}
+
+export type App = ReturnType<typeof createApp>;

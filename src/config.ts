@@ -1,0 +1,175 @@
+import { Type } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
+import { parseDuration } from "./lib/duration";
+import type { LogLevel } from "./lib/logger";
+
+const digits = (description: string) => Type.Optional(Type.String({ pattern: "^\\s*\\d+\\s*$", description }));
+
+/** The environment variables the service reads; every value is a string, checked before it is used. */
+export const EnvironmentSchema = Type.Object({
+  PORT: digits("HTTP port (8080)"),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: "^(sqlite:|postgres(ql)?://)", description: "sqlite:PATH or postgres://…" })),
+  PUBLIC_URL: Type.Optional(Type.String({ pattern: "^https?://", description: "Public base URL" })),
+  ERROR_TYPE_BASE: Type.Optional(Type.String({ pattern: "^https?://" })),
+  PRICE_ENV: Type.Optional(Type.Union([Type.Literal("development"), Type.Literal("production")])),
+  FRESHNESS_WINDOW: Type.Optional(Type.String({ pattern: "^\\s*\\d+(ms|s|m|h|d)?\\s*$" })),
+  CREDIT_COST: digits("Credits per billed look-up (1)"),
+  KEY_PREFIX: Type.Optional(Type.String({ pattern: "^[a-z][a-z0-9]{0,6}_$" })),
+  OIDC_ISSUER: Type.Optional(Type.String({ pattern: "^https?://" })),
+  OIDC_CLIENT_ID: Type.Optional(Type.String()),
+  OIDC_CLIENT_SECRET: Type.Optional(Type.String()),
+  BILLING_PROVIDER: Type.Optional(Type.Union([Type.Literal("local"), Type.Literal("stripe")])),
+  STRIPE_SECRET_KEY: Type.Optional(Type.String()),
+  STRIPE_WEBHOOK_SECRET: Type.Optional(Type.String()),
+  CATALOG_FILE: Type.Optional(Type.String()),
+  TRIAL_CREDITS: digits("Credits granted to a new organization (0)"),
+  RATE_LIMIT: Type.Optional(Type.String({ pattern: "^\\s*\\d+/(s|m)\\s*$" })),
+  BODY_LIMIT: digits("Largest request body in bytes (1 MiB)"),
+  LOG_LEVEL: Type.Optional(Type.Union([Type.Literal("debug"), Type.Literal("info"), Type.Literal("warn"), Type.Literal("error"), Type.Literal("silent")])),
+});
+
+export type Environment = "development" | "production";
+export type BillingProviderName = "local" | "stripe";
+
+export interface Config {
+  port: number;
+  databaseUrl: string;
+  publicUrl: string;
+  errorTypeBase: string;
+  env: Environment;
+  freshnessWindowMs: number;
+  creditCost: number;
+  keyPrefix: string;
+  oidcIssuer: string | null;
+  oidcClientId: string | null;
+  oidcClientSecret: string | null;
+  billingProvider: BillingProviderName;
+  stripeSecretKey: string | null;
+  stripeWebhookSecret: string | null;
+  catalogFile: string | null;
+  trialCredits: number;
+  rateLimit: { limit: number; windowMs: number };
+  bodyLimitBytes: number;
+  logLevel: LogLevel;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, message: string) {
+    super(`${variable}: ${message}`);
+  }
+}
+
+type Source = Record<string, string | undefined>;
+
+function optional(source: Source, name: string): string | null {
+  const value = source[name]?.trim();
+  return value ? value : null;
+}
+
+function integer(source: Source, name: string, fallback: number, min: number, max: number): number {
+  const raw = optional(source, name);
+  if (raw === null) return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ConfigError(name, `must be a whole number from ${min} to ${max}, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function oneOf<T extends string>(source: Source, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = optional(source, name);
+  if (raw === null) return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) throw new ConfigError(name, `must be one of ${allowed.join(", ")}, got "${raw}"`);
+  return raw as T;
+}
+
+function url(name: string, raw: string): URL {
+  try {
+    return new URL(raw);
+  } catch {
+    throw new ConfigError(name, `must be an absolute URL, got "${raw}"`);
+  }
+}
+
+export function parseRateLimit(raw: string): { limit: number; windowMs: number } | null {
+  const match = /^(\d+)\/(s|m)$/.exec(raw.trim());
+  if (match === null || Number(match[1]) < 1) return null;
+  return { limit: Number(match[1]), windowMs: match[2] === "s" ? 1000 : 60_000 };
+}
+
+function isLoopbackHost(hostname: string): boolean {
+  return hostname === "localhost" || hostname === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(hostname);
+}
+
+/** Environment → typed config. Throws ConfigError naming the variable on the first bad value. */
+export function loadConfig(source: Source = process.env): Config {
+  const present = Object.fromEntries(
+    Object.keys(EnvironmentSchema.properties).flatMap((name) => (source[name]?.trim() ? [[name, source[name]]] : [])),
+  );
+  const firstError = Value.Errors(EnvironmentSchema, present).First();
+  if (firstError !== undefined) {
+    const variable = firstError.path.replace(/^\//, "");
+    throw new ConfigError(variable, `${firstError.message}, got "${present[variable] ?? ""}"`);
+  }
+  const env = oneOf(source, "PRICE_ENV", ["development", "production"] as const, "production");
+  const port = integer(source, "PORT", 8080, 0, 65535);
+  const databaseUrl = optional(source, "DATABASE_URL") ?? "sqlite:./data/price-service.db";
+  if (!/^(sqlite:|postgres:\/\/|postgresql:\/\/)/.test(databaseUrl)) {
+    throw new ConfigError("DATABASE_URL", `must start with sqlite: or postgres://`);
+  }
+  const publicUrl = (optional(source, "PUBLIC_URL") ?? `http://localhost:${port}`).replace(/\/+$/, "");
+  url("PUBLIC_URL", publicUrl);
+  const errorTypeBase = (optional(source, "ERROR_TYPE_BASE") ?? `${publicUrl}/problems`).replace(/\/+$/, "");
+
+  const freshnessRaw = optional(source, "FRESHNESS_WINDOW") ?? "24h";
+  const freshnessWindowMs = parseDuration(freshnessRaw);
+  if (freshnessWindowMs === null || freshnessWindowMs <= 0) {
+    throw new ConfigError("FRESHNESS_WINDOW", `must be a duration such as 24h, 90m or 3600, got "${freshnessRaw}"`);
+  }
+
+  const keyPrefix = optional(source, "KEY_PREFIX") ?? "pps_";
+  if (!/^[a-z][a-z0-9]{0,6}_$/.test(keyPrefix)) {
+    throw new ConfigError("KEY_PREFIX", `must be 1 to 7 lowercase letters or digits followed by "_", got "${keyPrefix}"`);
+  }
+
+  const oidcIssuer = optional(source, "OIDC_ISSUER");
+  if (oidcIssuer !== null) {
+    const issuer = url("OIDC_ISSUER", oidcIssuer);
+    if (issuer.protocol !== "https:" && !isLoopbackHost(issuer.hostname) && env !== "development") {
+      throw new ConfigError("OIDC_ISSUER", "must use https (plain http is allowed only for a loopback issuer or in development mode)");
+    }
+  }
+  const oidcClientId = optional(source, "OIDC_CLIENT_ID");
+  if (oidcIssuer !== null && oidcClientId === null) throw new ConfigError("OIDC_CLIENT_ID", "is required when OIDC_ISSUER is set");
+
+  const billingProvider = oneOf(source, "BILLING_PROVIDER", ["local", "stripe"] as const, "local");
+  const stripeSecretKey = optional(source, "STRIPE_SECRET_KEY");
+  const stripeWebhookSecret = optional(source, "STRIPE_WEBHOOK_SECRET");
+  if (billingProvider === "stripe" && stripeSecretKey === null) throw new ConfigError("STRIPE_SECRET_KEY", "is required when BILLING_PROVIDER=stripe");
+  if (billingProvider === "stripe" && stripeWebhookSecret === null) throw new ConfigError("STRIPE_WEBHOOK_SECRET", "is required when BILLING_PROVIDER=stripe");
+
+  const rateLimitRaw = optional(source, "RATE_LIMIT") ?? "100/s";
+  const rateLimit = parseRateLimit(rateLimitRaw);
+  if (rateLimit === null) throw new ConfigError("RATE_LIMIT", `must look like 100/s or 6000/m, got "${rateLimitRaw}"`);
+
+  return {
+    port,
+    databaseUrl,
+    publicUrl,
+    errorTypeBase,
+    env,
+    freshnessWindowMs,
+    creditCost: integer(source, "CREDIT_COST", 1, 1, 1_000_000),
+    keyPrefix,
+    oidcIssuer: oidcIssuer?.replace(/\/+$/, "") ?? null,
+    oidcClientId,
+    oidcClientSecret: optional(source, "OIDC_CLIENT_SECRET"),
+    billingProvider,
+    stripeSecretKey,
+    stripeWebhookSecret,
+    catalogFile: optional(source, "CATALOG_FILE"),
+    trialCredits: integer(source, "TRIAL_CREDITS", 0, 0, 1_000_000_000),
+    rateLimit,
+    bodyLimitBytes: integer(source, "BODY_LIMIT", 1_048_576, 1024, 1_073_741_824),
+    logLevel: (optional(source, "LOG_LEVEL") ?? "info") as LogLevel,
+  };
+}

@@ -1,0 +1,184 @@
+// The store interface: everything the service keeps, behind plain async methods. Business rules
+// (who may do what, what a request costs, which outcome is billed) live above it in the modules;
+// each implementation keeps only the storage rules: atomicity, FEFO order, no overdraw.
+
+export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
+export type BucketSource = "pack" | "subscription" | "grant" | "trial";
+export type TransactionType = "purchase" | "subscription" | "grant" | "trial" | "usage" | "expiry" | "refund" | "adjustment";
+export type Availability = "in_stock" | "out_of_stock" | "preorder" | "unknown";
+export type Condition = "new" | "used" | "refurbished";
+export type Role = "owner" | "member";
+
+export interface Organization {
+  id: string;
+  name: string;
+  createdAt: number;
+}
+
+export interface User {
+  id: string;
+  email: string | null;
+  name: string;
+  subject: string | null;
+  organizationId: string | null;
+  role: Role;
+  createdAt: number;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  organizationId: string;
+  name: string;
+  keyPrefix: string;
+  status: KeyStatus;
+  replacedBy: string | null;
+  createdBy: { id: string; name: string; email: string | null };
+  createdAt: number;
+  lastUsedAt: number | null;
+}
+
+/** The few columns the bearer guard needs, read on every data request. */
+export interface KeyCredential {
+  id: string;
+  organizationId: string;
+  keyPrefix: string;
+  keyHash: string;
+  status: KeyStatus;
+}
+
+export interface NewApiKey {
+  id: string;
+  organizationId: string;
+  name: string;
+  keyPrefix: string;
+  keyHash: string;
+  createdBy: string;
+  createdAt: number;
+}
+
+export interface ProductRecord {
+  gtin: string;
+  title: string;
+  brand: string | null;
+  imageUrl: string | null;
+}
+
+export interface OfferRecord {
+  merchantId: string;
+  merchantName: string;
+  priceAmount: number;
+  currency: string;
+  shippingAmount: number | null;
+  availability: Availability;
+  condition: Condition;
+  url: string | null;
+  observedAt: number;
+}
+
+/** One valid feed record, already normalized; `offer` is absent for product-only records. */
+export interface FeedRecord {
+  product: { gtin: string; title?: string; brand?: string; imageUrl?: string };
+  offer?: Omit<OfferRecord, "merchantName"> & { merchantName?: string };
+}
+
+export interface Bucket {
+  id: string;
+  organizationId: string;
+  source: BucketSource;
+  granted: number;
+  remaining: number;
+  expiresAt: number | null;
+  createdAt: number;
+}
+
+export interface Balance {
+  available: number;
+  reserved: number;
+  buckets: Bucket[];
+}
+
+export interface LedgerTransaction {
+  id: string;
+  organizationId: string;
+  type: TransactionType;
+  amount: number;
+  balanceAfter: number;
+  bucketId: string | null;
+  keyId: string | null;
+  requestId: string | null;
+  gtin: string | null;
+  description: string;
+  createdAt: number;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+export interface TransactionQuery {
+  limit: number;
+  /** Id of the last item of the previous page; the next page starts strictly after it. */
+  after?: string;
+  types?: TransactionType[];
+  from?: number;
+  to?: number;
+}
+
+export type Reservation = { ok: true; reservationId: string } | { ok: false; available: number };
+
+export interface Store {
+  readonly dialect: "sqlite" | "postgres";
+  close(): Promise<void>;
+  isReachable(): Promise<boolean>;
+
+  createOrganization(input: { name: string; now: number }): Promise<Organization>;
+  getOrganization(id: string): Promise<Organization | null>;
+  listOrganizations(): Promise<Organization[]>;
+  /** The built-in `usr_system` user that owns keys made by the operator CLI. */
+  ensureSystemUser(now: number): Promise<User>;
+
+  insertApiKey(key: NewApiKey): Promise<ApiKeyRecord>;
+  findKeyCredential(keyHash: string): Promise<KeyCredential | null>;
+  getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null>;
+  getApiKeyById(id: string): Promise<ApiKeyRecord | null>;
+  listApiKeys(organizationId: string, query: { limit: number; after?: string }): Promise<Page<ApiKeyRecord>>;
+  /** ACTIVE → REVOKED if still ACTIVE; null when the key is missing or not ACTIVE. */
+  revokeApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null>;
+  /** Atomically ACTIVE → ROTATED (replacedBy = replacement.id) and insert the replacement; null when not ACTIVE. */
+  rotateApiKey(organizationId: string, id: string, replacement: NewApiKey): Promise<ApiKeyRecord | null>;
+  /** Written-behind lastUsedAt: only moves forward. */
+  touchApiKeys(lastUsed: Map<string, number>): Promise<void>;
+
+  /** Upserts valid feed records in one transaction; offers keep the newer observedAt. */
+  applyFeedRecords(records: FeedRecord[], now: number): Promise<{ products: number; offers: number }>;
+  findProductWithOffers(gtin: string): Promise<{ product: ProductRecord; offers: OfferRecord[] } | null>;
+  countProducts(): Promise<number>;
+
+  /** Grants credits as a new bucket and its ledger row, in one transaction. */
+  grantCredits(input: {
+    organizationId: string;
+    source: BucketSource;
+    type: TransactionType;
+    amount: number;
+    expiresAt: number | null;
+    description: string;
+    now: number;
+  }): Promise<Bucket>;
+  /**
+   * Takes `amount` credits out of the organization's spendable buckets, soonest-expiring first,
+   * into a reservation; refuses without touching anything when the available balance is short.
+   */
+  reserveCredits(input: { organizationId: string; amount: number; keyId: string | null; requestId: string; now: number }): Promise<Reservation>;
+  /** Turns a reservation into one usage ledger row; false when it was already committed or released. */
+  commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean>;
+  /** Gives a reservation's credits back to their buckets; false when it was already committed or released. */
+  releaseReservation(reservationId: string): Promise<boolean>;
+  /** Releases reservations older than `olderThan` (left by a crash between reserve and commit). */
+  releaseStaleReservations(olderThan: number): Promise<number>;
+  availableCredits(organizationId: string, now: number): Promise<number>;
+  getBalance(organizationId: string, now: number): Promise<Balance>;
+  listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>>;
+  /** Writes off every expired bucket with an `expiry` ledger row; returns how many were written off. */
+  expireBuckets(now: number): Promise<number>;
+}

@@ -1,0 +1,73 @@
+import { Elysia, ValidationError } from "elysia";
+import { newId } from "../lib/ids";
+import type { Logger } from "../lib/logger";
+import { Problem, problemBody } from "./problem";
+import { requestLanguage } from "./request";
+
+export const SECURITY_HEADERS: Record<string, string> = {
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  "referrer-policy": "no-referrer",
+  "cross-origin-opener-policy": "same-origin",
+  "cross-origin-resource-policy": "same-origin",
+  "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
+};
+
+const JSON_BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
+
+export function problemResponse(problem: Problem, request: Request, requestId: string, typeBase: string): Response {
+  const body = problemBody(problem, { typeBase, language: requestLanguage(request), requestId });
+  return new Response(JSON.stringify(body), {
+    status: problem.status,
+    headers: { "content-type": "application/problem+json", ...problem.headers },
+  });
+}
+
+function fromValidation(error: ValidationError): Problem {
+  const first = error.valueError;
+  const where = first?.path ? first.path.replace(/^\//, "").replaceAll("/", ".") : error.type;
+  const reason = first?.message ?? "invalid value";
+  if (error.type === "body") {
+    return new Problem("invalid-body", { en: `Invalid value at ${where}: ${reason}.`, fr: `Valeur invalide pour ${where} : ${reason}.` }, {}, {}, 422);
+  }
+  return new Problem("invalid-parameter", { en: `Invalid ${error.type} parameter ${where}: ${reason}.`, fr: `Paramètre ${where} invalide : ${reason}.` });
+}
+
+/**
+ * Cross-cutting HTTP behaviour: a request id on every response, security headers, the body limit,
+ * and the one error handler that turns every failure (thrown Problem, validation, unknown route,
+ * unexpected exception) into an RFC 9457 problem. Internal messages never reach the body.
+ */
+export function httpBase(options: { typeBase: string; bodyLimitBytes: number; logger: Logger }) {
+  return new Elysia({ name: "http.base" })
+    .error({ Problem })
+    .onRequest(({ request, set }) => {
+      const requestId = newId("req");
+      set.headers["x-request-id"] = requestId;
+      Object.assign(set.headers, SECURITY_HEADERS);
+      const length = Number(request.headers.get("content-length") ?? 0);
+      if (length > options.bodyLimitBytes) {
+        return problemResponse(new Problem("payload-too-large"), request, requestId, options.typeBase);
+      }
+      if (JSON_BODY_METHODS.has(request.method) && length > 0 && new URL(request.url).pathname.startsWith("/api/")) {
+        const type = request.headers.get("content-type") ?? "";
+        if (!/^application\/([\w.+-]+\+)?json\b/i.test(type) && !request.url.includes("/api/v1/webhooks/")) {
+          return problemResponse(new Problem("unsupported-media-type"), request, requestId, options.typeBase);
+        }
+      }
+    })
+    .onError({ as: "global" }, ({ code, error, request, set }) => {
+      const requestId = String(set.headers["x-request-id"] ?? newId("req"));
+      let problem: Problem;
+      if (error instanceof Problem) problem = error;
+      else if (code === "VALIDATION" && (error as ValidationError).type !== "response") problem = fromValidation(error as ValidationError);
+      else if (code === "NOT_FOUND") problem = new Problem("not-found", { en: "No route matches this method and path.", fr: "Aucune route ne correspond à cette méthode et ce chemin." });
+      else if (code === "PARSE") problem = new Problem("invalid-body", { en: "The request body is not valid JSON.", fr: "Le corps de la requête n'est pas un JSON valide." });
+      else if (code === "INVALID_COOKIE_SIGNATURE") problem = new Problem("unauthorized");
+      else {
+        options.logger.error("unhandled error", { requestId, code: String(code), error: error instanceof Error ? error.stack ?? error.message : String(error) });
+        problem = new Problem("internal");
+      }
+      return problemResponse(problem, request, requestId, options.typeBase);
+    });
+}

@@ -1,0 +1,44 @@
+import { openapi } from "@elysiajs/openapi";
+import { Elysia } from "elysia";
+// Embedded by `bun build --compile`; served locally so /docs works with no network.
+import scalarBundle from "@scalar/api-reference/browser/standalone.js" with { type: "file" };
+import { ProblemSchema } from "./model";
+import { PROBLEMS } from "./problem";
+
+const DOCS_CSP = "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
+
+export function docsRoutes(version: string) {
+  return new Elysia({ name: "docs" })
+    .onAfterHandle(({ request, set }) => {
+      if (new URL(request.url).pathname.startsWith("/docs")) set.headers["content-security-policy"] = DOCS_CSP;
+    })
+    .get("/docs/assets/scalar.js", () => new Response(Bun.file(scalarBundle), { headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=86400" } }), {
+      detail: { hide: true },
+    })
+    .use(
+      openapi({
+        path: "/docs",
+        specPath: "/openapi.json",
+        provider: "scalar",
+        scalar: { cdn: "/docs/assets/scalar.js", withDefaultFonts: false, hideClientButton: true, telemetry: false } as never,
+        documentation: {
+          info: {
+            title: "price-service",
+            version,
+            description:
+              "Fresh product price offers by GTIN, billed in credits. Data requests use `Authorization: Bearer <API_KEY>`; key management and checkout use the `session` cookie. Every error is an RFC 9457 problem; the slugs are: " +
+              Object.keys(PROBLEMS).join(", ") +
+              ".",
+          },
+          components: {
+            securitySchemes: {
+              apiKey: { type: "http", scheme: "bearer", description: "An API key, `pps_…`" },
+              session: { type: "apiKey", in: "cookie", name: "session" },
+            },
+            schemas: { Problem: ProblemSchema as never },
+          },
+        },
+        exclude: { paths: ["/docs/assets/scalar.js"] },
+      }),
+    );
+}

@@ -1,0 +1,41 @@
+import { t } from "elysia";
+
+export const ProblemSchema = t.Object(
+  {
+    type: t.String({ format: "uri", examples: ["http://localhost:8080/problems/unauthorized"] }),
+    title: t.String({ examples: ["Unauthorized"] }),
+    status: t.Integer({ examples: [401] }),
+    detail: t.String({ examples: ["The API key is revoked."] }),
+    requestId: t.Optional(t.String({ examples: ["req_0mwrd57q90000brqra5jtuxfecebe"] })),
+  },
+  { additionalProperties: true, description: "RFC 9457 problem details" },
+);
+
+export const MoneySchema = t.Object(
+  {
+    amount: t.Integer({ description: "Minor units (cents for EUR)", examples: [1299] }),
+    currency: t.String({ pattern: "^[A-Z]{3}$", examples: ["EUR"] }),
+    formatted: t.String({ description: "Localized by the response language", examples: ["€12.99"] }),
+  },
+  { description: "An amount of money in integer minor units" },
+);
+
+export const Timestamp = t.String({ format: "date-time", examples: ["2026-11-22T10:00:00.000Z"] });
+
+export const PageQuery = {
+  limit: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20, description: "Page size (1..100)" })),
+  cursor: t.Optional(t.String({ maxLength: 200, description: "Opaque cursor from nextCursor" })),
+};
+
+export function pageOf<T extends import("@sinclair/typebox").TSchema>(item: T) {
+  return t.Object({ items: t.Array(item), nextCursor: t.Union([t.String(), t.Null()]) });
+}
+
+/** Error responses every route documents; routes add their own on top. */
+export const CommonErrors = {
+  400: ProblemSchema,
+  413: ProblemSchema,
+  415: ProblemSchema,
+  422: ProblemSchema,
+  500: ProblemSchema,
+} as const;

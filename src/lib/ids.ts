@@ -1,0 +1,29 @@
+import { encodeBase32LowerCaseNoPadding } from "@oslojs/encoding";
+
+export type IdPrefix = "org" | "usr" | "key" | "txn" | "bkt" | "inv" | "ord" | "req" | "res" | "ses" | "sub" | "evt";
+
+let lastTime = 0;
+let sequence = 0;
+
+/**
+ * Stripe-style prefixed ids that sort by creation: 9 base36 characters of time in ms, 4 of a
+ * per-process sequence (so ids made in the same millisecond still sort in creation order), then 16
+ * random characters. Cursor pagination pages on the id alone.
+ */
+export function newId(prefix: IdPrefix, now: number = Date.now()): string {
+  if (now > lastTime) {
+    lastTime = now;
+    sequence = 0;
+  } else {
+    sequence = (sequence + 1) % 1_679_616;
+  }
+  const random = new Uint8Array(10);
+  crypto.getRandomValues(random);
+  return `${prefix}_${lastTime.toString(36).padStart(9, "0")}${sequence.toString(36).padStart(4, "0")}${encodeBase32LowerCaseNoPadding(random)}`;
+}
+
+export function newRandomToken(bytes: number = 24): string {
+  const random = new Uint8Array(bytes);
+  crypto.getRandomValues(random);
+  return encodeBase32LowerCaseNoPadding(random);
+}

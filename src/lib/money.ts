@@ -1,0 +1,54 @@
+import type { Language } from "../http/i18n";
+
+export interface Money {
+  amount: number;
+  currency: string;
+  formatted: string;
+}
+
+const formatters = new Map<string, Intl.NumberFormat>();
+
+function formatterFor(language: Language, currency: string): Intl.NumberFormat {
+  const cacheKey = `${language}:${currency}`;
+  let formatter = formatters.get(cacheKey);
+  if (formatter === undefined) {
+    formatter = new Intl.NumberFormat(language === "fr" ? "fr-FR" : "en-IE", { style: "currency", currency });
+    formatters.set(cacheKey, formatter);
+  }
+  return formatter;
+}
+
+/** Minor units of a currency (2 for EUR, 0 for JPY), from Intl so no table is kept by hand. */
+export function minorUnitDigits(currency: string): number {
+  return new Intl.NumberFormat("en", { style: "currency", currency }).resolvedOptions().maximumFractionDigits ?? 2;
+}
+
+export function money(amount: number, currency: string, language: Language): Money {
+  const scale = 10 ** minorUnitDigits(currency);
+  // Intl formats a float; the division is exact enough for display and the integer stays the truth.
+  return { amount, currency, formatted: formatterFor(language, currency).format(amount / scale).replace(/\u202f|\u00a0/g, " ") };
+}
+
+/**
+ * Parses a decimal string of major units ("12.99", "12", "0.5") into integer minor units without
+ * going through floating point. Returns null when the string is not a plain non-negative decimal or
+ * has more fraction digits than the currency allows.
+ */
+export function parseMajorUnits(value: string, currency: string): number | null {
+  const match = /^(\d{1,12})(?:\.(\d+))?$/.exec(value.trim());
+  if (match === null) return null;
+  const digits = minorUnitDigits(currency);
+  const fraction = match[2] ?? "";
+  if (fraction.length > digits) return null;
+  return Number(match[1]) * 10 ** digits + Number(fraction.padEnd(digits, "0") || "0");
+}
+
+export function isCurrencyCode(value: string): boolean {
+  if (!/^[A-Z]{3}$/.test(value)) return false;
+  try {
+    new Intl.NumberFormat("en", { style: "currency", currency: value });
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,107 @@
+import type { KeyCredential, OfferRecord, ProductRecord, Store } from "../../db/store";
+import type { Clock } from "../../lib/clock";
+import { toISO } from "../../lib/clock";
+import { money } from "../../lib/money";
+import { AVAILABILITY_LABELS, type Language } from "../../http/i18n";
+import { normalizeGTIN } from "./gtin";
+import type { PriceDataValue, Reason } from "./model";
+
+export interface PriceLookupDeps {
+  store: Store;
+  clock: Clock;
+  creditCost: number;
+  freshnessWindowMs: number;
+}
+
+export interface PriceLookupResult {
+  status: 200 | 400 | 402 | 404;
+  reason: Reason;
+  gtin: string;
+  creditsConsumed: number;
+  creditsRemaining: number;
+  data: PriceDataValue | null;
+}
+
+function priceData(product: ProductRecord, offers: OfferRecord[], lastObservedAt: number | null, language: Language): PriceDataValue {
+  const sorted = [...offers].sort((a, b) => a.priceAmount - b.priceAmount || a.merchantId.localeCompare(b.merchantId));
+  const cheapest = sorted[0];
+  const dearest = sorted[sorted.length - 1];
+  return {
+    product: { gtin: product.gtin, title: product.title, brand: product.brand, imageUrl: product.imageUrl },
+    offers: sorted.map((offer) => ({
+      merchant: { id: offer.merchantId, name: offer.merchantName },
+      price: money(offer.priceAmount, offer.currency, language),
+      shipping: offer.shippingAmount === null ? null : money(offer.shippingAmount, offer.currency, language),
+      availability: offer.availability,
+      availabilityLabel: AVAILABILITY_LABELS[language][offer.availability]!,
+      condition: offer.condition,
+      url: offer.url,
+      observedAt: toISO(offer.observedAt),
+    })),
+    summary: {
+      offerCount: sorted.length,
+      lowestPrice: cheapest ? money(cheapest.priceAmount, cheapest.currency, language) : null,
+      highestPrice: dearest ? money(dearest.priceAmount, dearest.currency, language) : null,
+    },
+    lastObservedAt: toISO(lastObservedAt),
+  };
+}
+
+/**
+ * The billed look-up after authentication and language: validate the GTIN, reserve the cost, look
+ * the product up, then commit the reservation for fresh data or release it for anything else. The
+ * reservation is released if the look-up fails, so an error never keeps credits.
+ */
+export async function lookUpPrice(
+  deps: PriceLookupDeps,
+  input: { credential: KeyCredential; rawGTIN: string; language: Language; requestId: string },
+): Promise<PriceLookupResult> {
+  const { store, clock } = deps;
+  const organizationId = input.credential.organizationId;
+  const gtin = normalizeGTIN(input.rawGTIN);
+  if (gtin === null) {
+    const creditsRemaining = await store.availableCredits(organizationId, clock.now());
+    return { status: 400, reason: "invalid-gtin", gtin: input.rawGTIN, creditsConsumed: 0, creditsRemaining, data: null };
+  }
+
+  const reservation = await store.reserveCredits({
+    organizationId,
+    amount: deps.creditCost,
+    keyId: input.credential.id,
+    requestId: input.requestId,
+    now: clock.now(),
+  });
+  if (!reservation.ok) {
+    return { status: 402, reason: "insufficient-credits", gtin, creditsConsumed: 0, creditsRemaining: reservation.available, data: null };
+  }
+
+  let outcome: { status: 200 | 404; reason: Reason; data: PriceDataValue | null };
+  try {
+    const found = await store.findProductWithOffers(gtin);
+    const now = clock.now();
+    if (found === null) {
+      outcome = { status: 404, reason: "product-not-found", data: null };
+    } else if (found.offers.length === 0) {
+      outcome = { status: 200, reason: "no-data", data: priceData(found.product, [], null, input.language) };
+    } else {
+      const fresh = found.offers.filter((offer) => now - offer.observedAt <= deps.freshnessWindowMs);
+      const lastObservedAt = Math.max(...(fresh.length > 0 ? fresh : found.offers).map((offer) => offer.observedAt));
+      outcome =
+        fresh.length === 0
+          ? { status: 200, reason: "stale-data", data: priceData(found.product, [], lastObservedAt, input.language) }
+          : { status: 200, reason: "fresh-offer", data: priceData(found.product, fresh, lastObservedAt, input.language) };
+    }
+  } catch (error) {
+    await store.releaseReservation(reservation.reservationId);
+    throw error;
+  }
+
+  const billed = outcome.reason === "fresh-offer";
+  if (billed) {
+    await store.commitReservation(reservation.reservationId, { gtin, description: `Price look-up ${gtin}`, now: clock.now() });
+  } else {
+    await store.releaseReservation(reservation.reservationId);
+  }
+  const creditsRemaining = await store.availableCredits(organizationId, clock.now());
+  return { ...outcome, gtin, creditsConsumed: billed ? deps.creditCost : 0, creditsRemaining };
+}

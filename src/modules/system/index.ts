@@ -1,0 +1,54 @@
+import { Elysia, t } from "elysia";
+import type { Services } from "../../services";
+import { PROBLEMS, type ProblemSlug } from "../../http/problem";
+import { Problem } from "../../http/problem";
+import { ProblemSchema } from "../../http/model";
+
+function escapeHTML(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+function problemPage(slug: ProblemSlug): string {
+  const entry = PROBLEMS[slug];
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${entry.status} ${escapeHTML(entry.title)}</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:3rem auto;padding:0 1rem;color:#1a1a1a}code{background:#f2f2f2;padding:.1rem .3rem}</style></head>
+<body><h1>${escapeHTML(entry.title)}</h1><p>HTTP status <code>${entry.status}</code>, problem type <code>${slug}</code>.</p>
+<p>${escapeHTML(entry.en)}</p><p lang="fr">${escapeHTML(entry.fr)}</p>
+<p>Every error body is an RFC 9457 problem: <code>type</code>, <code>title</code>, <code>status</code>, <code>detail</code> and <code>requestId</code> (quote it to support).</p></body></html>`;
+}
+
+const HTML_HEADERS = {
+  "content-type": "text/html; charset=utf-8",
+  "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+};
+
+export function systemRoutes(services: Services) {
+  return new Elysia({ name: "system" })
+    .get("/healthz", () => ({ status: "ok" as const }), {
+      response: { 200: t.Object({ status: t.Literal("ok") }) },
+      detail: { summary: "Process is up", tags: ["Operations"], operationId: "getHealth" },
+    })
+    .get(
+      "/readyz",
+      async () => {
+        if (!(await services.store.isReachable())) throw new Problem("unavailable", { en: "The database is not reachable.", fr: "La base de données est injoignable." });
+        return { status: "ready" as const, database: services.store.dialect };
+      },
+      {
+        response: { 200: t.Object({ status: t.Literal("ready"), database: t.String() }), 503: ProblemSchema },
+        detail: { summary: "Database is reachable", tags: ["Operations"], operationId: "getReadiness" },
+      },
+    )
+    .get(
+      "/problems/:slug",
+      ({ params }) => {
+        if (!(params.slug in PROBLEMS)) throw new Problem("not-found");
+        return new Response(problemPage(params.slug as ProblemSlug), { headers: HTML_HEADERS });
+      },
+      {
+        params: t.Object({ slug: t.String() }),
+        response: { 200: t.String({ description: "HTML page" }), 404: ProblemSchema },
+        detail: { summary: "Human page for a problem type", tags: ["Operations"], operationId: "getProblemType" },
+      },
+    );
+}
