@@ -4,6 +4,7 @@ import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { newId } from "../lib/ids";
 import { applySQLiteMigrations } from "./migrate";
 import * as schema from "./schema/sqlite";
+import { SYSTEM_USER_ID } from "./store";
 import type {
   ApiKeyRecord,
   Balance,
@@ -25,7 +26,7 @@ const { organizations, users, apiKeys, products, merchants, offers, creditBucket
 type DB = BunSQLiteDatabase<typeof schema>;
 type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
 
-export const SYSTEM_USER_ID = "usr_system";
+
 
 /** Opens (and creates) a SQLite database: WAL, a busy timeout for concurrent CLI writers, foreign keys on. */
 export function openSQLite(path: string): Database {
@@ -93,7 +94,11 @@ export class SQLiteStore implements Store {
     return this.database;
   }
 
+  private closed = false;
+
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
     try {
       this.database.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     } finally {

@@ -182,3 +182,6 @@ export interface Store {
   /** Writes off every expired bucket with an `expiry` ledger row; returns how many were written off. */
   expireBuckets(now: number): Promise<number>;
 }
+
+/** The built-in user that owns keys made by the operator CLI (CONTRACT.md "API keys"). */
+export const SYSTEM_USER_ID = "usr_system";

@@ -1,0 +1,48 @@
+import { createApp } from "./app";
+import type { Services } from "./services";
+
+const KEY_USAGE_FLUSH_MS = 1000;
+const EXPIRY_SWEEP_MS = 60_000;
+const RESERVATION_SWEEP_MS = 30_000;
+/** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
+export const STALE_RESERVATION_MS = 60_000;
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  /** Stops accepting, lets requests in flight finish, flushes written-behind state, closes the store. */
+  stop(): Promise<void>;
+}
+
+/** Starts the HTTP server and the periodic jobs. `serve` and the end-to-end tests both use this. */
+export async function startServer(services: Services, options: { port: number; hostname?: string }): Promise<RunningServer> {
+  const { store, clock, logger, keyUsage, config } = services;
+  await store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS);
+  const app = createApp(services);
+  app.listen({ port: options.port, hostname: options.hostname ?? "0.0.0.0", maxRequestBodySize: config.bodyLimitBytes });
+  const server = app.server!;
+
+  const guard = (name: string, job: () => Promise<unknown>) => () =>
+    job().catch((error: unknown) => logger.error(`${name} failed`, { error: String(error) }));
+  const timers = [
+    setInterval(guard("lastUsedAt flush", () => keyUsage.flush()), KEY_USAGE_FLUSH_MS),
+    setInterval(guard("expiry sweep", () => store.expireBuckets(clock.now())), EXPIRY_SWEEP_MS),
+    setInterval(guard("reservation sweep", () => store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS)), RESERVATION_SWEEP_MS),
+  ];
+
+  let stopping: Promise<void> | null = null;
+  return {
+    url: `http://${server.hostname === "0.0.0.0" ? "127.0.0.1" : server.hostname}:${server.port}`,
+    port: server.port!,
+    stop() {
+      stopping ??= (async () => {
+        for (const timer of timers) clearInterval(timer);
+        await server.stop(false);
+        await keyUsage.flush();
+        logger.flush();
+        await store.close();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,272 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { addProduct, createOrganization, createTestContext, json, ledgerSum, type TestContext, type TestOrganization } from "../helpers";
+
+const FRESH = "04006381333931"; // GTIN-13 4006381333931 as GTIN-14
+const STALE = "00036000291452"; // GTIN-12 036000291452
+const EMPTY = "05901234123457"; // GTIN-13 5901234123457, no offers
+const UNKNOWN = "96385074"; // valid GTIN-8, no product
+const HOUR = 3_600_000;
+
+let context: TestContext;
+let org: TestOrganization;
+
+beforeEach(async () => {
+  context = await createTestContext();
+  org = await createOrganization(context, 10);
+  await addProduct(context, FRESH, [
+    { merchantId: "m-b", price: 1499, ageMs: HOUR },
+    { merchantId: "m-a", price: 1299, ageMs: 2 * HOUR },
+    { merchantId: "m-old", price: 999, ageMs: 48 * HOUR },
+  ]);
+  await addProduct(context, STALE, [{ merchantId: "m-a", price: 500, ageMs: 25 * HOUR }]);
+  await addProduct(context, EMPTY, []);
+});
+
+afterEach(async () => {
+  await context.close();
+});
+
+function price(gtin: string, init: { headers?: Record<string, string>; query?: string } = {}) {
+  return context.request(`/api/v1/products/${gtin}/price${init.query ?? ""}`, { headers: init.headers ?? org.auth });
+}
+
+async function available(): Promise<number> {
+  return (await context.store.getBalance(org.organizationId, context.clock.now())).available;
+}
+
+describe("GET /api/v1/products/{gtin}/price", () => {
+  describe("when the product has fresh offers", () => {
+    test("it answers 200 with the envelope, fresh offers cheapest first, and bills the credit cost", async () => {
+      const response = await price("4006381333931");
+      expect(response.status).toBe(200);
+      expect(response.headers.get("content-type")).toStartWith("application/json");
+      const body = await json(response);
+      expect(body.meta).toMatchObject({ gtin: FRESH, facet: "product.price", billable: true, creditsConsumed: 1, creditsRemaining: 9, reason: "fresh-offer" });
+      expect(body.meta.requestId).toStartWith("req_");
+      expect(response.headers.get("x-request-id")).toBe(body.meta.requestId);
+      expect(Number.isInteger(body.meta.responseTimeMs)).toBe(true);
+      expect(body.data.product).toEqual({ gtin: FRESH, title: `Product ${FRESH}`, brand: "Acme", imageUrl: null });
+      expect(body.data.offers.map((o: any) => o.merchant.id)).toEqual(["m-a", "m-b"]);
+      expect(body.data.offers[0]).toMatchObject({
+        merchant: { id: "m-a", name: "Merchant m-a" },
+        price: { amount: 1299, currency: "EUR", formatted: "€12.99" },
+        shipping: null,
+        availability: "in_stock",
+        availabilityLabel: "In stock",
+        condition: "new",
+        url: null,
+      });
+      expect(body.data.summary).toEqual({
+        offerCount: 2,
+        lowestPrice: { amount: 1299, currency: "EUR", formatted: "€12.99" },
+        highestPrice: { amount: 1499, currency: "EUR", formatted: "€14.99" },
+      });
+      expect(body.data.lastObservedAt).toBe(new Date(context.clock.now() - HOUR).toISOString());
+      expect(await available()).toBe(9);
+      const usage = (await context.store.listTransactions(org.organizationId, { limit: 10, types: ["usage"] })).items;
+      expect(usage).toHaveLength(1);
+      expect(usage[0]).toMatchObject({ amount: -1, balanceAfter: 9, keyId: org.keyId, requestId: body.meta.requestId, gtin: FRESH });
+    });
+
+    test("the GTIN-13 and GTIN-14 forms of one product give the same product and meta.gtin", async () => {
+      const short = await json(await price("4006381333931"));
+      const long = await json(await price("04006381333931"));
+      expect(short.meta.gtin).toBe(FRESH);
+      expect(long.meta.gtin).toBe(FRESH);
+      expect(long.data).toEqual(short.data);
+      expect(await available()).toBe(8);
+    });
+
+    test("language=fr localizes money and availability labels", async () => {
+      const body = await json(await price(FRESH, { query: "?language=fr" }));
+      expect(body.data.offers[0].price.formatted).toBe("12,99 €");
+      expect(body.data.offers[0].availabilityLabel).toBe("En stock");
+    });
+
+    test("Accept-Language: fr is used when no language parameter is given, and the parameter wins over it", async () => {
+      const fromHeader = await json(await price(FRESH, { headers: { ...org.auth, "accept-language": "fr-FR,fr;q=0.9,en;q=0.5" } }));
+      expect(fromHeader.data.offers[0].availabilityLabel).toBe("En stock");
+      const parameterWins = await json(await price(FRESH, { query: "?language=en", headers: { ...org.auth, "accept-language": "fr" } }));
+      expect(parameterWins.data.offers[0].availabilityLabel).toBe("In stock");
+    });
+
+    test("it records lastUsedAt behind the request, on the next flush", async () => {
+      await price(FRESH);
+      expect((await context.store.getApiKeyById(org.keyId))!.lastUsedAt).toBeNull();
+      await context.services.keyUsage.flush();
+      expect((await context.store.getApiKeyById(org.keyId))!.lastUsedAt).toBe(context.clock.now());
+    });
+  });
+
+  describe("when there is no usable data", () => {
+    test("a product with no offers answers 200 no-data with empty offers and bills nothing", async () => {
+      const response = await price(EMPTY);
+      expect(response.status).toBe(200);
+      const body = await json(response);
+      expect(body.meta).toMatchObject({ reason: "no-data", billable: false, creditsConsumed: 0, creditsRemaining: 10, gtin: EMPTY });
+      expect(body.data.offers).toEqual([]);
+      expect(body.data.summary).toEqual({ offerCount: 0, lowestPrice: null, highestPrice: null });
+      expect(body.data.lastObservedAt).toBeNull();
+      expect(await available()).toBe(10);
+    });
+
+    test("a product whose offers are all older than the freshness window answers 200 stale-data and bills nothing", async () => {
+      const response = await price("036000291452");
+      expect(response.status).toBe(200);
+      const body = await json(response);
+      expect(body.meta).toMatchObject({ reason: "stale-data", billable: false, creditsConsumed: 0, creditsRemaining: 10, gtin: STALE });
+      expect(body.data.offers).toEqual([]);
+      expect(body.data.lastObservedAt).toBe(new Date(context.clock.now() - 25 * HOUR).toISOString());
+      expect(await available()).toBe(10);
+    });
+
+    test("the freshness window comes from FRESHNESS_WINDOW", async () => {
+      const wide = await createTestContext({ FRESHNESS_WINDOW: "48h" });
+      const wideOrg = await createOrganization(wide, 5);
+      await addProduct(wide, STALE, [{ merchantId: "m-a", price: 500, ageMs: 25 * HOUR }]);
+      const body = await json(await wide.request(`/api/v1/products/${STALE}/price`, { headers: wideOrg.auth }));
+      expect(body.meta.reason).toBe("fresh-offer");
+      await wide.close();
+    });
+
+    test("an unknown product answers 404 product-not-found as a problem with meta, and bills nothing", async () => {
+      const response = await price(UNKNOWN);
+      expect(response.status).toBe(404);
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      const body = await json(response);
+      expect(body).toMatchObject({ type: "http://localhost:8080/problems/product-not-found", title: "Product Not Found", status: 404 });
+      expect(body.meta).toMatchObject({ reason: "product-not-found", billable: false, creditsConsumed: 0, creditsRemaining: 10, gtin: "00000096385074" });
+      expect(response.headers.get("x-request-id")).toBe(body.meta.requestId);
+      expect(await available()).toBe(10);
+    });
+  });
+
+  describe("when the GTIN is invalid", () => {
+    test.each([["4006381333932"], ["12345"], ["abcdefgh"], ["400638133393１"]])("%s answers 400 invalid-gtin echoing the raw value", async (raw) => {
+      const response = await price(encodeURIComponent(raw));
+      expect(response.status).toBe(400);
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      const body = await json(response);
+      expect(body.type).toEndWith("/invalid-gtin");
+      expect(body.meta).toMatchObject({ reason: "invalid-gtin", billable: false, creditsConsumed: 0, creditsRemaining: 10, gtin: raw });
+      expect(await available()).toBe(10);
+    });
+
+    test("the problem detail is French with language=fr, the title stays English", async () => {
+      const body = await json(await price("123", { query: "?language=fr" }));
+      expect(body.title).toBe("Invalid GTIN");
+      expect(body.detail).toBe("Le GTIN doit comporter 8, 12, 13 ou 14 chiffres avec une clé de contrôle valide.");
+    });
+  });
+
+  describe("when credits run out", () => {
+    test("it answers 402 insufficient-credits, even for an unknown product, and bills nothing", async () => {
+      const poor = await createOrganization(context, 0, "Poor Org");
+      for (const gtin of [FRESH, UNKNOWN]) {
+        const response = await price(gtin, { headers: poor.auth });
+        expect(response.status).toBe(402);
+        const body = await json(response);
+        expect(body.type).toEndWith("/insufficient-credits");
+        expect(body.meta).toMatchObject({ reason: "insufficient-credits", billable: false, creditsConsumed: 0, creditsRemaining: 0 });
+      }
+      expect((await context.store.listTransactions(poor.organizationId, { limit: 10 })).items).toHaveLength(0);
+    });
+
+    test("expired credits are not spendable even before the expiry job runs", async () => {
+      const expiring = await createOrganization(context, 0, "Expiring Org");
+      await context.store.grantCredits({ organizationId: expiring.organizationId, source: "grant", type: "grant", amount: 5, expiresAt: context.clock.now() + HOUR, description: "short", now: context.clock.now() });
+      expect((await price(FRESH, { headers: expiring.auth })).status).toBe(200);
+      context.clock.advance(2 * HOUR);
+      const response = await price(FRESH, { headers: expiring.auth });
+      expect(response.status).toBe(402);
+      expect(await ledgerSum(context.store, expiring.organizationId)).toBe(0);
+    });
+
+    test("credits are spent from the bucket that expires first, never-expiring buckets last", async () => {
+      const fefo = await createOrganization(context, 3, "FEFO Org");
+      const soon = await context.store.grantCredits({ organizationId: fefo.organizationId, source: "pack", type: "purchase", amount: 1, expiresAt: context.clock.now() + HOUR, description: "soon", now: context.clock.now() });
+      const later = await context.store.grantCredits({ organizationId: fefo.organizationId, source: "pack", type: "purchase", amount: 1, expiresAt: context.clock.now() + 5 * HOUR, description: "later", now: context.clock.now() });
+      await price(FRESH, { headers: fefo.auth });
+      await price(FRESH, { headers: fefo.auth });
+      const usage = (await context.store.listTransactions(fefo.organizationId, { limit: 10, types: ["usage"] })).items;
+      expect(usage.map((t) => t.bucketId)).toEqual([later.id, soon.id]);
+    });
+  });
+
+  describe("authentication", () => {
+    const cases: Array<[string, () => Record<string, string>, string]> = [
+      ["no Authorization header", () => ({}), "required"],
+      ["a non-Bearer scheme", () => ({ authorization: `Basic ${btoa("a:b")}` }), "required"],
+      ["a malformed key", () => ({ authorization: "Bearer not-a-key" }), "invalid"],
+      ["a key with a bad checksum", () => ({ authorization: `Bearer ${org.clearKey.slice(0, -1)}${org.clearKey.endsWith("0") ? "1" : "0"}` }), "invalid"],
+      ["a well-formed unknown key", () => ({ authorization: `Bearer ${"pps_" + "A".repeat(32)}${checksumOf("pps_" + "A".repeat(32))}` }), "invalid"],
+    ];
+    test.each(cases)("with %s it answers 401 with WWW-Authenticate and bills nothing", async (_name, headers, word) => {
+      const response = await price(FRESH, { headers: headers() });
+      expect(response.status).toBe(401);
+      expect(response.headers.get("www-authenticate")).toStartWith("Bearer");
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      const body = await json(response);
+      expect(body).toMatchObject({ type: "http://localhost:8080/problems/unauthorized", title: "Unauthorized", status: 401 });
+      expect(body.detail).toContain(word);
+      expect(await available()).toBe(10);
+    });
+
+    test("a revoked key answers 401 and the detail says it is revoked", async () => {
+      await context.store.revokeApiKey(org.organizationId, org.keyId);
+      const response = await price(FRESH);
+      expect(response.status).toBe(401);
+      expect((await json(response)).detail).toContain("revoked");
+    });
+
+    test("authentication is checked before the language and the GTIN", async () => {
+      const response = await price("bad", { headers: {}, query: "?language=de" });
+      expect(response.status).toBe(401);
+    });
+  });
+
+  describe("the language parameter", () => {
+    test("a language other than en or fr answers 400 invalid-parameter and bills nothing", async () => {
+      const response = await price(FRESH, { query: "?language=de" });
+      expect(response.status).toBe(400);
+      const body = await json(response);
+      expect(body.type).toEndWith("/invalid-parameter");
+      expect(body.meta.reason).toBe("invalid-parameter");
+      expect(await available()).toBe(10);
+    });
+
+    test("it is validated before the GTIN", async () => {
+      const body = await json(await price("123", { query: "?language=xx" }));
+      expect(body.type).toEndWith("/invalid-parameter");
+    });
+  });
+
+  describe("under concurrency", () => {
+    test("with a balance of N and many more concurrent billable requests, exactly N are billed and the balance ends at 0", async () => {
+      const n = 25;
+      const busy = await createOrganization(context, n, "Busy Org");
+      const responses = await Promise.all(Array.from({ length: 120 }, () => price(FRESH, { headers: busy.auth })));
+      const statuses = responses.map((r) => r.status);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(n);
+      expect(statuses.filter((s) => s === 402)).toHaveLength(120 - n);
+      const balance = await context.store.getBalance(busy.organizationId, context.clock.now());
+      expect(balance).toMatchObject({ available: 0, reserved: 0 });
+      expect(balance.buckets.every((b) => b.remaining >= 0)).toBe(true);
+      expect(await ledgerSum(context.store, busy.organizationId)).toBe(0);
+      const usage = (await context.store.listTransactions(busy.organizationId, { limit: 100, types: ["usage"] })).items;
+      expect(usage).toHaveLength(n);
+      expect(new Set(usage.map((t) => t.requestId)).size).toBe(n);
+    });
+  });
+});
+
+function checksumOf(text: string): string {
+  const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  let crc = Bun.hash.crc32(text);
+  let out = "";
+  while (crc > 0) {
+    out = alphabet[crc % 62] + out;
+    crc = Math.floor(crc / 62);
+  }
+  return out.padStart(6, "0");
+}
