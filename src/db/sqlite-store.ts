@@ -16,12 +16,13 @@ import type {
   Organization,
   Page,
   Reservation,
+  SessionWithUser,
   Store,
   TransactionQuery,
   User,
 } from "./store";
 
-const { organizations, users, apiKeys, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
+const { organizations, users, sessions, apiKeys, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
 type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
@@ -148,6 +149,11 @@ export class SQLiteStore implements Store {
       .onConflictDoNothing()
       .run();
     return this.db.select().from(users).where(eq(users.id, SYSTEM_USER_ID)).get()!;
+  }
+
+  async findSessionWithUser(sessionId: string): Promise<SessionWithUser | null> {
+    const row = this.db.select().from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(eq(sessions.id, sessionId)).get();
+    return row ? { session: row.sessions, user: row.users } : null;
   }
 
   private keyQuery() {

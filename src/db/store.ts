@@ -125,6 +125,21 @@ export interface TransactionQuery {
   to?: number;
 }
 
+export interface SessionRecord {
+  id: string;
+  tokenHash: string;
+  userId: string;
+  createdAt: number;
+  expiresAt: number;
+  absoluteExpiresAt: number;
+  revokedAt: number | null;
+}
+
+export interface SessionWithUser {
+  session: SessionRecord;
+  user: User;
+}
+
 export type Reservation = { ok: true; reservationId: string } | { ok: false; available: number };
 
 export interface Store {
@@ -137,6 +152,9 @@ export interface Store {
   listOrganizations(): Promise<Organization[]>;
   /** The built-in `usr_system` user that owns keys made by the operator CLI. */
   ensureSystemUser(now: number): Promise<User>;
+
+  /** A session and its user, by session id (the part of the token before the dot). */
+  findSessionWithUser(sessionId: string): Promise<SessionWithUser | null>;
 
   insertApiKey(key: NewApiKey): Promise<ApiKeyRecord>;
   findKeyCredential(keyHash: string): Promise<KeyCredential | null>;

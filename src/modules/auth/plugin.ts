@@ -1,0 +1,22 @@
+import { Elysia } from "elysia";
+import type { Services } from "../../services";
+import { authenticate, SESSION_COOKIE } from "./guard";
+
+/**
+ * `auth: "session"` or `auth: "sessionOrKey"` on a route resolves `principal` before the handler,
+ * or answers 401 (403 for a cross-site cookie request).
+ */
+export function authPlugin(services: Services) {
+  const { store, clock, config } = services;
+  return new Elysia({ name: "auth.guard" }).macro({
+    auth: (accept: "session" | "sessionOrKey") => ({
+      async resolve({ request, cookie }) {
+        const principal = await authenticate(
+          { request, sessionToken: cookie[SESSION_COOKIE]?.value as string | undefined, store, clock, publicUrl: config.publicUrl, keyPrefix: config.keyPrefix },
+          { session: true, apiKey: accept === "sessionOrKey" },
+        );
+        return { principal };
+      },
+    }),
+  });
+}
