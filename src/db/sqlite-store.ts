@@ -25,7 +25,6 @@ import type {
 const { organizations, users, sessions, apiKeys, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
-type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
 
 
 
@@ -115,8 +114,12 @@ export class SQLiteStore implements Store {
     }
   }
 
-  private write<T>(work: (tx: Tx) => T): T {
-    return this.db.transaction(work, { behavior: "immediate" });
+  /**
+   * Runs `work` in one BEGIN IMMEDIATE transaction (bun:sqlite's own, cheaper than drizzle's
+   * wrapper); every statement inside runs on this connection, so it is part of the transaction.
+   */
+  private write<T>(work: (db: DB) => T): T {
+    return this.database.transaction(() => work(this.db)).immediate();
   }
 
   async createOrganization(input: { name: string; now: number }): Promise<Organization> {
@@ -316,14 +319,78 @@ export class SQLiteStore implements Store {
     return this.db.select({ count: sql<number>`count(*)` }).from(products).get()!.count;
   }
 
-  /** Adds `amount` to the organization's running ledger sum and returns the new sum (the row's balanceAfter). */
-  private moveLedger(tx: Tx, organizationId: string, amount: number): number {
-    const row = tx
+  private readonly moveLedgerStatement = this.lazy(() =>
+    this.db
       .update(organizations)
-      .set({ ledgerBalance: sql`${organizations.ledgerBalance} + ${amount}` })
-      .where(eq(organizations.id, organizationId))
+      .set({ ledgerBalance: sql`${organizations.ledgerBalance} + ${sql.placeholder("amount")}` })
+      .where(eq(organizations.id, sql.placeholder("organizationId")))
       .returning({ ledgerBalance: organizations.ledgerBalance })
-      .get();
+      .prepare(),
+  );
+
+  private readonly insertTransaction = this.lazy(() =>
+    this.db
+      .insert(creditTransactions)
+      .values({
+        id: sql.placeholder("id"),
+        organizationId: sql.placeholder("organizationId"),
+        type: sql.placeholder("type"),
+        amount: sql.placeholder("amount"),
+        balanceAfter: sql.placeholder("balanceAfter"),
+        bucketId: sql.placeholder("bucketId"),
+        keyId: sql.placeholder("keyId"),
+        requestId: sql.placeholder("requestId"),
+        gtin: sql.placeholder("gtin"),
+        description: sql.placeholder("description"),
+        createdAt: sql.placeholder("createdAt"),
+      })
+      .prepare(),
+  );
+
+  /** Appends a ledger row and moves the running sum; the only way credits enter or leave the ledger. */
+  private appendLedger(row: Omit<LedgerTransaction, "id" | "balanceAfter" | "bucketId" | "keyId" | "requestId" | "gtin"> & Partial<Pick<LedgerTransaction, "bucketId" | "keyId" | "requestId" | "gtin">>): void {
+    const balanceAfter = this.moveLedger(row.organizationId, row.amount);
+    this.insertTransaction().run({
+      id: newId("txn", row.createdAt),
+      bucketId: null,
+      keyId: null,
+      requestId: null,
+      gtin: null,
+      ...row,
+      balanceAfter,
+    });
+  }
+
+  private readonly adjustBucket = this.lazy(() =>
+    this.db
+      .update(creditBuckets)
+      .set({ remaining: sql`${creditBuckets.remaining} + ${sql.placeholder("delta")}` })
+      .where(eq(creditBuckets.id, sql.placeholder("bucketId")))
+      .prepare(),
+  );
+
+  private readonly insertReservation = this.lazy(() =>
+    this.db
+      .insert(reservations)
+      .values({
+        id: sql.placeholder("id"),
+        organizationId: sql.placeholder("organizationId"),
+        amount: sql.placeholder("amount"),
+        allocations: sql.placeholder("allocations"),
+        keyId: sql.placeholder("keyId"),
+        requestId: sql.placeholder("requestId"),
+        createdAt: sql.placeholder("createdAt"),
+      })
+      .prepare(),
+  );
+
+  private readonly takeReservation = this.lazy(() =>
+    this.db.delete(reservations).where(eq(reservations.id, sql.placeholder("id"))).returning().prepare(),
+  );
+
+  /** Adds `amount` to the organization's running ledger sum and returns the new sum (the row's balanceAfter). */
+  private moveLedger(organizationId: string, amount: number): number {
+    const row = this.moveLedgerStatement().get({ organizationId, amount });
     if (row === undefined) throw new Error(`organization ${organizationId} does not exist`);
     return row.ledgerBalance;
   }
@@ -341,25 +408,13 @@ export class SQLiteStore implements Store {
         createdAt: input.now,
       };
       tx.insert(creditBuckets).values(bucket).run();
-      const balanceAfter = this.moveLedger(tx, input.organizationId, input.amount);
-      tx.insert(creditTransactions)
-        .values({
-          id: newId("txn", input.now),
-          organizationId: input.organizationId,
-          type: input.type,
-          amount: input.amount,
-          balanceAfter,
-          bucketId: bucket.id,
-          description: input.description,
-          createdAt: input.now,
-        })
-        .run();
+      this.appendLedger({ organizationId: input.organizationId, type: input.type, amount: input.amount, bucketId: bucket.id, description: input.description, createdAt: input.now });
       return bucket;
     });
   }
 
   /** Writes off the organization's expired buckets inside `tx`; each becomes an `expiry` ledger row. */
-  private writeOffExpired(tx: Tx, organizationId: string | null, now: number): number {
+  private writeOffExpired(tx: DB, organizationId: string | null, now: number): number {
     const expired = tx
       .select({ id: creditBuckets.id, organizationId: creditBuckets.organizationId, remaining: creditBuckets.remaining })
       .from(creditBuckets)
@@ -372,20 +427,8 @@ export class SQLiteStore implements Store {
       )
       .all();
     for (const bucket of expired) {
-      tx.update(creditBuckets).set({ remaining: 0 }).where(eq(creditBuckets.id, bucket.id)).run();
-      const balanceAfter = this.moveLedger(tx, bucket.organizationId, -bucket.remaining);
-      tx.insert(creditTransactions)
-        .values({
-          id: newId("txn", now),
-          organizationId: bucket.organizationId,
-          type: "expiry",
-          amount: -bucket.remaining,
-          balanceAfter,
-          bucketId: bucket.id,
-          description: "Expired credits written off",
-          createdAt: now,
-        })
-        .run();
+      this.adjustBucket().run({ bucketId: bucket.id, delta: -bucket.remaining });
+      this.appendLedger({ organizationId: bucket.organizationId, type: "expiry", amount: -bucket.remaining, bucketId: bucket.id, description: "Expired credits written off", createdAt: now });
     }
     return expired.length;
   }
@@ -414,66 +457,59 @@ export class SQLiteStore implements Store {
       for (const bucket of buckets) {
         if (missing === 0) break;
         const take = Math.min(bucket.remaining, missing);
-        tx.update(creditBuckets)
-          .set({ remaining: sql`${creditBuckets.remaining} - ${take}` })
-          .where(eq(creditBuckets.id, bucket.id))
-          .run();
+        this.adjustBucket().run({ bucketId: bucket.id, delta: -take });
         allocations.push({ bucketId: bucket.id, amount: take });
         missing -= take;
       }
       const reservationId = newId("res", input.now);
-      tx.insert(reservations)
-        .values({ id: reservationId, organizationId: input.organizationId, amount: input.amount, allocations, keyId: input.keyId, requestId: input.requestId, createdAt: input.now })
-        .run();
+      this.insertReservation().run({
+        id: reservationId,
+        organizationId: input.organizationId,
+        amount: input.amount,
+        allocations,
+        keyId: input.keyId,
+        requestId: input.requestId,
+        createdAt: input.now,
+      });
       return { ok: true as const, reservationId };
     });
   }
 
   // Invariant: the usage row and the reservation's removal commit together, so a request is billed once.
   async commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean> {
-    return this.write((tx) => {
-      const reservation = tx.delete(reservations).where(eq(reservations.id, reservationId)).returning().get();
+    return this.write(() => {
+      const reservation = this.takeReservation().get({ id: reservationId });
       if (reservation === undefined) return false;
-      const balanceAfter = this.moveLedger(tx, reservation.organizationId, -reservation.amount);
-      tx.insert(creditTransactions)
-        .values({
-          id: newId("txn", usage.now),
-          organizationId: reservation.organizationId,
-          type: "usage",
-          amount: -reservation.amount,
-          balanceAfter,
-          bucketId: reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
-          keyId: reservation.keyId,
-          requestId: reservation.requestId,
-          gtin: usage.gtin,
-          description: usage.description,
-          createdAt: usage.now,
-        })
-        .run();
+      this.appendLedger({
+        organizationId: reservation.organizationId,
+        type: "usage",
+        amount: -reservation.amount,
+        bucketId: reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
+        keyId: reservation.keyId,
+        requestId: reservation.requestId,
+        gtin: usage.gtin,
+        description: usage.description,
+        createdAt: usage.now,
+      });
       return true;
     });
   }
 
-  private releaseWithin(tx: Tx, reservationId: string): boolean {
-    const reservation = tx.delete(reservations).where(eq(reservations.id, reservationId)).returning().get();
+  private releaseWithin(reservationId: string): boolean {
+    const reservation = this.takeReservation().get({ id: reservationId });
     if (reservation === undefined) return false;
-    for (const allocation of reservation.allocations) {
-      tx.update(creditBuckets)
-        .set({ remaining: sql`${creditBuckets.remaining} + ${allocation.amount}` })
-        .where(eq(creditBuckets.id, allocation.bucketId))
-        .run();
-    }
+    for (const allocation of reservation.allocations) this.adjustBucket().run({ bucketId: allocation.bucketId, delta: allocation.amount });
     return true;
   }
 
   async releaseReservation(reservationId: string): Promise<boolean> {
-    return this.write((tx) => this.releaseWithin(tx, reservationId));
+    return this.write((tx) => this.releaseWithin(reservationId));
   }
 
   async releaseStaleReservations(olderThan: number): Promise<number> {
     return this.write((tx) => {
       const stale = tx.select({ id: reservations.id }).from(reservations).where(lt(reservations.createdAt, olderThan)).all();
-      return stale.filter((row) => this.releaseWithin(tx, row.id)).length;
+      return stale.filter((row) => this.releaseWithin(row.id)).length;
     });
   }
 

@@ -49,7 +49,7 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       if (length > options.bodyLimitBytes) {
         return problemResponse(new Problem("payload-too-large"), request, requestId, options.typeBase);
       }
-      if (JSON_BODY_METHODS.has(request.method) && length > 0 && new URL(request.url).pathname.startsWith("/api/")) {
+      if (JSON_BODY_METHODS.has(request.method) && (length > 0 || request.body !== null) && new URL(request.url).pathname.startsWith("/api/")) {
         const type = request.headers.get("content-type") ?? "";
         if (!/^application\/([\w.+-]+\+)?json\b/i.test(type) && !request.url.includes("/api/v1/webhooks/")) {
           return problemResponse(new Problem("unsupported-media-type"), request, requestId, options.typeBase);

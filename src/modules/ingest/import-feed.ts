@@ -1,0 +1,68 @@
+import type { FeedRecord, Store } from "../../db/store";
+import { parseFeedRecord } from "./feed-record";
+import { type NumberedRecord, readCSV, readNDJSON } from "./parse";
+
+export type FeedFormat = "ndjson" | "csv";
+
+export interface ImportOptions {
+  format: FeedFormat;
+  /** The import's clock: bounds `observedAt` and stamps the products written. */
+  now: number;
+  /** Records per store transaction. */
+  batchSize?: number;
+}
+
+/** What `import --json` prints. `products` counts distinct GTINs among accepted records. */
+export interface ImportReport {
+  read: number;
+  products: number;
+  offers: number;
+  rejected: Array<{ line: number; error: string }>;
+}
+
+const DEFAULT_BATCH_SIZE = 1000;
+
+/**
+ * Streams a feed into the store. Each record is validated on its own: a rejected one is reported
+ * with its line and writes nothing, and never keeps its neighbours from being written. Valid
+ * records are written in batches, one transaction each, so memory stays flat on large feeds.
+ * Store failures are genuine errors and propagate; batches written before them stay written.
+ */
+export async function importFeed(store: Store, stream: ReadableStream<Uint8Array>, options: ImportOptions): Promise<ImportReport> {
+  const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
+  const report: ImportReport = { read: 0, products: 0, offers: 0, rejected: [] };
+  const gtins = new Set<string>();
+  let batch: FeedRecord[] = [];
+
+  for await (const numbered of readRecords(stream, options.format)) {
+    report.read++;
+    const parsed =
+      numbered.value === undefined
+        ? { ok: false as const, error: numbered.error ?? "unreadable record" }
+        : parseFeedRecord(numbered.value, options.now);
+    if (!parsed.ok) {
+      report.rejected.push({ line: numbered.line, error: parsed.error });
+      continue;
+    }
+    gtins.add(parsed.record.product.gtin);
+    if (parsed.record.offer !== undefined) report.offers++;
+    batch.push(parsed.record);
+    if (batch.length >= batchSize) {
+      await store.applyFeedRecords(batch, options.now);
+      batch = [];
+    }
+  }
+  if (batch.length > 0) await store.applyFeedRecords(batch, options.now);
+
+  report.products = gtins.size;
+  return report;
+}
+
+function readRecords(stream: ReadableStream<Uint8Array>, format: FeedFormat): AsyncIterable<NumberedRecord> {
+  return format === "csv" ? readCSV(stream) : readNDJSON(stream);
+}
+
+/** The feed format a file name implies: `.csv` is CSV, anything else (and `-`, stdin) is NDJSON. */
+export function formatFromFileName(name: string): FeedFormat {
+  return name.toLowerCase().endsWith(".csv") ? "csv" : "ndjson";
+}
