@@ -13,8 +13,10 @@ import type {
   KeyCredential,
   LedgerTransaction,
   NewApiKey,
+  OfferRecord,
   Organization,
   Page,
+  ProductRecord,
   Reservation,
   SessionWithUser,
   Store,
@@ -22,7 +24,7 @@ import type {
   User,
 } from "./store";
 
-const { organizations, users, sessions, apiKeys, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
+const { organizations, users, sessions, apiKeys, products, merchants, offers, creditBuckets, creditTransactions } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
 
@@ -64,16 +66,10 @@ function toKeyRecord(row: KeyRow): ApiKeyRecord {
   return { ...key, createdBy: { id: createdById, name: createdByName, email: createdByEmail } };
 }
 
-function spendable(organizationId: string, now: number) {
-  return and(
-    eq(creditBuckets.organizationId, organizationId),
-    gt(creditBuckets.remaining, 0),
-    sql`(${creditBuckets.expiresAt} IS NULL OR ${creditBuckets.expiresAt} > ${now})`,
-  );
-}
-
 // Soonest-expiring first; buckets that never expire last; then oldest first.
 const FEFO = [sql`${creditBuckets.expiresAt} IS NULL`, asc(creditBuckets.expiresAt), asc(creditBuckets.id)] as const;
+
+const PRODUCT_CACHE_SIZE = 100_000;
 
 export class SQLiteStore implements Store {
   readonly dialect = "sqlite";
@@ -120,6 +116,43 @@ export class SQLiteStore implements Store {
    */
   private write<T>(work: (db: DB) => T): T {
     return this.database.transaction(() => work(this.db)).immediate();
+  }
+
+  /**
+   * A write whose effect on the read caches is applied by the caller (the billing debit) or that
+   * touches nothing cached (lastUsedAt). Any other change seen before it still clears the caches.
+   */
+  private writeKeepingCaches<T>(work: () => T): T {
+    this.syncCaches();
+    const result = this.database.transaction(work).immediate();
+    this.seenChanges = this.totalChanges().get()!.changes;
+    return result;
+  }
+
+  // Read caches for the data endpoint's hot path: key credentials, products with offers, and
+  // spendable buckets. SQLite tells exactly when they may be stale: `data_version` changes when
+  // another connection (the operator CLI: import, grants, revocations) commits, `total_changes()`
+  // when this connection writes. Either moving clears every cache; the billing debit alone updates
+  // the cached buckets in place instead.
+  private readonly keyCache = new Map<string, KeyCredential>();
+  private readonly productCache = new Map<string, { product: ProductRecord; offers: OfferRecord[] } | null>();
+  private readonly bucketCache = new Map<string, Array<{ id: string; remaining: number; expiresAt: number | null }>>();
+  private seenDataVersion = -1;
+  private seenChanges = -1;
+  private readonly dataVersion = this.lazy(() => this.database.query<{ data_version: number }, []>("PRAGMA data_version"));
+  private readonly totalChanges = this.lazy(() => this.database.query<{ changes: number }, []>("SELECT total_changes() AS changes"));
+
+  /** Drops every cache when anything was committed since the last check that the caches do not reflect. */
+  private syncCaches(): void {
+    const version = this.dataVersion().get()!.data_version;
+    const changes = this.totalChanges().get()!.changes;
+    if (version !== this.seenDataVersion || changes !== this.seenChanges) {
+      this.keyCache.clear();
+      this.productCache.clear();
+      this.bucketCache.clear();
+      this.seenDataVersion = version;
+      this.seenChanges = changes;
+    }
   }
 
   async createOrganization(input: { name: string; now: number }): Promise<Organization> {
@@ -177,7 +210,13 @@ export class SQLiteStore implements Store {
   );
 
   async findKeyCredential(keyHash: string): Promise<KeyCredential | null> {
-    return this.credentialByHash().get({ hash: keyHash }) ?? null;
+    this.syncCaches();
+    const cached = this.keyCache.get(keyHash);
+    if (cached !== undefined) return cached;
+    const credential = this.credentialByHash().get({ hash: keyHash });
+    if (credential === undefined) return null;
+    this.keyCache.set(keyHash, credential);
+    return credential;
   }
 
   async getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
@@ -226,7 +265,8 @@ export class SQLiteStore implements Store {
 
   async touchApiKeys(lastUsed: Map<string, number>): Promise<void> {
     if (lastUsed.size === 0) return;
-    this.write((tx) => {
+    const tx = this.db;
+    this.writeKeepingCaches(() => {
       for (const [id, at] of lastUsed) {
         tx.update(apiKeys)
           .set({ lastUsedAt: sql`max(coalesce(${apiKeys.lastUsedAt}, 0), ${at})` })
@@ -310,9 +350,14 @@ export class SQLiteStore implements Store {
   );
 
   async findProductWithOffers(gtin: string) {
+    this.syncCaches();
+    const cached = this.productCache.get(gtin);
+    if (cached !== undefined) return cached;
     const product = this.productByGTIN().get({ gtin });
-    if (product === undefined) return null;
-    return { product, offers: this.offersByGTIN().all({ gtin }) };
+    const found = product === undefined ? null : { product, offers: this.offersByGTIN().all({ gtin }) };
+    if (this.productCache.size >= PRODUCT_CACHE_SIZE) this.productCache.delete(this.productCache.keys().next().value!);
+    this.productCache.set(gtin, found);
+    return found;
   }
 
   async countProducts(): Promise<number> {
@@ -369,25 +414,6 @@ export class SQLiteStore implements Store {
       .prepare(),
   );
 
-  private readonly insertReservation = this.lazy(() =>
-    this.db
-      .insert(reservations)
-      .values({
-        id: sql.placeholder("id"),
-        organizationId: sql.placeholder("organizationId"),
-        amount: sql.placeholder("amount"),
-        allocations: sql.placeholder("allocations"),
-        keyId: sql.placeholder("keyId"),
-        requestId: sql.placeholder("requestId"),
-        createdAt: sql.placeholder("createdAt"),
-      })
-      .prepare(),
-  );
-
-  private readonly takeReservation = this.lazy(() =>
-    this.db.delete(reservations).where(eq(reservations.id, sql.placeholder("id"))).returning().prepare(),
-  );
-
   /** Adds `amount` to the organization's running ledger sum and returns the new sum (the row's balanceAfter). */
   private moveLedger(organizationId: string, amount: number): number {
     const row = this.moveLedgerStatement().get({ organizationId, amount });
@@ -413,9 +439,13 @@ export class SQLiteStore implements Store {
     });
   }
 
-  /** Writes off the organization's expired buckets inside `tx`; each becomes an `expiry` ledger row. */
-  private writeOffExpired(tx: DB, organizationId: string | null, now: number): number {
-    const expired = tx
+  /**
+   * Writes off the expired buckets (of one organization, or all) with an `expiry` ledger row each.
+   * Credits held by a request in flight stay in their bucket until it commits or releases; a
+   * later sweep writes off what a release gives back.
+   */
+  private writeOffExpired(organizationId: string | null, now: number): number {
+    const expired = this.db
       .select({ id: creditBuckets.id, organizationId: creditBuckets.organizationId, remaining: creditBuckets.remaining })
       .from(creditBuckets)
       .where(
@@ -426,14 +456,18 @@ export class SQLiteStore implements Store {
         ),
       )
       .all();
+    let written = 0;
     for (const bucket of expired) {
-      this.adjustBucket().run({ bucketId: bucket.id, delta: -bucket.remaining });
-      this.appendLedger({ organizationId: bucket.organizationId, type: "expiry", amount: -bucket.remaining, bucketId: bucket.id, description: "Expired credits written off", createdAt: now });
+      const amount = bucket.remaining - (this.holds.get(bucket.id) ?? 0);
+      if (amount <= 0) continue;
+      this.adjustBucket().run({ bucketId: bucket.id, delta: -amount });
+      this.appendLedger({ organizationId: bucket.organizationId, type: "expiry", amount: -amount, bucketId: bucket.id, description: "Expired credits written off", createdAt: now });
+      written++;
     }
-    return expired.length;
+    return written;
   }
 
-  private readonly spendableBuckets = this.lazy(() =>
+  private readonly bucketsWithCredits = this.lazy(() =>
     this.db
       .select({ id: creditBuckets.id, remaining: creditBuckets.remaining, expiresAt: creditBuckets.expiresAt })
       .from(creditBuckets)
@@ -442,109 +476,156 @@ export class SQLiteStore implements Store {
       .prepare(),
   );
 
-  // Invariant: buckets never go below zero; credits leave buckets only into a reservation row.
+  // Reservations live in memory: one `serve` process owns a SQLite file, JavaScript runs one request
+  // at a time between awaits, and a hold is taken synchronously after reading the buckets, so two
+  // requests can never hold the same credit. A crash loses only holds, never credits: buckets are
+  // debited only when a usage row is written, in the same transaction.
+  private readonly holds = new Map<string, number>();
+  private readonly heldReservations = new Map<string, { organizationId: string; amount: number; allocations: Array<{ bucketId: string; amount: number }>; keyId: string | null; requestId: string }>();
+
+  /** Spendable buckets (unexpired, FEFO) with what requests in flight hold already taken out. */
+  private spendableBuckets(organizationId: string, now: number): Array<{ id: string; free: number }> {
+    const spendable: Array<{ id: string; free: number }> = [];
+    this.syncCaches();
+    let buckets = this.bucketCache.get(organizationId);
+    if (buckets === undefined) {
+      buckets = this.bucketsWithCredits().all({ organizationId });
+      this.bucketCache.set(organizationId, buckets);
+    }
+    for (const bucket of buckets) {
+      if (bucket.expiresAt !== null && bucket.expiresAt <= now) continue;
+      const free = bucket.remaining - (this.holds.get(bucket.id) ?? 0);
+      if (free > 0) spendable.push({ id: bucket.id, free });
+    }
+    return spendable;
+  }
+
+  private changeHold(bucketId: string, delta: number): void {
+    const held = (this.holds.get(bucketId) ?? 0) + delta;
+    if (held === 0) this.holds.delete(bucketId);
+    else this.holds.set(bucketId, held);
+  }
+
+  // Invariant: the credits held never exceed a bucket's remaining credits.
   async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
-    return this.write((tx) => {
-      let buckets = this.spendableBuckets().all({ organizationId: input.organizationId });
-      if (buckets.some((bucket) => bucket.expiresAt !== null && bucket.expiresAt <= input.now)) {
-        this.writeOffExpired(tx, input.organizationId, input.now);
-        buckets = buckets.filter((bucket) => bucket.expiresAt === null || bucket.expiresAt > input.now);
-      }
-      const available = buckets.reduce((sum, bucket) => sum + bucket.remaining, 0);
-      if (available < input.amount) return { ok: false as const, available };
-      const allocations: Array<{ bucketId: string; amount: number }> = [];
-      let missing = input.amount;
-      for (const bucket of buckets) {
-        if (missing === 0) break;
-        const take = Math.min(bucket.remaining, missing);
-        this.adjustBucket().run({ bucketId: bucket.id, delta: -take });
-        allocations.push({ bucketId: bucket.id, amount: take });
-        missing -= take;
-      }
-      const reservationId = newId("res", input.now);
-      this.insertReservation().run({
-        id: reservationId,
-        organizationId: input.organizationId,
-        amount: input.amount,
-        allocations,
-        keyId: input.keyId,
-        requestId: input.requestId,
-        createdAt: input.now,
-      });
-      return { ok: true as const, reservationId };
+    const buckets = this.spendableBuckets(input.organizationId, input.now);
+    const available = buckets.reduce((sum, bucket) => sum + bucket.free, 0);
+    if (available < input.amount) return { ok: false, available };
+    const allocations: Array<{ bucketId: string; amount: number }> = [];
+    let missing = input.amount;
+    for (const bucket of buckets) {
+      if (missing === 0) break;
+      const take = Math.min(bucket.free, missing);
+      this.changeHold(bucket.id, take);
+      allocations.push({ bucketId: bucket.id, amount: take });
+      missing -= take;
+    }
+    const reservationId = newId("res", input.now);
+    this.heldReservations.set(reservationId, { organizationId: input.organizationId, amount: input.amount, allocations, keyId: input.keyId, requestId: input.requestId });
+    return { ok: true, reservationId };
+  }
+
+  private pendingCommits: Array<{ reservationId: string; usage: { gtin: string | null; description: string; now: number }; done: (error: unknown) => void }> = [];
+
+  /**
+   * Group commit: the debits of every request that reaches commit in the same event-loop turn are
+   * written in one transaction, and each request is answered only after that transaction commits.
+   */
+  commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean> {
+    if (!this.heldReservations.has(reservationId)) return Promise.resolve(false);
+    return new Promise<boolean>((resolve, reject) => {
+      if (this.pendingCommits.length === 0) setImmediate(() => this.flushCommits());
+      this.pendingCommits.push({ reservationId, usage, done: (error) => (error === undefined ? resolve(true) : reject(error)) });
     });
   }
 
-  // Invariant: the usage row and the reservation's removal commit together, so a request is billed once.
-  async commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean> {
-    return this.write(() => {
-      const reservation = this.takeReservation().get({ id: reservationId });
-      if (reservation === undefined) return false;
-      this.appendLedger({
-        organizationId: reservation.organizationId,
-        type: "usage",
-        amount: -reservation.amount,
-        bucketId: reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
-        keyId: reservation.keyId,
-        requestId: reservation.requestId,
-        gtin: usage.gtin,
-        description: usage.description,
-        createdAt: usage.now,
-      });
-      return true;
+  // Invariant: a bucket's debit and its usage row commit together, so a request is billed exactly once.
+  private debitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): void {
+    const reservation = this.heldReservations.get(reservationId)!;
+    for (const allocation of reservation.allocations) this.adjustBucket().run({ bucketId: allocation.bucketId, delta: -allocation.amount });
+    this.appendLedger({
+      organizationId: reservation.organizationId,
+      type: "usage",
+      amount: -reservation.amount,
+      bucketId: reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
+      keyId: reservation.keyId,
+      requestId: reservation.requestId,
+      gtin: usage.gtin,
+      description: usage.description,
+      createdAt: usage.now,
     });
   }
 
-  private releaseWithin(reservationId: string): boolean {
-    const reservation = this.takeReservation().get({ id: reservationId });
+  private flushCommits(): void {
+    const batch = this.pendingCommits;
+    this.pendingCommits = [];
+    const settle = (item: (typeof batch)[number], error?: unknown) => {
+      if (error === undefined) this.debitCachedBuckets(item.reservationId);
+      if (error === undefined) this.dropReservation(item.reservationId);
+      item.done(error);
+    };
+    try {
+      this.writeKeepingCaches(() => batch.forEach((item) => this.debitReservation(item.reservationId, item.usage)));
+      batch.forEach((item) => settle(item));
+    } catch {
+      // One bad debit must not fail its neighbours: retry each alone and fail only the culprit.
+      for (const item of batch) {
+        try {
+          this.writeKeepingCaches(() => this.debitReservation(item.reservationId, item.usage));
+          settle(item);
+        } catch (error) {
+          settle(item, error);
+        }
+      }
+    }
+  }
+
+  /** After a committed debit, the cached buckets take the same debit (so the cache stays exact). */
+  private debitCachedBuckets(reservationId: string): void {
+    const reservation = this.heldReservations.get(reservationId)!;
+    const buckets = this.bucketCache.get(reservation.organizationId);
+    if (buckets === undefined) return;
+    for (const allocation of reservation.allocations) {
+      const bucket = buckets.find((b) => b.id === allocation.bucketId);
+      if (bucket === undefined) this.bucketCache.delete(reservation.organizationId);
+      else bucket.remaining -= allocation.amount;
+    }
+  }
+
+  private dropReservation(reservationId: string): boolean {
+    const reservation = this.heldReservations.get(reservationId);
     if (reservation === undefined) return false;
-    for (const allocation of reservation.allocations) this.adjustBucket().run({ bucketId: allocation.bucketId, delta: allocation.amount });
+    this.heldReservations.delete(reservationId);
+    for (const allocation of reservation.allocations) this.changeHold(allocation.bucketId, -allocation.amount);
     return true;
   }
 
   async releaseReservation(reservationId: string): Promise<boolean> {
-    return this.write((tx) => this.releaseWithin(reservationId));
+    return this.dropReservation(reservationId);
   }
 
-  async releaseStaleReservations(olderThan: number): Promise<number> {
-    return this.write((tx) => {
-      const stale = tx.select({ id: reservations.id }).from(reservations).where(lt(reservations.createdAt, olderThan)).all();
-      return stale.filter((row) => this.releaseWithin(row.id)).length;
-    });
+  /** Holds are in memory and die with the process, so nothing is ever left to sweep. */
+  async releaseStaleReservations(_olderThan: number): Promise<number> {
+    return 0;
   }
-
-  private readonly availableSum = this.lazy(() =>
-    this.db
-      .select({ available: sql<number>`coalesce(sum(${creditBuckets.remaining}), 0)` })
-      .from(creditBuckets)
-      .where(
-        and(
-          eq(creditBuckets.organizationId, sql.placeholder("organizationId")),
-          gt(creditBuckets.remaining, 0),
-          sql`(${creditBuckets.expiresAt} IS NULL OR ${creditBuckets.expiresAt} > ${sql.placeholder("now")})`,
-        ),
-      )
-      .prepare(),
-  );
 
   async availableCredits(organizationId: string, now: number): Promise<number> {
-    return this.availableSum().get({ organizationId, now })!.available;
+    return this.spendableBuckets(organizationId, now).reduce((sum, bucket) => sum + bucket.free, 0);
   }
 
   async getBalance(organizationId: string, now: number): Promise<Balance> {
     return this.write((tx) => {
-      this.writeOffExpired(tx, organizationId, now);
-      const buckets = tx.select().from(creditBuckets).where(eq(creditBuckets.organizationId, organizationId)).orderBy(...FEFO).all();
-      const reserved = tx
-        .select({ reserved: sql<number>`coalesce(sum(${reservations.amount}), 0)` })
-        .from(reservations)
-        .where(eq(reservations.organizationId, organizationId))
-        .get()!.reserved;
-      const available = tx
-        .select({ available: sql<number>`coalesce(sum(${creditBuckets.remaining}), 0)` })
+      this.writeOffExpired(organizationId, now);
+      const buckets = tx
+        .select()
         .from(creditBuckets)
-        .where(spendable(organizationId, now))
-        .get()!.available;
+        .where(eq(creditBuckets.organizationId, organizationId))
+        .orderBy(...FEFO)
+        .all()
+        .map((bucket) => ({ ...bucket, remaining: bucket.remaining - (this.holds.get(bucket.id) ?? 0) }));
+      let reserved = 0;
+      for (const reservation of this.heldReservations.values()) if (reservation.organizationId === organizationId) reserved += reservation.amount;
+      const available = buckets.reduce((sum, b) => sum + (b.expiresAt === null || b.expiresAt > now ? b.remaining : 0), 0);
       return { available, reserved, buckets };
     });
   }
@@ -569,7 +650,7 @@ export class SQLiteStore implements Store {
   }
 
   async expireBuckets(now: number): Promise<number> {
-    return this.write((tx) => this.writeOffExpired(tx, null, now));
+    return this.write(() => this.writeOffExpired(null, now));
   }
 
   /** Prepares a statement on first use, so the statement is built once per store. */

@@ -18,9 +18,16 @@ function formatterFor(language: Language, currency: string): Intl.NumberFormat {
   return formatter;
 }
 
+const minorDigits = new Map<string, number>();
+
 /** Minor units of a currency (2 for EUR, 0 for JPY), from Intl so no table is kept by hand. */
 export function minorUnitDigits(currency: string): number {
-  return new Intl.NumberFormat("en", { style: "currency", currency }).resolvedOptions().maximumFractionDigits ?? 2;
+  let digits = minorDigits.get(currency);
+  if (digits === undefined) {
+    digits = new Intl.NumberFormat("en", { style: "currency", currency }).resolvedOptions().maximumFractionDigits ?? 2;
+    minorDigits.set(currency, digits);
+  }
+  return digits;
 }
 
 export function money(amount: number, currency: string, language: Language): Money {
@@ -46,7 +53,7 @@ export function parseMajorUnits(value: string, currency: string): number | null 
 export function isCurrencyCode(value: string): boolean {
   if (!/^[A-Z]{3}$/.test(value)) return false;
   try {
-    new Intl.NumberFormat("en", { style: "currency", currency: value });
+    minorUnitDigits(value);
     return true;
   } catch {
     return false;

@@ -179,7 +179,10 @@ describe("GET /api/v1/products/{gtin}/price", () => {
       context.clock.advance(2 * HOUR);
       const response = await price(FRESH, { headers: expiring.auth });
       expect(response.status).toBe(402);
-      expect(await ledgerSum(context.store, expiring.organizationId)).toBe(0);
+      expect((await json(response)).meta.creditsRemaining).toBe(0);
+      const balance = await context.store.getBalance(expiring.organizationId, context.clock.now());
+      expect(balance.available).toBe(0);
+      expect(await ledgerSum(context.store, expiring.organizationId)).toBe(balance.available + balance.reserved);
     });
 
     test("credits are spent from the bucket that expires first, never-expiring buckets last", async () => {

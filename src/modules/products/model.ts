@@ -1,5 +1,5 @@
 import { t } from "elysia";
-import { MoneySchema, ProblemSchema, Timestamp } from "../../http/model";
+import { Int, MoneySchema, ProblemSchema, Timestamp } from "../../http/model";
 
 export const REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits", "unauthorized", "invalid-parameter", "rate-limited"] as const;
 export type Reason = (typeof REASONS)[number];
@@ -9,10 +9,10 @@ export const PriceMeta = t.Object({
   gtin: t.String({ description: "Normalized GTIN-14, or the raw path value when it is not a GTIN", examples: ["04006381333931"] }),
   facet: t.Literal("product.price"),
   billable: t.Boolean(),
-  creditsConsumed: t.Integer({ minimum: 0 }),
-  creditsRemaining: t.Integer({ minimum: 0, description: "Available balance after this request" }),
+  creditsConsumed: Int({ minimum: 0 }),
+  creditsRemaining: Int({ minimum: 0, description: "Available balance after this request" }),
   reason: t.UnionEnum(REASONS, { description: "Billing decision reason code" }),
-  responseTimeMs: t.Integer({ minimum: 0 }),
+  responseTimeMs: Int({ minimum: 0 }),
 });
 
 export const Offer = t.Object({
@@ -35,7 +35,7 @@ export const PriceData = t.Object({
   }),
   offers: t.Array(Offer, { description: "Fresh offers, cheapest first" }),
   summary: t.Object({
-    offerCount: t.Integer({ minimum: 0 }),
+    offerCount: Int({ minimum: 0 }),
     lowestPrice: t.Union([MoneySchema, t.Null()]),
     highestPrice: t.Union([MoneySchema, t.Null()]),
   }),

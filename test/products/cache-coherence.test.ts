@@ -1,0 +1,90 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createApp } from "../../src/app";
+import { loadConfig } from "../../src/config";
+import { SQLiteStore } from "../../src/db/sqlite-store";
+import { SYSTEM_USER_ID } from "../../src/db/store";
+import { FakeClock } from "../../src/lib/clock";
+import { createLogger } from "../../src/lib/logger";
+import { createApiKey } from "../../src/modules/keys/service";
+import { createServices } from "../../src/services";
+
+// The SQLite store caches keys, products and buckets for the hot path. These tests change the
+// database through a second connection, as the operator CLI does while `serve` runs, and through
+// the serving connection itself, and check that the very next request sees the change.
+const GTIN = "04006381333931";
+let directory: string;
+let served: SQLiteStore;
+let operator: SQLiteStore;
+let app: ReturnType<typeof createApp>;
+let clock: FakeClock;
+let organizationId: string;
+let keyId: string;
+let auth: { authorization: string };
+
+beforeEach(async () => {
+  directory = mkdtempSync(join(tmpdir(), "price-cache-"));
+  const url = `sqlite:${join(directory, "db.sqlite")}`;
+  served = SQLiteStore.open(url);
+  operator = SQLiteStore.open(url);
+  clock = new FakeClock();
+  const config = loadConfig({ LOG_LEVEL: "silent" });
+  app = createApp(createServices({ config, store: served, clock, logger: createLogger({ level: "silent" }) }));
+  const organization = await operator.createOrganization({ name: "Org", now: clock.now() });
+  organizationId = organization.id;
+  await operator.grantCredits({ organizationId, source: "grant", type: "grant", amount: 1, expiresAt: null, description: "one", now: clock.now() });
+  await operator.ensureSystemUser(clock.now());
+  const created = await createApiKey(operator, { organizationId, name: "k", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now() });
+  keyId = created.key.id;
+  auth = { authorization: `Bearer ${created.clearKey}` };
+  await operator.applyFeedRecords([{ product: { gtin: GTIN, title: "Pen" } }], clock.now());
+});
+
+afterEach(async () => {
+  await served.close();
+  await operator.close();
+  rmSync(directory, { recursive: true, force: true });
+});
+
+const price = () => app.handle(new Request(`http://localhost/api/v1/products/${GTIN}/price`, { headers: auth }));
+const offer = (priceAmount: number) => ({
+  product: { gtin: GTIN },
+  offer: { merchantId: "m", priceAmount, currency: "EUR", shippingAmount: null, availability: "in_stock" as const, condition: "new" as const, url: null, observedAt: clock.now() },
+});
+
+describe("read caches of the SQLite store", () => {
+  test("a key revoked by another connection is refused on the next request", async () => {
+    expect((await price()).status).toBe(200);
+    await operator.revokeApiKey(organizationId, keyId);
+    expect((await price()).status).toBe(401);
+  });
+
+  test("a key revoked through the serving connection is refused on the next request", async () => {
+    expect((await price()).status).toBe(200);
+    await served.revokeApiKey(organizationId, keyId);
+    expect((await price()).status).toBe(401);
+  });
+
+  test("offers imported by another connection are served on the next request", async () => {
+    expect((await (await price()).json()).meta.reason).toBe("no-data");
+    await operator.applyFeedRecords([offer(1299)], clock.now());
+    const body = await (await price()).json();
+    expect(body.meta.reason).toBe("fresh-offer");
+    expect(body.data.offers[0].price.amount).toBe(1299);
+  });
+
+  test("credits granted by another connection are spendable on the next request, and spent ones are gone", async () => {
+    await operator.applyFeedRecords([offer(500)], clock.now());
+    expect((await price()).status).toBe(200);
+    expect((await price()).status).toBe(402);
+    await operator.grantCredits({ organizationId, source: "grant", type: "grant", amount: 2, expiresAt: null, description: "two", now: clock.now() });
+    expect((await price()).status).toBe(200);
+    expect((await (await price()).json()).meta.creditsRemaining).toBe(0);
+    expect((await price()).status).toBe(402);
+    const balance = await operator.getBalance(organizationId, clock.now());
+    expect(balance.available).toBe(0);
+    expect((await operator.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items).toHaveLength(3);
+  });
+});
