@@ -276,51 +276,81 @@ export class SQLiteStore implements Store {
     });
   }
 
+  // Absent optional fields (null placeholders) keep what is stored; offers keep the newer observation.
+  private readonly upsertProduct = this.lazy(() =>
+    this.db
+      .insert(products)
+      .values({
+        gtin: sql.placeholder("gtin"),
+        title: sql`coalesce(${sql.placeholder("title")}, '')`,
+        brand: sql.placeholder("brand"),
+        imageUrl: sql.placeholder("imageUrl"),
+        updatedAt: sql.placeholder("now"),
+      })
+      .onConflictDoUpdate({
+        target: products.gtin,
+        set: {
+          title: sql`coalesce(${sql.placeholder("title")}, ${products.title})`,
+          brand: sql`coalesce(excluded.brand, ${products.brand})`,
+          imageUrl: sql`coalesce(excluded.image_url, ${products.imageUrl})`,
+          updatedAt: sql`excluded.updated_at`,
+        },
+      })
+      .prepare(),
+  );
+
+  private readonly upsertMerchant = this.lazy(() =>
+    this.db
+      .insert(merchants)
+      .values({ id: sql.placeholder("id"), name: sql`coalesce(${sql.placeholder("name")}, ${sql.placeholder("id")})` })
+      .onConflictDoUpdate({ target: merchants.id, set: { name: sql`coalesce(${sql.placeholder("name")}, ${merchants.name})` } })
+      .prepare(),
+  );
+
+  private readonly upsertOffer = this.lazy(() =>
+    this.db
+      .insert(offers)
+      .values({
+        gtin: sql.placeholder("gtin"),
+        merchantId: sql.placeholder("merchantId"),
+        priceAmount: sql.placeholder("priceAmount"),
+        currency: sql.placeholder("currency"),
+        shippingAmount: sql.placeholder("shippingAmount"),
+        availability: sql.placeholder("availability"),
+        condition: sql.placeholder("condition"),
+        url: sql.placeholder("url"),
+        observedAt: sql.placeholder("observedAt"),
+      })
+      .onConflictDoUpdate({
+        target: [offers.gtin, offers.merchantId],
+        set: {
+          priceAmount: sql`excluded.price_amount`,
+          currency: sql`excluded.currency`,
+          shippingAmount: sql`excluded.shipping_amount`,
+          availability: sql`excluded.availability`,
+          condition: sql`excluded.condition`,
+          url: sql`excluded.url`,
+          observedAt: sql`excluded.observed_at`,
+        },
+        setWhere: sql`excluded.observed_at >= ${offers.observedAt}`,
+      })
+      .prepare(),
+  );
+
   async applyFeedRecords(records: FeedRecord[], now: number): Promise<{ products: number; offers: number }> {
-    return this.write((tx) => {
+    return this.write(() => {
       let offerCount = 0;
-      for (const record of records) {
-        const { gtin, title, brand, imageUrl } = record.product;
-        tx.insert(products)
-          .values({ gtin, title: title ?? "", brand: brand ?? null, imageUrl: imageUrl ?? null, updatedAt: now })
-          .onConflictDoUpdate({
-            target: products.gtin,
-            set: {
-              title: title === undefined ? sql`${products.title}` : title,
-              brand: brand === undefined ? sql`${products.brand}` : brand,
-              imageUrl: imageUrl === undefined ? sql`${products.imageUrl}` : imageUrl,
-              updatedAt: now,
-            },
-          })
-          .run();
-        const offer = record.offer;
+      for (const { product, offer } of records) {
+        this.upsertProduct().run({ gtin: product.gtin, title: product.title ?? null, brand: product.brand ?? null, imageUrl: product.imageUrl ?? null, now });
         if (offer === undefined) continue;
-        const { merchantName, ...offerColumns } = offer;
-        tx.insert(merchants)
-          .values({ id: offer.merchantId, name: merchantName ?? offer.merchantId })
-          .onConflictDoUpdate({ target: merchants.id, set: { name: merchantName === undefined ? sql`${merchants.name}` : merchantName } })
-          .run();
-        tx.insert(offers)
-          .values({ gtin, ...offerColumns })
-          .onConflictDoUpdate({
-            target: [offers.gtin, offers.merchantId],
-            set: {
-              priceAmount: offer.priceAmount,
-              currency: offer.currency,
-              shippingAmount: offer.shippingAmount,
-              availability: offer.availability,
-              condition: offer.condition,
-              url: offer.url,
-              observedAt: offer.observedAt,
-            },
-            setWhere: sql`excluded.observed_at >= ${offers.observedAt}`,
-          })
-          .run();
+        this.upsertMerchant().run({ id: offer.merchantId, name: offer.merchantName ?? null });
+        this.upsertOffer().run({ gtin: product.gtin, ...offer });
         offerCount++;
       }
       return { products: records.length, offers: offerCount };
     });
   }
+
 
   private readonly productByGTIN = this.lazy(() =>
     this.db
@@ -539,21 +569,36 @@ export class SQLiteStore implements Store {
     });
   }
 
-  // Invariant: a bucket's debit and its usage row commit together, so a request is billed exactly once.
-  private debitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): void {
-    const reservation = this.heldReservations.get(reservationId)!;
-    for (const allocation of reservation.allocations) this.adjustBucket().run({ bucketId: allocation.bucketId, delta: -allocation.amount });
-    this.appendLedger({
-      organizationId: reservation.organizationId,
-      type: "usage",
-      amount: -reservation.amount,
-      bucketId: reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
-      keyId: reservation.keyId,
-      requestId: reservation.requestId,
-      gtin: usage.gtin,
-      description: usage.description,
-      createdAt: usage.now,
-    });
+  private readonly ledgerBalanceOf = this.lazy(() =>
+    this.db.select({ ledgerBalance: organizations.ledgerBalance }).from(organizations).where(eq(organizations.id, sql.placeholder("organizationId"))).prepare(),
+  );
+
+  // Invariant: the buckets' debits, the usage rows and the running ledger sum of a batch commit
+  // together, so each request is billed exactly once and balanceAfter follows the ledger order.
+  private debitBatch(items: Array<{ reservationId: string; usage: { gtin: string | null; description: string; now: number } }>): void {
+    const bucketDebits = new Map<string, number>();
+    const ledgerBalances = new Map<string, number>();
+    for (const { reservationId, usage } of items) {
+      const reservation = this.heldReservations.get(reservationId)!;
+      for (const allocation of reservation.allocations) bucketDebits.set(allocation.bucketId, (bucketDebits.get(allocation.bucketId) ?? 0) + allocation.amount);
+      const balanceAfter = (ledgerBalances.get(reservation.organizationId) ?? this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!.ledgerBalance) - reservation.amount;
+      ledgerBalances.set(reservation.organizationId, balanceAfter);
+      this.insertTransaction().run({
+        id: newId("txn", usage.now),
+        organizationId: reservation.organizationId,
+        type: "usage",
+        amount: -reservation.amount,
+        balanceAfter,
+        bucketId: reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
+        keyId: reservation.keyId,
+        requestId: reservation.requestId,
+        gtin: usage.gtin,
+        description: usage.description,
+        createdAt: usage.now,
+      });
+    }
+    for (const [bucketId, amount] of bucketDebits) this.adjustBucket().run({ bucketId, delta: -amount });
+    for (const [organizationId, ledgerBalance] of ledgerBalances) this.db.update(organizations).set({ ledgerBalance }).where(eq(organizations.id, organizationId)).run();
   }
 
   private flushCommits(): void {
@@ -565,13 +610,13 @@ export class SQLiteStore implements Store {
       item.done(error);
     };
     try {
-      this.writeKeepingCaches(() => batch.forEach((item) => this.debitReservation(item.reservationId, item.usage)));
+      this.writeKeepingCaches(() => this.debitBatch(batch));
       batch.forEach((item) => settle(item));
     } catch {
       // One bad debit must not fail its neighbours: retry each alone and fail only the culprit.
       for (const item of batch) {
         try {
-          this.writeKeepingCaches(() => this.debitReservation(item.reservationId, item.usage));
+          this.writeKeepingCaches(() => this.debitBatch([item]));
           settle(item);
         } catch (error) {
           settle(item, error);
