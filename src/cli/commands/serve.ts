@@ -25,6 +25,9 @@ export const serveCommand: Command = {
     logger.info("listening", { url: server.url, env: config.env, database: store.dialect });
     const base = config.publicUrl;
     context.out(`price-service listening on ${base} (${config.env}, ${store.dialect})\n  API reference: ${base}/docs`);
+    if (demo === null && config.env === "development") {
+      context.out(`\nThe database already has data. Create a key with:\n  bun src/main.ts keys create --org <ORG_ID> --name dev   (orgs list shows the ids)\n`);
+    }
     if (demo !== null) {
       context.out(
         `\nDemo data loaded: ${demo.products} products, organization ${demo.organizationId} with 1000 credits.\n` +
