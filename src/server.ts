@@ -4,6 +4,7 @@ import type { Services } from "./services";
 const KEY_USAGE_FLUSH_MS = 1000;
 const EXPIRY_SWEEP_MS = 60_000;
 const RESERVATION_SWEEP_MS = 30_000;
+const RATE_LIMIT_PRUNE_MS = 60_000;
 /** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
 export const STALE_RESERVATION_MS = 60_000;
 
@@ -28,6 +29,7 @@ export async function startServer(services: Services, options: { port: number; h
     setInterval(guard("lastUsedAt flush", () => keyUsage.flush()), KEY_USAGE_FLUSH_MS),
     setInterval(guard("expiry sweep", () => store.expireBuckets(clock.now())), EXPIRY_SWEEP_MS),
     setInterval(guard("reservation sweep", () => store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS)), RESERVATION_SWEEP_MS),
+    setInterval(guard("rate limit prune", async () => services.rateLimiter.prune(clock.now())), RATE_LIMIT_PRUNE_MS),
   ];
 
   let stopping: Promise<void> | null = null;

@@ -4,6 +4,7 @@ import { SQLiteStore } from "./db/sqlite-store";
 import type { Clock } from "./lib/clock";
 import type { Logger } from "./lib/logger";
 import { KeyUsageRecorder } from "./modules/keys/key-usage";
+import { MemoryRateLimiter, type RateLimiter } from "./http/rate-limit";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
 export interface Services {
@@ -12,10 +13,15 @@ export interface Services {
   clock: Clock;
   logger: Logger;
   keyUsage: KeyUsageRecorder;
+  rateLimiter: RateLimiter;
 }
 
 export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger }): Services {
-  return { ...input, keyUsage: new KeyUsageRecorder(input.store, input.logger) };
+  return {
+    ...input,
+    keyUsage: new KeyUsageRecorder(input.store, input.logger),
+    rateLimiter: new MemoryRateLimiter(input.config.rateLimit.limit, input.config.rateLimit.windowMs),
+  };
 }
 
 /** Opens the store named by DATABASE_URL and applies pending migrations. */

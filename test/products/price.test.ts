@@ -273,3 +273,41 @@ function checksumOf(text: string): string {
   }
   return out.padStart(6, "0");
 }
+
+describe("rate limiting", () => {
+  test("every answer carries RateLimit-Policy, admitted ones RateLimit, and the key is refused with 429 past its burst, unbilled", async () => {
+    const limited = await createTestContext({ RATE_LIMIT: "2/s" });
+    const client = await createOrganization(limited, 100);
+    await addProduct(limited, FRESH, [{ merchantId: "m", price: 100, ageMs: 1000 }]);
+    const call = () => limited.request(`/api/v1/products/${FRESH}/price`, { headers: client.auth });
+    const first = await call();
+    expect(first.headers.get("ratelimit-policy")).toBe('"default";q=2;w=1');
+    expect(first.headers.get("ratelimit")).toBe('"default";r=3;t=1');
+    for (let i = 0; i < 3; i++) expect((await call()).status).toBe(200);
+    const refused = await call();
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(refused.headers.get("ratelimit")).toBe('"default";r=0;t=2');
+    const body = await json(refused);
+    expect(body.type).toEndWith("/rate-limited");
+    expect(body.meta).toMatchObject({ reason: "rate-limited", billable: false, creditsConsumed: 0, creditsRemaining: 96 });
+    limited.clock.advance(500);
+    expect((await call()).status).toBe(200);
+    const unauthenticated = await limited.request(`/api/v1/products/${FRESH}/price`);
+    expect(unauthenticated.headers.get("ratelimit-policy")).toBe('"default";q=2;w=1');
+    await limited.close();
+  });
+
+  test("each key has its own limit", async () => {
+    const limited = await createTestContext({ RATE_LIMIT: "1/s" });
+    const a = await createOrganization(limited, 10, "A");
+    const b = await createOrganization(limited, 10, "B");
+    await addProduct(limited, FRESH, [{ merchantId: "m", price: 100, ageMs: 1000 }]);
+    const call = (auth: Record<string, string>) => limited.request(`/api/v1/products/${FRESH}/price`, { headers: auth });
+    await call(a.auth);
+    await call(a.auth);
+    expect((await call(a.auth)).status).toBe(429);
+    expect((await call(b.auth)).status).toBe(200);
+    await limited.close();
+  });
+});

@@ -6,11 +6,14 @@ import { CommonErrors } from "../../http/model";
 import { checkBearerKey, unauthorizedKey } from "../keys/bearer";
 import { PriceEnvelope, PriceProblem, type PriceMetaValue, type Reason } from "./model";
 import { lookUpPrice } from "./service";
+import { normalizeGTIN } from "./gtin";
+import { rateLimitHeaders } from "../../http/rate-limit";
 
-const PROBLEM_OF_STATUS: Record<number, ProblemSlug> = { 400: "invalid-gtin", 402: "insufficient-credits", 404: "product-not-found" };
+const PROBLEM_OF_STATUS: Record<number, ProblemSlug> = { 402: "insufficient-credits", 404: "product-not-found" };
 
 export function productRoutes(services: Services) {
-  const { store, clock, config, keyUsage } = services;
+  const { store, clock, config, keyUsage, rateLimiter } = services;
+  const policyOnly = rateLimitHeaders(rateLimiter, null);
   const lookupDeps = { store, clock, creditCost: config.creditCost, freshnessWindowMs: config.freshnessWindowMs };
 
   return new Elysia({ name: "products", prefix: "/api/v1/products" }).get(
@@ -29,23 +32,41 @@ export function productRoutes(services: Services) {
         responseTimeMs: Math.round(performance.now() - startedAt),
       });
 
+      Object.assign(set.headers, policyOnly);
       const key = await checkBearerKey(request.headers.get("authorization"), store, config.keyPrefix);
       if (!key.ok) throw unauthorizedKey(key.detail, { meta: meta("unauthorized", params.gtin, 0) });
+      const organizationId = key.credential.organizationId;
 
       if (query.language !== undefined && !isLanguage(query.language)) {
-        const creditsRemaining = await store.availableCredits(key.credential.organizationId, clock.now());
         throw new Problem(
           "invalid-parameter",
           { en: `language must be "en" or "fr".`, fr: `language doit valoir « en » ou « fr ».` },
-          { meta: meta("invalid-parameter", params.gtin, creditsRemaining) },
+          { meta: meta("invalid-parameter", params.gtin, await store.availableCredits(organizationId, clock.now())) },
         );
       }
       const language = query.language ?? languageFromHeader(request.headers.get("accept-language"));
 
-      const result = await lookUpPrice(lookupDeps, { credential: key.credential, rawGTIN: params.gtin, language, requestId });
+      const gtin = normalizeGTIN(params.gtin);
+      if (gtin === null) {
+        throw new Problem("invalid-gtin", undefined, { meta: meta("invalid-gtin", params.gtin, await store.availableCredits(organizationId, clock.now())) });
+      }
+
+      const admission = rateLimiter.take(key.credential.id, clock.now());
+      const limitHeaders = rateLimitHeaders(rateLimiter, admission);
+      Object.assign(set.headers, limitHeaders);
+      if (!admission.allowed) {
+        throw new Problem(
+          "rate-limited",
+          { en: `Rate limit of ${rateLimiter.limit} requests per ${rateLimiter.windowSeconds} s exceeded; retry in ${admission.retryAfterSeconds} s.`, fr: `Limite de ${rateLimiter.limit} requêtes par ${rateLimiter.windowSeconds} s dépassée ; réessayez dans ${admission.retryAfterSeconds} s.` },
+          { meta: meta("rate-limited", gtin, await store.availableCredits(organizationId, clock.now())) },
+          limitHeaders,
+        );
+      }
+
+      const result = await lookUpPrice(lookupDeps, { credential: key.credential, gtin, language, requestId });
       const resultMeta = meta(result.reason, result.gtin, result.creditsRemaining, result.creditsConsumed);
       if (result.status !== 200 || result.data === null) {
-        throw new Problem(PROBLEM_OF_STATUS[result.status]!, undefined, { meta: resultMeta });
+        throw new Problem(PROBLEM_OF_STATUS[result.status]!, undefined, { meta: resultMeta }, limitHeaders);
       }
       keyUsage.record(key.credential.id, clock.now());
       return { meta: resultMeta, data: result.data };
@@ -55,7 +76,10 @@ export function productRoutes(services: Services) {
       query: t.Object({
         language: t.Optional(t.String({ description: "Response language: `en` or `fr` (default: Accept-Language, then `en`)", examples: ["en"] })),
       }),
-      headers: t.Object({ authorization: t.Optional(t.String({ description: "Bearer <API_KEY>" })) }),
+      headers: t.Object({
+        authorization: t.Optional(t.String({ description: "Bearer <API_KEY>" })),
+        "accept-language": t.Optional(t.String({ description: "Used when `language` is absent: en or fr" })),
+      }),
       response: {
         200: PriceEnvelope,
         ...CommonErrors,

@@ -3,7 +3,6 @@ import type { Clock } from "../../lib/clock";
 import { toISO } from "../../lib/clock";
 import { money } from "../../lib/money";
 import { AVAILABILITY_LABELS, type Language } from "../../http/i18n";
-import { normalizeGTIN } from "./gtin";
 import type { PriceDataValue, Reason } from "./model";
 
 export interface PriceLookupDeps {
@@ -14,7 +13,7 @@ export interface PriceLookupDeps {
 }
 
 export interface PriceLookupResult {
-  status: 200 | 400 | 402 | 404;
+  status: 200 | 402 | 404;
   reason: Reason;
   gtin: string;
   creditsConsumed: number;
@@ -48,22 +47,16 @@ function priceData(product: ProductRecord, offers: OfferRecord[], lastObservedAt
 }
 
 /**
- * The billed look-up after authentication and language: validate the GTIN, reserve the cost, look
- * the product up, then commit the reservation for fresh data or release it for anything else. The
+ * The billed look-up of a valid GTIN-14 once the request is admitted: reserve the cost, look the product up, then commit the reservation for fresh data or release it for anything else. The
  * reservation is released if the look-up fails, so an error never keeps credits.
  */
 export async function lookUpPrice(
   deps: PriceLookupDeps,
-  input: { credential: KeyCredential; rawGTIN: string; language: Language; requestId: string },
+  input: { credential: KeyCredential; gtin: string; language: Language; requestId: string },
 ): Promise<PriceLookupResult> {
   const { store, clock } = deps;
+  const { gtin } = input;
   const organizationId = input.credential.organizationId;
-  const gtin = normalizeGTIN(input.rawGTIN);
-  if (gtin === null) {
-    const creditsRemaining = await store.availableCredits(organizationId, clock.now());
-    return { status: 400, reason: "invalid-gtin", gtin: input.rawGTIN, creditsConsumed: 0, creditsRemaining, data: null };
-  }
-
   const reservation = await store.reserveCredits({
     organizationId,
     amount: deps.creditCost,
