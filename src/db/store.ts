@@ -184,15 +184,17 @@ export interface Store {
     now: number;
   }): Promise<Bucket>;
   /**
-   * Takes `amount` credits out of the organization's spendable buckets, soonest-expiring first,
-   * into a reservation; refuses without touching anything when the available balance is short.
+   * Holds `amount` credits of the organization's spendable buckets, soonest-expiring first, for a
+   * request in flight; refuses without holding anything when the available balance is short.
+   * Held credits are not available to other requests (SQLite: in this process's memory; PostgreSQL:
+   * reservation rows, so every instance sees them).
    */
   reserveCredits(input: { organizationId: string; amount: number; keyId: string | null; requestId: string; now: number }): Promise<Reservation>;
-  /** Turns a reservation into one usage ledger row; false when it was already committed or released. */
+  /** Debits the held credits with one usage ledger row, in one transaction; false when already committed or released. */
   commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean>;
   /** Gives a reservation's credits back to their buckets; false when it was already committed or released. */
   releaseReservation(reservationId: string): Promise<boolean>;
-  /** Releases reservations older than `olderThan` (left by a crash between reserve and commit). */
+  /** Releases reservations older than `olderThan`, left by a crashed instance (nothing to do where holds live in memory). */
   releaseStaleReservations(olderThan: number): Promise<number>;
   availableCredits(organizationId: string, now: number): Promise<number>;
   getBalance(organizationId: string, now: number): Promise<Balance>;
