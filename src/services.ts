@@ -4,6 +4,7 @@ import { SQLiteStore } from "./db/sqlite-store";
 import type { Clock } from "./lib/clock";
 import type { Logger } from "./lib/logger";
 import { KeyUsageRecorder } from "./modules/keys/key-usage";
+import { createOIDCVerifier, type OIDCVerifier } from "./modules/auth/oidc";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
 export interface Services {
@@ -12,10 +13,19 @@ export interface Services {
   clock: Clock;
   logger: Logger;
   keyUsage: KeyUsageRecorder;
+  /** Verifies ID tokens of OIDC_ISSUER; null when no issuer is configured (then sign-in is development-only or off). */
+  oidc: OIDCVerifier | null;
 }
 
-export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger }): Services {
-  return { ...input, keyUsage: new KeyUsageRecorder(input.store, input.logger) };
+export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger; oidc?: OIDCVerifier | null }): Services {
+  const { config, clock, logger } = input;
+  const oidc =
+    input.oidc !== undefined
+      ? input.oidc
+      : config.oidcIssuer !== null && config.oidcClientId !== null
+        ? createOIDCVerifier({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clock, logger })
+        : null;
+  return { ...input, oidc, keyUsage: new KeyUsageRecorder(input.store, input.logger) };
 }
 
 /** Opens the store named by DATABASE_URL and applies pending migrations. */
