@@ -146,7 +146,7 @@ describe("POST /api/v1/customer/api-keys", () => {
   });
 
   test("a body that is not JSON is 415 or 400, and creates nothing", async () => {
-    for (const framing of [{ "content-length": "6" }, { "transfer-encoding": "chunked" }]) {
+    for (const framing of [{ "content-length": "6" }, { "transfer-encoding": "chunked" }] as Array<Record<string, string>>) {
       const form = await context.request(KEYS, { method: "POST", headers: { ...ada.headers, ...framing, "content-type": "application/x-www-form-urlencoded" }, body: "name=x" });
       expect(form.status).toBe(415);
     }
