@@ -78,7 +78,7 @@ describe("withIdempotency", () => {
     expect(problem.headers["retry-after"]).toBe("1");
     finish();
     expect((await slow).body).toEqual({ done: true });
-    expect((await withIdempotency(store, request("k1", { a: 1 }), async () => ({ status: 500, body: null }))).body).toEqual({ done: true });
+    expect((await withIdempotency<unknown>(store, request("k1", { a: 1 }), async () => ({ status: 500, body: null }))).body).toEqual({ done: true });
   });
 
   test("when the call throws, the key is released and a retry runs again", async () => {
