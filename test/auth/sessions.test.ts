@@ -210,7 +210,7 @@ describe("POST /api/v1/auth/refresh", () => {
       headers = cookieOf(last);
     }
     expect((await json(last!)).expiresAt).toBe(new Date(end).toISOString());
-    expect(last!.headers.get("set-cookie")).toContain(`Max-Age=${Math.floor((end - context.clock.now()) / 1000)};`);
+    expect(last!.headers.get("set-cookie")).toContain(`Max-Age=${Math.round((end - context.clock.now()) / 1000)};`);
     context.clock.set(end);
     expect((await me(headers)).status).toBe(401);
     expect((await post("/api/v1/auth/refresh", headers)).status).toBe(401);

@@ -12,7 +12,7 @@ function attributes(secure: boolean): string {
 
 /** The Set-Cookie value that hands a session token to the browser until `expiresAt`. */
 export function sessionCookie(token: string, expiresAt: number, now: number, secure: boolean): string {
-  const maxAge = Math.max(0, Math.floor((expiresAt - now) / 1000));
+  const maxAge = Math.max(0, Math.round((expiresAt - now) / 1000));
   return `${SESSION_COOKIE}=${token}; Max-Age=${maxAge}; ${attributes(secure)}`;
 }
 
