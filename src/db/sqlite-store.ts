@@ -541,6 +541,12 @@ export class SQLiteStore implements Store {
     return this.write((tx) => this.writeOffExpired(tx, null, now));
   }
 
+  /** Prepares a statement on first use, so the statement is built once per store. */
+  private lazy<T>(build: () => T): () => T {
+    let value: T | undefined;
+    return () => (value ??= build());
+  }
+
   // --- sessions, sign-in and invitations (issue 3) ---
 
   async signInSubject(input: Parameters<Store["signInSubject"]>[0]): Promise<SignInOutcome> {
@@ -671,12 +677,6 @@ export class SQLiteStore implements Store {
 
   async deleteExpiredIdempotencyRecords(now: number): Promise<number> {
     return this.db.delete(idempotencyRecords).where(lte(idempotencyRecords.expiresAt, now)).returning({ scope: idempotencyRecords.scope }).all().length;
-  }
-
-  /** Prepares a statement on first use, so the statement is built once per store. */
-  private lazy<T>(build: () => T): () => T {
-    let value: T | undefined;
-    return () => (value ??= build());
   }
 }
 
