@@ -2,6 +2,8 @@ import { Elysia } from "elysia";
 import packageJSON from "../package.json";
 import { httpBase } from "./http/base";
 import { docsRoutes } from "./http/docs";
+import { authRoutes } from "./modules/auth";
+import { keyRoutes } from "./modules/keys";
 import { productRoutes } from "./modules/products";
 import { systemRoutes } from "./modules/system";
 import type { Services } from "./services";
@@ -15,7 +17,9 @@ export function createApp(services: Services) {
     .use(httpBase({ typeBase: config.errorTypeBase, bodyLimitBytes: config.bodyLimitBytes, logger }))
     .use(docsRoutes(VERSION))
     .use(systemRoutes(services))
-    .use(productRoutes(services));
+    .use(productRoutes(services))
+    .use(authRoutes(services))
+    .use(keyRoutes(services));
 }
 
 export type App = ReturnType<typeof createApp>;

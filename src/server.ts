@@ -30,6 +30,7 @@ export async function startServer(services: Services, options: { port: number; h
     setInterval(guard("expiry sweep", () => store.expireBuckets(clock.now())), EXPIRY_SWEEP_MS),
     setInterval(guard("reservation sweep", () => store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS)), RESERVATION_SWEEP_MS),
     setInterval(guard("rate limit prune", async () => services.rateLimiter.prune(clock.now())), RATE_LIMIT_PRUNE_MS),
+    setInterval(guard("idempotency sweep", () => store.deleteExpiredIdempotencyRecords(clock.now())), EXPIRY_SWEEP_MS),
   ];
 
   let stopping: Promise<void> | null = null;

@@ -5,6 +5,7 @@ import type { Clock } from "./lib/clock";
 import type { Logger } from "./lib/logger";
 import { KeyUsageRecorder } from "./modules/keys/key-usage";
 import { MemoryRateLimiter, type RateLimiter } from "./http/rate-limit";
+import { createOIDCVerifier, type OIDCVerifier } from "./modules/auth/oidc";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
 export interface Services {
@@ -14,13 +15,23 @@ export interface Services {
   logger: Logger;
   keyUsage: KeyUsageRecorder;
   rateLimiter: RateLimiter;
+  /** Verifies ID tokens of OIDC_ISSUER; null when no issuer is configured (then sign-in is development-only or off). */
+  oidc: OIDCVerifier | null;
 }
 
-export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger }): Services {
+export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger; oidc?: OIDCVerifier | null }): Services {
+  const { config, clock, logger } = input;
+  const oidc =
+    input.oidc !== undefined
+      ? input.oidc
+      : config.oidcIssuer !== null && config.oidcClientId !== null
+        ? createOIDCVerifier({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clock, logger })
+        : null;
   return {
     ...input,
+    oidc,
     keyUsage: new KeyUsageRecorder(input.store, input.logger),
-    rateLimiter: new MemoryRateLimiter(input.config.rateLimit.limit, input.config.rateLimit.windowMs),
+    rateLimiter: new MemoryRateLimiter(config.rateLimit.limit, config.rateLimit.windowMs),
   };
 }
 

@@ -1,5 +1,5 @@
 import { Database } from "bun:sqlite";
-import { and, asc, desc, eq, gt, gte, inArray, lt, lte, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, inArray, isNull, lt, lte, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { newId } from "../lib/ids";
 import { applySQLiteMigrations } from "./migrate";
@@ -10,6 +10,8 @@ import type {
   Balance,
   Bucket,
   FeedRecord,
+  IdempotencyClaim,
+  Invitation,
   KeyCredential,
   LedgerTransaction,
   NewApiKey,
@@ -18,13 +20,16 @@ import type {
   Page,
   ProductRecord,
   Reservation,
+  SessionRecord,
   SessionWithUser,
+  SignInOutcome,
   Store,
   TransactionQuery,
   User,
 } from "./store";
 
 const { organizations, users, sessions, apiKeys, products, merchants, offers, creditBuckets, creditTransactions } = schema;
+const { invitations, idempotencyRecords } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
 
@@ -702,6 +707,135 @@ export class SQLiteStore implements Store {
   private lazy<T>(build: () => T): () => T {
     let value: T | undefined;
     return () => (value ??= build());
+  }
+
+  // --- sessions, sign-in and invitations (issue 3) ---
+
+  async signInSubject(input: Parameters<Store["signInSubject"]>[0]): Promise<SignInOutcome> {
+    return this.write((tx): SignInOutcome => {
+      const existing = tx.select().from(users).where(eq(users.subject, input.subject)).get();
+      if (existing !== undefined) return { outcome: "existing", user: existing };
+      if (tx.select({ id: users.id }).from(users).where(eq(users.email, input.email)).get() !== undefined) return { outcome: "email-taken" };
+
+      const invitation = tx.delete(invitations).where(eq(invitations.email, input.email)).returning().get();
+      let organizationId: string;
+      if (invitation !== undefined) {
+        organizationId = invitation.organizationId;
+      } else {
+        organizationId = newId("org", input.now);
+        tx.insert(organizations).values({ id: organizationId, name: input.newOrganizationName, createdAt: input.now }).run();
+        if (input.trialCredits > 0) this.insertTrialGrant(tx, organizationId, input.trialCredits, input.now);
+      }
+      const user = {
+        id: newId("usr", input.now),
+        email: input.email,
+        name: input.name,
+        subject: input.subject,
+        organizationId,
+        role: invitation?.role ?? ("owner" as const),
+        createdAt: input.now,
+      };
+      tx.insert(users).values(user).run();
+      return { outcome: invitation !== undefined ? "joined" : "created", user };
+    });
+  }
+
+  // The same bucket + ledger row as grantCredits, inside the sign-in transaction (SQLite has no nested transactions).
+  private insertTrialGrant(tx: DB, organizationId: string, amount: number, now: number): void {
+    const bucketId = newId("bkt", now);
+    tx.insert(creditBuckets).values({ id: bucketId, organizationId, source: "trial", granted: amount, remaining: amount, expiresAt: null, createdAt: now }).run();
+    this.appendLedger({ organizationId, type: "trial", amount, bucketId, description: "Trial credits", createdAt: now });
+  }
+
+  async getUserByEmail(email: string): Promise<User | null> {
+    return this.db.select().from(users).where(eq(users.email, email)).get() ?? null;
+  }
+
+  async insertSession(session: SessionRecord): Promise<void> {
+    this.db.insert(sessions).values(session).run();
+  }
+
+  async rotateSessionToken(input: Parameters<Store["rotateSessionToken"]>[0]): Promise<SessionRecord | null> {
+    const row = this.db
+      .update(sessions)
+      .set({ tokenHash: input.newTokenHash, expiresAt: input.expiresAt })
+      .where(
+        and(
+          eq(sessions.id, input.id),
+          eq(sessions.tokenHash, input.currentTokenHash),
+          isNull(sessions.revokedAt),
+          gt(sessions.expiresAt, input.now),
+          gt(sessions.absoluteExpiresAt, input.now),
+        ),
+      )
+      .returning()
+      .get();
+    return row ?? null;
+  }
+
+  async revokeSession(id: string, now: number): Promise<boolean> {
+    const changed = this.db
+      .update(sessions)
+      .set({ revokedAt: now })
+      .where(and(eq(sessions.id, id), isNull(sessions.revokedAt)))
+      .returning({ id: sessions.id })
+      .all();
+    return changed.length === 1;
+  }
+
+  async upsertInvitation(invitation: Invitation): Promise<Invitation> {
+    this.db
+      .insert(invitations)
+      .values(invitation)
+      .onConflictDoUpdate({ target: invitations.email, set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt } })
+      .run();
+    return invitation;
+  }
+
+  // --- idempotency records (issue 3) ---
+
+  async claimIdempotencyKey(input: Parameters<Store["claimIdempotencyKey"]>[0]): Promise<IdempotencyClaim> {
+    return this.write((tx): IdempotencyClaim => {
+      const where = and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash));
+      const existing = tx.select().from(idempotencyRecords).where(where).get();
+      const reusable =
+        existing === undefined ||
+        existing.expiresAt <= input.now ||
+        (existing.status === "in-progress" && existing.createdAt < input.abandonedBefore);
+      if (!reusable) return { claimed: false, record: existing };
+      const claim = {
+        scope: input.scope,
+        keyHash: input.keyHash,
+        requestHash: input.requestHash,
+        status: "in-progress" as const,
+        responseStatus: null,
+        responseBody: null,
+        createdAt: input.now,
+        expiresAt: input.expiresAt,
+      };
+      if (existing === undefined) tx.insert(idempotencyRecords).values(claim).run();
+      else tx.update(idempotencyRecords).set(claim).where(where).run();
+      return { claimed: true };
+    });
+  }
+
+  async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
+    this.db
+      .update(idempotencyRecords)
+      .set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody })
+      .where(and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash)))
+      .run();
+  }
+
+  async releaseIdempotencyKey(scope: string, keyHash: string): Promise<void> {
+    this.db
+      .delete(idempotencyRecords)
+      .where(and(eq(idempotencyRecords.scope, scope), eq(idempotencyRecords.keyHash, keyHash), eq(idempotencyRecords.status, "in-progress")))
+      .run();
+  }
+
+  async deleteExpiredIdempotencyRecords(now: number): Promise<number> {
+    return this.db.delete(idempotencyRecords).where(lte(idempotencyRecords.expiresAt, now)).returning({ scope: idempotencyRecords.scope }).all().length;
   }
 }
 

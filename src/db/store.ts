@@ -201,7 +201,68 @@ export interface Store {
   listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>>;
   /** Writes off every expired bucket with an `expiry` ledger row; returns how many were written off. */
   expireBuckets(now: number): Promise<number>;
+
+  // --- sessions, sign-in and invitations (issue 3) ---
+  /**
+   * One sign-in of an identity, in one transaction: the user of `subject`; or, on its first sign-in, a
+   * new user that takes up (and consumes) the invitation for `email`, or else owns a new organization
+   * granted `trialCredits` (a `trial` bucket and its ledger row). `email-taken` when another subject
+   * already has that email.
+   */
+  signInSubject(input: { subject: string; email: string; name: string; newOrganizationName: string; trialCredits: number; now: number }): Promise<SignInOutcome>;
+  getUserByEmail(email: string): Promise<User | null>;
+  insertSession(session: SessionRecord): Promise<void>;
+  /**
+   * Replaces the token hash and expiry of a live session, only while `currentTokenHash` is still its
+   * hash (so of two concurrent refreshes with one token, one wins); null otherwise.
+   */
+  rotateSessionToken(input: { id: string; currentTokenHash: string; newTokenHash: string; expiresAt: number; now: number }): Promise<SessionRecord | null>;
+  /** Marks a session revoked; false when it was already revoked or does not exist. */
+  revokeSession(id: string, now: number): Promise<boolean>;
+  /** Creates or replaces the invitation of an email address. */
+  upsertInvitation(invitation: Invitation): Promise<Invitation>;
+
+  // --- idempotency records (issue 3) ---
+  /**
+   * Claims (scope, keyHash) for a new request: inserts an in-progress record when there is none, or
+   * replaces one that expired or was abandoned in progress (createdAt < abandonedBefore). Otherwise
+   * returns the record that is there, untouched.
+   */
+  claimIdempotencyKey(input: { scope: string; keyHash: string; requestHash: string; now: number; expiresAt: number; abandonedBefore: number }): Promise<IdempotencyClaim>;
+  /** Stores the answer of a claimed request and marks it done. */
+  completeIdempotencyKey(input: { scope: string; keyHash: string; responseStatus: number; responseBody: string }): Promise<void>;
+  /** Drops an in-progress claim (the request failed), so the same key can be retried. */
+  releaseIdempotencyKey(scope: string, keyHash: string): Promise<void>;
+  deleteExpiredIdempotencyRecords(now: number): Promise<number>;
 }
 
 /** The built-in user that owns keys made by the operator CLI (CONTRACT.md "API keys"). */
 export const SYSTEM_USER_ID = "usr_system";
+
+// --- sessions, sign-in and invitations (issue 3) ---
+
+export interface Invitation {
+  email: string;
+  organizationId: string;
+  role: Role;
+  createdAt: number;
+}
+
+export type SignInOutcome =
+  | { outcome: "existing" | "joined" | "created"; user: User }
+  | { outcome: "email-taken" };
+
+// --- idempotency records (issue 3) ---
+
+export interface IdempotencyRecord {
+  scope: string;
+  keyHash: string;
+  requestHash: string;
+  status: "in-progress" | "done";
+  responseStatus: number | null;
+  responseBody: string | null;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export type IdempotencyClaim = { claimed: true } | { claimed: false; record: IdempotencyRecord };

@@ -49,7 +49,9 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       if (length > options.bodyLimitBytes) {
         return problemResponse(new Problem("payload-too-large"), request, requestId, options.typeBase);
       }
-      if (JSON_BODY_METHODS.has(request.method) && (length > 0 || request.body !== null) && new URL(request.url).pathname.startsWith("/api/")) {
+      // A chunked body has no content-length, and must not slip past the media type check.
+      const hasBody = length > 0 || request.headers.has("transfer-encoding") || request.body !== null;
+      if (JSON_BODY_METHODS.has(request.method) && hasBody && new URL(request.url).pathname.startsWith("/api/")) {
         const type = request.headers.get("content-type") ?? "";
         if (!/^application\/([\w.+-]+\+)?json\b/i.test(type) && !request.url.includes("/api/v1/webhooks/")) {
           return problemResponse(new Problem("unsupported-media-type"), request, requestId, options.typeBase);

@@ -7,10 +7,27 @@ import { PROBLEMS } from "./problem";
 
 const DOCS_CSP = "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
 
+/**
+ * @elysiajs/openapi writes a response without a body (204) as `content: { type: "null" }`, which is not
+ * OpenAPI; a response without a body simply has no `content`.
+ */
+function dropVoidResponseContent(document: unknown): void {
+  const paths = (document as { paths?: Record<string, Record<string, { responses?: Record<string, { content?: Record<string, unknown> }> }>> }).paths ?? {};
+  for (const operations of Object.values(paths)) {
+    for (const operation of Object.values(operations)) {
+      for (const response of Object.values(operation.responses ?? {})) {
+        if (response.content !== undefined && typeof response.content.type === "string") delete response.content;
+      }
+    }
+  }
+}
+
 export function docsRoutes(version: string) {
   return new Elysia({ name: "docs" })
-    .onAfterHandle(({ request, set }) => {
-      if (new URL(request.url).pathname.startsWith("/docs")) set.headers["content-security-policy"] = DOCS_CSP;
+    .onAfterHandle(({ request, set, response }) => {
+      const path = new URL(request.url).pathname;
+      if (path.startsWith("/docs")) set.headers["content-security-policy"] = DOCS_CSP;
+      if (path === "/openapi.json") dropVoidResponseContent(response);
     })
     .get("/docs/assets/scalar.js", () => new Response(Bun.file(scalarBundle), { headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=86400" } }), {
       detail: { hide: true },

@@ -143,3 +143,22 @@ export const reservations = sqliteTable(
   },
   (table) => [index("reservations_org_idx").on(table.organizationId), index("reservations_created_idx").on(table.createdAt)],
 );
+
+/**
+ * Stored answers of POSTs sent with an `Idempotency-Key`, for 24 h. The key itself is kept only as a
+ * SHA-256 hash, and the response body is AES-GCM encrypted with a key derived from it (src/http/idempotency.ts).
+ */
+export const idempotencyRecords = sqliteTable(
+  "idempotency_records",
+  {
+    scope: text("scope").notNull(),
+    keyHash: text("key_hash").notNull(),
+    requestHash: text("request_hash").notNull(),
+    status: text("status", { enum: ["in-progress", "done"] }).notNull(),
+    responseStatus: integer("response_status"),
+    responseBody: text("response_body"),
+    createdAt: integer("created_at").notNull(),
+    expiresAt: integer("expires_at").notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.scope, table.keyHash] }), index("idempotency_records_expires_idx").on(table.expiresAt)],
+);

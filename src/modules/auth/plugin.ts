@@ -1,6 +1,7 @@
 import { Elysia } from "elysia";
 import type { Services } from "../../services";
-import { authenticate, SESSION_COOKIE } from "./guard";
+import { Problem } from "../../http/problem";
+import { authenticate, type Principal, SESSION_COOKIE } from "./guard";
 
 /**
  * `auth: "session"` or `auth: "sessionOrKey"` on a route resolves `principal` before the handler,
@@ -19,4 +20,10 @@ export function authPlugin(services: Services) {
       },
     }),
   });
+}
+
+/** Narrows the principal of an `auth: "session"` route, which is always a session. */
+export function sessionPrincipal(principal: Principal): Extract<Principal, { kind: "session" }> {
+  if (principal.kind !== "session") throw new Problem("unauthorized");
+  return principal;
 }
