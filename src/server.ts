@@ -18,6 +18,7 @@ export interface RunningServer {
 /** Starts the HTTP server and the periodic jobs. `serve` and the end-to-end tests both use this. */
 export async function startServer(services: Services, options: { port: number; hostname?: string }): Promise<RunningServer> {
   const { store, clock, logger, keyUsage, config } = services;
+  await store.recoverInFlightWork(clock.now());
   await store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS);
   const app = createApp(services);
   app.listen({ port: options.port, hostname: options.hostname ?? "0.0.0.0", maxRequestBodySize: config.bodyLimitBytes });

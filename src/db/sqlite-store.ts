@@ -25,6 +25,7 @@ import type {
   SignInOutcome,
   Store,
   TransactionQuery,
+  UsageRecord,
   User,
 } from "./store";
 
@@ -560,13 +561,13 @@ export class SQLiteStore implements Store {
     return { ok: true, reservationId };
   }
 
-  private pendingCommits: Array<{ reservationId: string; usage: { gtin: string | null; description: string; now: number }; done: (error: unknown) => void }> = [];
+  private pendingCommits: Array<{ reservationId: string; usage: UsageRecord; done: (error: unknown) => void }> = [];
 
   /**
    * Group commit: the debits of every request that reaches commit in the same event-loop turn are
    * written in one transaction, and each request is answered only after that transaction commits.
    */
-  commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean> {
+  commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
     if (!this.heldReservations.has(reservationId)) return Promise.resolve(false);
     return new Promise<boolean>((resolve, reject) => {
       if (this.pendingCommits.length === 0) setImmediate(() => this.flushCommits());
@@ -580,7 +581,7 @@ export class SQLiteStore implements Store {
 
   // Invariant: the buckets' debits, the usage rows and the running ledger sum of a batch commit
   // together, so each request is billed exactly once and balanceAfter follows the ledger order.
-  private debitBatch(items: Array<{ reservationId: string; usage: { gtin: string | null; description: string; now: number } }>): void {
+  private debitBatch(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
     const bucketDebits = new Map<string, number>();
     const ledgerBalances = new Map<string, number>();
     for (const { reservationId, usage } of items) {
@@ -601,6 +602,7 @@ export class SQLiteStore implements Store {
         description: usage.description,
         createdAt: usage.now,
       });
+      if (usage.idempotency !== undefined) this.completeIdempotencyRecord(usage.idempotency);
     }
     for (const [bucketId, amount] of bucketDebits) this.adjustBucket().run({ bucketId, delta: -amount });
     for (const [organizationId, ledgerBalance] of ledgerBalances) this.db.update(organizations).set({ ledgerBalance }).where(eq(organizations.id, organizationId)).run();
@@ -652,6 +654,10 @@ export class SQLiteStore implements Store {
 
   async releaseReservation(reservationId: string): Promise<boolean> {
     return this.dropReservation(reservationId);
+  }
+
+  async recoverInFlightWork(_now: number): Promise<void> {
+    this.write((tx) => tx.delete(idempotencyRecords).where(eq(idempotencyRecords.status, "in-progress")).run());
   }
 
   /** Holds are in memory and die with the process, so nothing is ever left to sweep. */
@@ -820,6 +826,10 @@ export class SQLiteStore implements Store {
   }
 
   async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
+    this.completeIdempotencyRecord(input);
+  }
+
+  private completeIdempotencyRecord(input: Parameters<Store["completeIdempotencyKey"]>[0]): void {
     this.db
       .update(idempotencyRecords)
       .set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody })

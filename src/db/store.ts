@@ -140,6 +140,14 @@ export interface SessionWithUser {
   user: User;
 }
 
+/** What a committed reservation writes; `idempotency` completes an Idempotency-Key record in the same transaction. */
+export interface UsageRecord {
+  gtin: string | null;
+  description: string;
+  now: number;
+  idempotency?: { scope: string; keyHash: string; responseStatus: number; responseBody: string };
+}
+
 export type Reservation = { ok: true; reservationId: string } | { ok: false; available: number };
 
 export interface Store {
@@ -191,9 +199,15 @@ export interface Store {
    */
   reserveCredits(input: { organizationId: string; amount: number; keyId: string | null; requestId: string; now: number }): Promise<Reservation>;
   /** Debits the held credits with one usage ledger row, in one transaction; false when already committed or released. */
-  commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean>;
+  commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean>;
   /** Gives a reservation's credits back to their buckets; false when it was already committed or released. */
   releaseReservation(reservationId: string): Promise<boolean>;
+  /**
+   * Called once when `serve` starts: gives back what a crashed predecessor left in flight. SQLite
+   * (one serving process per file): every in-progress Idempotency-Key claim, at once. PostgreSQL
+   * (other instances may be serving): stale reservations only; claims age out on their own.
+   */
+  recoverInFlightWork(now: number): Promise<void>;
   /** Releases reservations older than `olderThan`, left by a crashed instance (nothing to do where holds live in memory). */
   releaseStaleReservations(olderThan: number): Promise<number>;
   availableCredits(organizationId: string, now: number): Promise<number>;

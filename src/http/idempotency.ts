@@ -89,6 +89,16 @@ const STILL_RUNNING = {
 };
 
 /**
+ * Handed to `run`: lets a caller whose work ends in its own transaction (the billed look-up) seal
+ * the answer and store it in that transaction, so the answer and the debit can never part.
+ */
+export interface IdempotencyRecorder {
+  scope: string;
+  keyHash: string;
+  seal(body: unknown): Promise<string>;
+}
+
+/**
  * Runs `run` at most once per (scope, key) within 24 h. A retry with the same key and request body
  * gets the stored answer (`replayed: true`); a different body is 422; a retry while the first call
  * is still running is 409. When `run` throws, the claim is dropped and the key may be retried.
@@ -98,7 +108,7 @@ const STILL_RUNNING = {
 export async function withIdempotency<T>(
   store: IdempotencyStore,
   request: { scope: string; key: string; requestHash: string; now: number },
-  run: () => Promise<IdempotentResponse<T>>,
+  run: (recorder: IdempotencyRecorder) => Promise<IdempotentResponse<T> & { recorded?: boolean }>,
 ): Promise<IdempotentResponse<T> & { replayed: boolean }> {
   const { scope, key, requestHash, now } = request;
   const keyHash = hashSecret(key);
@@ -120,13 +130,15 @@ export async function withIdempotency<T>(
     return { status: record.responseStatus, body, replayed: true };
   }
 
-  let response: IdempotentResponse<T>;
+  let response: IdempotentResponse<T> & { recorded?: boolean };
   try {
-    response = await run();
+    response = await run({ scope, keyHash, seal: (body) => sealBody(body, key, scope, keyHash) });
   } catch (error) {
     await store.releaseIdempotencyKey(scope, keyHash);
     throw error;
   }
-  await store.completeIdempotencyKey({ scope, keyHash, responseStatus: response.status, responseBody: await sealBody(response.body, key, scope, keyHash) });
-  return { ...response, replayed: false };
+  if (response.recorded !== true) {
+    await store.completeIdempotencyKey({ scope, keyHash, responseStatus: response.status, responseBody: await sealBody(response.body, key, scope, keyHash) });
+  }
+  return { status: response.status, body: response.body, replayed: false };
 }

@@ -311,3 +311,68 @@ describe("rate limiting", () => {
     await limited.close();
   });
 });
+
+describe("Idempotency-Key on the data endpoint", () => {
+  const withKey = (key: string, extra: Record<string, string> = {}) => ({ headers: { ...org.auth, "idempotency-key": key, ...extra } });
+
+  test("a retry with the same key gets the stored answer, marked replayed, and is billed once", async () => {
+    const first = await price(FRESH, withKey("retry-1"));
+    expect(first.status).toBe(200);
+    const firstBody = await json(first);
+    const second = await price(FRESH, withKey("retry-1"));
+    expect(second.status).toBe(200);
+    expect(second.headers.get("idempotent-replayed")).toBe("true");
+    expect(await json(second)).toEqual(firstBody);
+    expect(await available()).toBe(9);
+    const usage = (await context.store.listTransactions(org.organizationId, { limit: 10, types: ["usage"] })).items;
+    expect(usage).toHaveLength(1);
+  });
+
+  test("the GTIN-13 and GTIN-14 forms are the same request for the key", async () => {
+    await price("4006381333931", withKey("forms"));
+    const replay = await price("04006381333931", withKey("forms"));
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(await available()).toBe(9);
+  });
+
+  test("the same key for another GTIN or language answers 422 with meta and bills nothing", async () => {
+    await price(FRESH, withKey("reuse"));
+    const otherGTIN = await price(EMPTY, withKey("reuse"));
+    expect(otherGTIN.status).toBe(422);
+    expect(otherGTIN.headers.get("content-type")).toBe("application/problem+json");
+    expect((await json(otherGTIN)).meta).toMatchObject({ reason: "idempotency-conflict", billable: false });
+    expect((await price(FRESH, { ...withKey("reuse"), query: "?language=fr" })).status).toBe(422);
+    expect(await available()).toBe(9);
+  });
+
+  test("a retry while the first is still in flight answers 409 and is not billed", async () => {
+    const [a, b] = await Promise.all([price(FRESH, withKey("race")), price(FRESH, withKey("race"))]);
+    expect([a.status, b.status].sort()).toEqual([200, 409]);
+    expect(await available()).toBe(9);
+  });
+
+  test("an error answer is not stored: the same key can be retried once credits arrive", async () => {
+    const poor = await createOrganization(context, 0, "Poor");
+    const headers = { ...poor.auth, "idempotency-key": "after-topup" };
+    expect((await price(FRESH, { headers })).status).toBe(402);
+    await context.store.grantCredits({ organizationId: poor.organizationId, source: "grant", type: "grant", amount: 1, expiresAt: null, description: "top-up", now: context.clock.now() });
+    expect((await price(FRESH, { headers })).status).toBe(200);
+    const replay = await price(FRESH, { headers });
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+  });
+
+  test("keys are scoped to the organization: another organization's same key is a new request", async () => {
+    const other = await createOrganization(context, 5, "Other");
+    await price(FRESH, withKey("shared-key"));
+    const response = await price(FRESH, { headers: { ...other.auth, "idempotency-key": "shared-key" } });
+    expect(response.headers.get("idempotent-replayed")).toBeNull();
+    expect((await json(response)).meta.creditsRemaining).toBe(4);
+  });
+
+  test("the billed answer and its stored replay are written in the debit's transaction", async () => {
+    await price(FRESH, withKey("atomic"));
+    const usage = (await context.store.listTransactions(org.organizationId, { limit: 10, types: ["usage"] })).items[0]!;
+    const replay = await json(await price(FRESH, withKey("atomic")));
+    expect(replay.meta.requestId).toBe(usage.requestId);
+  });
+});

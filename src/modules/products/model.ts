@@ -1,7 +1,7 @@
 import { t } from "elysia";
 import { Int, MoneySchema, ProblemSchema, Timestamp } from "../../http/model";
 
-export const REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits", "unauthorized", "invalid-parameter", "rate-limited"] as const;
+export const REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits", "unauthorized", "invalid-parameter", "rate-limited", "idempotency-conflict"] as const;
 export type Reason = (typeof REASONS)[number];
 
 export const PriceMeta = t.Object({

@@ -1,4 +1,4 @@
-import type { KeyCredential, OfferRecord, ProductRecord, Store } from "../../db/store";
+import type { KeyCredential, OfferRecord, ProductRecord, Store, UsageRecord } from "../../db/store";
 import type { Clock } from "../../lib/clock";
 import { toISO } from "../../lib/clock";
 import { money } from "../../lib/money";
@@ -52,7 +52,14 @@ function priceData(product: ProductRecord, offers: OfferRecord[], lastObservedAt
  */
 export async function lookUpPrice(
   deps: PriceLookupDeps,
-  input: { credential: KeyCredential; gtin: string; language: Language; requestId: string },
+  input: {
+    credential: KeyCredential;
+    gtin: string;
+    language: Language;
+    requestId: string;
+    /** For a billed answer: returns the Idempotency-Key record to complete in the debit's own transaction. */
+    recordAnswer?: (result: PriceLookupResult) => Promise<UsageRecord["idempotency"]>;
+  },
 ): Promise<PriceLookupResult> {
   const { store, clock } = deps;
   const { gtin } = input;
@@ -89,12 +96,13 @@ export async function lookUpPrice(
     throw error;
   }
 
-  const billed = outcome.reason === "fresh-offer";
-  if (billed) {
-    await store.commitReservation(reservation.reservationId, { gtin, description: `Price look-up ${gtin}`, now: clock.now() });
-  } else {
+  if (outcome.reason !== "fresh-offer") {
     await store.releaseReservation(reservation.reservationId);
+    return { ...outcome, gtin, creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
   }
-  const creditsRemaining = await store.availableCredits(organizationId, clock.now());
-  return { ...outcome, gtin, creditsConsumed: billed ? deps.creditCost : 0, creditsRemaining };
+  // The held credits are already out of the available balance, so it is the balance after the debit.
+  const result = { ...outcome, gtin, creditsConsumed: deps.creditCost, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
+  const idempotency = await input.recordAnswer?.(result);
+  await store.commitReservation(reservation.reservationId, { gtin, description: `Price look-up ${gtin}`, now: clock.now(), idempotency });
+  return result;
 }
