@@ -2,6 +2,7 @@ import { Elysia } from "elysia";
 import packageJSON from "../package.json";
 import { httpBase } from "./http/base";
 import { docsRoutes } from "./http/docs";
+import { billingRoutes } from "./modules/billing";
 import { productRoutes } from "./modules/products";
 import { systemRoutes } from "./modules/system";
 import type { Services } from "./services";
@@ -15,7 +16,8 @@ export function createApp(services: Services) {
     .use(httpBase({ typeBase: config.errorTypeBase, bodyLimitBytes: config.bodyLimitBytes, logger }))
     .use(docsRoutes(VERSION))
     .use(systemRoutes(services))
-    .use(productRoutes(services));
+    .use(productRoutes(services))
+    .use(billingRoutes(services));
 }
 
 export type App = ReturnType<typeof createApp>;
