@@ -2,7 +2,6 @@ import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { ConfigError } from "../../config";
-import { isCurrencyCode } from "../../lib/money";
 
 const ItemId = Type.String({ pattern: "^[a-z0-9][a-z0-9_-]{0,63}$" });
 const Price = Type.Object(
@@ -64,6 +63,9 @@ export const DEFAULT_CATALOG: Catalog = {
   ],
 };
 
+// Intl formats any three capital letters; its list of currencies is the one to check against.
+const CURRENCIES = new Set(Intl.supportedValuesOf("currency"));
+
 /** Checks a parsed catalog; throws ConfigError naming CATALOG_FILE and the first problem. */
 export function validateCatalog(value: unknown, source: string): Catalog {
   const fail = (message: string): never => {
@@ -77,7 +79,7 @@ export function validateCatalog(value: unknown, source: string): Catalog {
     items.forEach((item, index) => {
       if (seen.has(item.id)) fail(`/${kind}/${index}/id "${item.id}" is listed twice`);
       seen.add(item.id);
-      if (!isCurrencyCode(item.price.currency)) fail(`/${kind}/${index}/price/currency "${item.price.currency}" is not an ISO 4217 currency`);
+      if (!CURRENCIES.has(item.price.currency)) fail(`/${kind}/${index}/price/currency "${item.price.currency}" is not an ISO 4217 currency`);
     });
   }
   return { packs: catalog.packs, plans: catalog.plans };
