@@ -9,6 +9,8 @@ import { oneOf } from "./model";
 import { completeLocalOrder } from "./service";
 
 const HTML = t.String({ description: "HTML page" });
+// An empty string, not t.Null: the OpenAPI plugin writes a void schema where a content map belongs.
+const SeeOther = (where: string) => t.String({ maxLength: 0, description: `See Other: the Location header leads to ${where}` });
 const PAGE_ERRORS = { 401: ProblemSchema, 403: ProblemSchema, 404: ProblemSchema, 500: ProblemSchema } as const;
 const SESSION: Array<Record<string, string[]>> = [{ session: [] }];
 const NOT_FOUND = new Problem("not-found");
@@ -78,7 +80,7 @@ export function billingPageRoutes(services: Services) {
         auth: "session",
         parse: "none",
         params: t.Object({ id: t.String({ maxLength: 100 }) }),
-        response: { 303: t.Null({ description: "To the order's successUrl" }), ...PAGE_ERRORS },
+        response: { 303: SeeOther("the order's successUrl, or back to the checkout page"), ...PAGE_ERRORS },
         detail: { summary: "Pay a local order (development mode)", tags: ["Billing pages"], operationId: "payLocalOrder", security: SESSION },
       },
     )
@@ -143,7 +145,7 @@ export function billingPageRoutes(services: Services) {
         parse: "none",
         params: t.Object({ id: t.String({ maxLength: 100 }) }),
         query: t.Object({ return: ReturnParam }),
-        response: { 303: t.Null({ description: "Back to the portal" }), ...PAGE_ERRORS, 400: ProblemSchema },
+        response: { 303: SeeOther("the portal"), ...PAGE_ERRORS, 400: ProblemSchema },
         detail: {
           summary: "Cancel a local subscription",
           description: "It renews no more; the current period's credits stay until the period ends. Canceling twice changes nothing.",
