@@ -4,6 +4,7 @@ import { httpBase } from "./http/base";
 import { docsRoutes } from "./http/docs";
 import { authRoutes } from "./modules/auth";
 import { keyRoutes } from "./modules/keys";
+import { billingRoutes } from "./modules/billing";
 import { productRoutes } from "./modules/products";
 import { systemRoutes } from "./modules/system";
 import type { Services } from "./services";
@@ -19,7 +20,8 @@ export function createApp(services: Services) {
     .use(systemRoutes(services))
     .use(productRoutes(services))
     .use(authRoutes(services))
-    .use(keyRoutes(services));
+    .use(keyRoutes(services))
+    .use(billingRoutes(services));
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -5,6 +5,7 @@ import { creditsCommand } from "./cli/commands/credits";
 import { importCommand } from "./cli/commands/import";
 import { keysCommand } from "./cli/commands/keys";
 import { migrateCommand } from "./cli/commands/migrate";
+import { ordersCommand } from "./cli/commands/orders";
 import { orgsCommand } from "./cli/commands/orgs";
 import { seedCommand } from "./cli/commands/seed";
 import { serveCommand } from "./cli/commands/serve";
@@ -12,7 +13,7 @@ import { ConfigError, loadConfig } from "./config";
 import type { Store } from "./db/store";
 import { openStore } from "./services";
 
-const COMMANDS: Command[] = [serveCommand, migrateCommand, seedCommand, importCommand, orgsCommand, keysCommand, creditsCommand];
+const COMMANDS: Command[] = [serveCommand, migrateCommand, seedCommand, importCommand, orgsCommand, keysCommand, creditsCommand, ordersCommand];
 
 /** Flags that override an environment variable, for every command. */
 const GLOBAL_FLAGS: Record<string, string> = { "--port": "PORT", "--database-url": "DATABASE_URL", "--public-url": "PUBLIC_URL" };

@@ -5,6 +5,7 @@ const KEY_USAGE_FLUSH_MS = 1000;
 const EXPIRY_SWEEP_MS = 60_000;
 const RESERVATION_SWEEP_MS = 30_000;
 const RATE_LIMIT_PRUNE_MS = 60_000;
+const RENEWAL_SWEEP_MS = 60_000;
 /** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
 export const STALE_RESERVATION_MS = 60_000;
 
@@ -17,9 +18,10 @@ export interface RunningServer {
 
 /** Starts the HTTP server and the periodic jobs. `serve` and the end-to-end tests both use this. */
 export async function startServer(services: Services, options: { port: number; hostname?: string }): Promise<RunningServer> {
-  const { store, clock, logger, keyUsage, config } = services;
+  const { store, clock, logger, keyUsage, config, payments } = services;
   await store.recoverInFlightWork(clock.now());
   await store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS);
+  await payments.renewSubscriptions(clock.now());
   const app = createApp(services);
   app.listen({ port: options.port, hostname: options.hostname ?? "0.0.0.0", maxRequestBodySize: config.bodyLimitBytes });
   const server = app.server!;
@@ -32,6 +34,7 @@ export async function startServer(services: Services, options: { port: number; h
     setInterval(guard("reservation sweep", () => store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS)), RESERVATION_SWEEP_MS),
     setInterval(guard("rate limit prune", async () => services.rateLimiter.prune(clock.now())), RATE_LIMIT_PRUNE_MS),
     setInterval(guard("idempotency sweep", () => store.deleteExpiredIdempotencyRecords(clock.now())), EXPIRY_SWEEP_MS),
+    setInterval(guard("subscription renewal", () => payments.renewSubscriptions(clock.now())), RENEWAL_SWEEP_MS),
   ];
 
   let stopping: Promise<void> | null = null;

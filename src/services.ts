@@ -3,9 +3,14 @@ import type { Store } from "./db/store";
 import { SQLiteStore } from "./db/sqlite-store";
 import type { Clock } from "./lib/clock";
 import type { Logger } from "./lib/logger";
+import Stripe from "stripe";
 import { KeyUsageRecorder } from "./modules/keys/key-usage";
 import { MemoryRateLimiter, type RateLimiter } from "./http/rate-limit";
 import { createOIDCVerifier, type OIDCVerifier } from "./modules/auth/oidc";
+import { type Catalog, loadCatalog } from "./modules/billing/catalog";
+import { LocalProvider } from "./modules/billing/providers/local";
+import type { PaymentProvider } from "./modules/billing/providers/provider";
+import { StripeProvider } from "./modules/billing/providers/stripe";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
 export interface Services {
@@ -17,21 +22,42 @@ export interface Services {
   rateLimiter: RateLimiter;
   /** Verifies ID tokens of OIDC_ISSUER; null when no issuer is configured (then sign-in is development-only or off). */
   oidc: OIDCVerifier | null;
+  /** The packs and plans on sale (CATALOG_FILE or the built-in one). */
+  catalog: Catalog;
+  /** The payment provider chosen by BILLING_PROVIDER. */
+  payments: PaymentProvider;
 }
 
-export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger; oidc?: OIDCVerifier | null }): Services {
-  const { config, clock, logger } = input;
+export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger; oidc?: OIDCVerifier | null; stripe?: Stripe }): Services {
+  const { config, store, clock, logger } = input;
   const oidc =
     input.oidc !== undefined
       ? input.oidc
       : config.oidcIssuer !== null && config.oidcClientId !== null
         ? createOIDCVerifier({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clock, logger })
         : null;
+  const catalog = loadCatalog(config.catalogFile);
+  const payments: PaymentProvider =
+    config.billingProvider === "stripe"
+      ? new StripeProvider({
+          stripe: input.stripe ?? new Stripe(config.stripeSecretKey!, { maxNetworkRetries: 2, timeout: 15_000, appInfo: { name: "price-service" } }),
+          webhookSecret: config.stripeWebhookSecret!,
+          store,
+          clock,
+          catalog,
+          logger,
+        })
+      : new LocalProvider({ store, publicUrl: config.publicUrl, logger });
   return {
-    ...input,
+    config,
+    store,
+    clock,
+    logger,
     oidc,
-    keyUsage: new KeyUsageRecorder(input.store, input.logger),
+    keyUsage: new KeyUsageRecorder(store, logger),
     rateLimiter: new MemoryRateLimiter(config.rateLimit.limit, config.rateLimit.windowMs),
+    catalog,
+    payments,
   };
 }
 

@@ -1,6 +1,18 @@
 // The store interface: everything the service keeps, behind plain async methods. Business rules
 // (who may do what, what a request costs, which outcome is billed) live above it in the modules;
 // each implementation keeps only the storage rules: atomicity, FEFO order, no overdraw.
+import type {
+  CompleteOrderInput,
+  CompleteOrderResult,
+  CreditGrant,
+  InvoiceRecord,
+  NewOrder,
+  Order,
+  PaymentInput,
+  ProviderEvent,
+  RenewSubscriptionInput,
+  SubscriptionRecord,
+} from "./billing-records";
 
 export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
 export type BucketSource = "pack" | "subscription" | "grant" | "trial";
@@ -118,10 +130,12 @@ export interface Page<T> {
 
 export interface TransactionQuery {
   limit: number;
-  /** Id of the last item of the previous page; the next page starts strictly after it. */
+  /** `nextCursor` of the previous page (see src/db/cursor.ts); the next page starts strictly after it. */
   after?: string;
   types?: TransactionType[];
+  /** Inclusive lower bound on createdAt. */
   from?: number;
+  /** Exclusive upper bound on createdAt. */
   to?: number;
 }
 
@@ -248,6 +262,43 @@ export interface Store {
   /** Drops an in-progress claim (the request failed), so the same key can be retried. */
   releaseIdempotencyKey(scope: string, keyHash: string): Promise<void>;
   deleteExpiredIdempotencyRecords(now: number): Promise<number>;
+  // --- billing ---
+  createOrder(order: NewOrder): Promise<Order>;
+  getOrder(id: string): Promise<Order | null>;
+  findOrderByProviderRef(providerRef: string): Promise<Order | null>;
+  /** Newest first, all organizations unless one is given. */
+  listOrders(query: { organizationId?: string; limit: number; after?: string }): Promise<Page<Order>>;
+  /**
+   * Completes an order at most once: pending → completed, and in the same transaction the event
+   * row, the grant (bucket + ledger row), the payment, the local subscription and the local invoice.
+   */
+  completeOrder(input: CompleteOrderInput): Promise<CompleteOrderResult>;
+  /** Grants credits paid outside an order (a Stripe subscription invoice) exactly once per event. */
+  applyPaidGrant(input: { event: ProviderEvent; organizationId: string; grant: CreditGrant; payment: PaymentInput; now: number }): Promise<{ applied: boolean; bucket: Bucket | null }>;
+  /**
+   * Claws back the unspent credits of a refunded payment with a `refund` ledger row. The refunded
+   * amount is cumulative and only moves forward, so a replay or an older event takes nothing more.
+   */
+  refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<{ applied: boolean; clawedBack: number; organizationId: string | null }>;
+  hasPayment(ref: string): Promise<boolean>;
+  /** Records an event that has no effect here, so that it is acknowledged once; false if seen before. */
+  recordProviderEvent(event: ProviderEvent, now: number): Promise<boolean>;
+
+  listInvoices(organizationId: string, query: { limit: number; after?: string }): Promise<Page<InvoiceRecord>>;
+  getInvoice(id: string): Promise<InvoiceRecord | null>;
+
+  listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]>;
+  /** Active subscriptions whose period has ended, oldest period end first. */
+  listDueSubscriptions(now: number, limit: number): Promise<SubscriptionRecord[]>;
+  /** Moves an active subscription to its next period with its grant and invoice; false if another run did it. */
+  renewSubscription(input: RenewSubscriptionInput): Promise<{ applied: boolean; bucket: Bucket | null; invoice: InvoiceRecord | null }>;
+  /** active → canceled; the current period's credits stay until they expire. Null when not active or not the organization's. */
+  cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null>;
+
+  getStripeCustomerId(organizationId: string): Promise<string | null>;
+  /** Sets the organization's Stripe customer if it has none; returns the one that is stored. */
+  setStripeCustomerId(organizationId: string, customerId: string): Promise<string>;
+  findOrganizationByStripeCustomer(customerId: string): Promise<Organization | null>;
 }
 
 /** The built-in user that owns keys made by the operator CLI (CONTRACT.md "API keys"). */
