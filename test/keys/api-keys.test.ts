@@ -334,3 +334,16 @@ describe("POST /api/v1/customer/api-keys/{id}/revoke", () => {
 
   sessionOnlySecurityTests({ method: "POST", path: () => `${KEYS}/key_whatever/revoke` }, () => context);
 });
+
+describe("authentication comes before validation", () => {
+  test("a stranger with a malformed body gets 401, not a validation error that reveals the schema", async () => {
+    const response = await context.request("/api/v1/customer/api-keys", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: 42 }) });
+    expect(response.status).toBe(401);
+    expect((await json(response)).type).toEndWith("/unauthorized");
+  });
+
+  test("a signed-in user with the same body gets 422", async () => {
+    const response = await context.request("/api/v1/customer/api-keys", { method: "POST", headers: { "content-type": "application/json", ...ada.headers }, body: JSON.stringify({ name: 42 }) });
+    expect(response.status).toBe(422);
+  });
+});

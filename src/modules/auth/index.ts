@@ -65,7 +65,7 @@ export function authRoutes(services: Services) {
         },
       )
       // Without an identity provider, production has no way to open a session: say so before anything else.
-      .onBeforeHandle(() => {
+      .onTransform(() => {
         if (oidc === null && !development) throw new Problem("unavailable", SIGN_IN_OFF);
       })
       .post(

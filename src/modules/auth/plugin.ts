@@ -5,17 +5,24 @@ import { authenticate, type Principal, SESSION_COOKIE } from "./guard";
 
 /**
  * `auth: "session"` or `auth: "sessionOrKey"` on a route resolves `principal` before the handler,
- * or answers 401 (403 for a cross-site cookie request).
+ * or answers 401 (403 for a cross-site cookie request). Authentication runs in the transform phase,
+ * before body and query validation, so a stranger learns nothing from validation errors.
  */
 export function authPlugin(services: Services) {
   const { store, clock, config } = services;
+  const principals = new WeakMap<Request, Principal>();
   return new Elysia({ name: "auth.guard" }).macro({
     auth: (accept: "session" | "sessionOrKey") => ({
-      async resolve({ request, cookie }) {
+      async transform({ request, cookie }) {
         const principal = await authenticate(
           { request, sessionToken: cookie[SESSION_COOKIE]?.value as string | undefined, store, clock, publicUrl: config.publicUrl, keyPrefix: config.keyPrefix },
           { session: true, apiKey: accept === "sessionOrKey" },
         );
+        principals.set(request, principal);
+      },
+      resolve({ request }) {
+        const principal = principals.get(request);
+        if (principal === undefined) throw new Problem("unauthorized");
         return { principal };
       },
     }),
