@@ -142,3 +142,23 @@ export async function withIdempotency<T>(
   }
   return { status: response.status, body: response.body, replayed: false };
 }
+
+/**
+ * A POST handler's work, made idempotent when the client sent an `Idempotency-Key` (and run as is
+ * when it did not). `route` and the organization make the scope, so keys never collide across them.
+ */
+export async function runIdempotent<T>(
+  store: IdempotencyStore,
+  request: { key: string | undefined | null; organizationId: string; route: string; body: unknown; now: number },
+  run: () => Promise<IdempotentResponse<T>>,
+): Promise<IdempotentResponse<T> & { replayed: boolean }> {
+  if (request.key === undefined || request.key === null) return { ...(await run()), replayed: false };
+  return withIdempotency(store, { scope: `${request.organizationId} ${request.route}`, key: request.key, requestHash: hashRequestBody(request.body), now: request.now }, run);
+}
+
+/** Writes an idempotent result's status and replay marker onto the response. */
+export function applyIdempotentResult<T>(set: { status?: number | string; headers: Record<string, unknown> }, result: IdempotentResponse<T> & { replayed: boolean }): T {
+  set.status = result.status;
+  if (result.replayed) set.headers["idempotent-replayed"] = "true";
+  return result.body;
+}

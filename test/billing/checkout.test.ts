@@ -221,3 +221,39 @@ describe("local checkout in a browser", () => {
     expect((await balance()).available).toBe(0);
   });
 });
+
+describe("Idempotency-Key on the billing POSTs", () => {
+  const keyed = (key: string) => ({ ...fx.session.headers, "idempotency-key": key });
+
+  test.each([
+    ["checkout/pack", { packId: "pack-1k" }, { packId: "pack-10k" }],
+    ["checkout/subscription", { planId: "basic-monthly" }, { planId: "pro-monthly" }],
+    ["portal", {}, { returnUrl: "https://example.com/back" }],
+  ])("%s: the same key and body replay the first answer, another body is 422", async (route, body, otherBody) => {
+    const first = await postJSON(fx.context, `${BILLING}/${route}`, body, keyed(`k-${route}`));
+    expect([200, 201]).toContain(first.status);
+    const firstBody = await json(first);
+    const replay = await postJSON(fx.context, `${BILLING}/${route}`, body, keyed(`k-${route}`));
+    expect(replay.status).toBe(first.status);
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(await json(replay)).toEqual(firstBody);
+    const other = await postJSON(fx.context, `${BILLING}/${route}`, otherBody, keyed(`k-${route}`));
+    expect(other.status).toBe(422);
+    expect((await json(other)).type).toEndWith("/invalid-body");
+  });
+
+  test("a replayed pack checkout creates one order, not two", async () => {
+    await postJSON(fx.context, `${BILLING}/checkout/pack`, { packId: "pack-1k" }, keyed("one-order"));
+    await postJSON(fx.context, `${BILLING}/checkout/pack`, { packId: "pack-1k" }, keyed("one-order"));
+    const orders = await fx.context.store.listOrders({ organizationId: fx.session.organizationId, limit: 10 });
+    expect(orders.items).toHaveLength(1);
+  });
+
+  test("the same key sent twice at once: one runs, the other is 409", async () => {
+    const [a, b] = await Promise.all([
+      postJSON(fx.context, `${BILLING}/checkout/pack`, { packId: "pack-1k" }, keyed("race")),
+      postJSON(fx.context, `${BILLING}/checkout/pack`, { packId: "pack-1k" }, keyed("race")),
+    ]);
+    expect([a.status, b.status].sort()).toEqual([201, 409]);
+  });
+});

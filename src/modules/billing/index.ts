@@ -1,3 +1,4 @@
+import { applyIdempotentResult, IdempotencyKeyHeader, runIdempotent } from "../../http/idempotency";
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services";
 import { CommonErrors, ProblemSchema } from "../../http/model";
@@ -25,7 +26,7 @@ import { billingPageRoutes } from "./page-routes";
 import { catalogJSON, getBalance, listInvoices, listTransactions, openPortal, startPackCheckout, startSubscriptionCheckout } from "./service";
 
 const READ_ERRORS = { ...CommonErrors, 401: ProblemSchema, 503: ProblemSchema } as const;
-const WRITE_ERRORS = { ...CommonErrors, 401: ProblemSchema, 403: ProblemSchema, 503: ProblemSchema } as const;
+const WRITE_ERRORS = { ...CommonErrors, 401: ProblemSchema, 403: ProblemSchema, 409: ProblemSchema, 503: ProblemSchema } as const;
 const SESSION_OR_KEY: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }];
 const SESSION: Array<Record<string, string[]>> = [{ session: [] }];
 
@@ -77,13 +78,17 @@ function billingAPIRoutes(services: Services) {
     })
     .post(
       "/checkout/pack",
-      async ({ principal, body, set }) => {
-        const result = await startPackCheckout(services, buyer(principal), body);
-        set.status = result.status;
-        return result.body;
+      async ({ principal, body, headers, set }) => {
+        const result = await runIdempotent(
+          services.store,
+          { key: headers["idempotency-key"], organizationId: principal.organizationId, route: "POST /billing/checkout/pack", body: body ?? null, now: services.clock.now() },
+          () => startPackCheckout(services, buyer(principal), body),
+        );
+        return applyIdempotentResult(set, result);
       },
       {
         auth: "session",
+        headers: t.Object({ "idempotency-key": IdempotencyKeyHeader }),
         body: PackCheckoutBody,
         response: { 201: CheckoutResponse, ...WRITE_ERRORS },
         detail: {
@@ -97,13 +102,17 @@ function billingAPIRoutes(services: Services) {
     )
     .post(
       "/checkout/subscription",
-      async ({ principal, body, set }) => {
-        const result = await startSubscriptionCheckout(services, buyer(principal), body);
-        set.status = result.status;
-        return result.body;
+      async ({ principal, body, headers, set }) => {
+        const result = await runIdempotent(
+          services.store,
+          { key: headers["idempotency-key"], organizationId: principal.organizationId, route: "POST /billing/checkout/subscription", body: body ?? null, now: services.clock.now() },
+          () => startSubscriptionCheckout(services, buyer(principal), body),
+        );
+        return applyIdempotentResult(set, result);
       },
       {
         auth: "session",
+        headers: t.Object({ "idempotency-key": IdempotencyKeyHeader }),
         body: SubscriptionCheckoutBody,
         response: { 201: CheckoutResponse, ...WRITE_ERRORS },
         detail: {
@@ -117,13 +126,17 @@ function billingAPIRoutes(services: Services) {
     )
     .post(
       "/portal",
-      async ({ principal, body, set }) => {
-        const result = await openPortal(services, principal.organizationId, body ?? undefined);
-        set.status = result.status;
-        return result.body;
+      async ({ principal, body, headers, set }) => {
+        const result = await runIdempotent(
+          services.store,
+          { key: headers["idempotency-key"], organizationId: principal.organizationId, route: "POST /billing/portal", body: body ?? null, now: services.clock.now() },
+          () => openPortal(services, principal.organizationId, body ?? undefined),
+        );
+        return applyIdempotentResult(set, result);
       },
       {
         auth: "session",
+        headers: t.Object({ "idempotency-key": IdempotencyKeyHeader }),
         body: PortalBody,
         response: { 200: PortalResponse, ...WRITE_ERRORS },
         detail: { summary: "Open the billing portal", description: "Subscriptions (cancel) and invoices.", tags: ["Billing"], operationId: "openBillingPortal", security: SESSION },

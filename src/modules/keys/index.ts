@@ -1,6 +1,6 @@
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services";
-import { hashRequestBody, IdempotencyKeyHeader, withIdempotency } from "../../http/idempotency";
+import { applyIdempotentResult, IdempotencyKeyHeader, runIdempotent } from "../../http/idempotency";
 import { CommonErrors, ProblemSchema } from "../../http/model";
 import { authPlugin, sessionPrincipal } from "../auth/plugin";
 import { CreatedKeySchema, CreateKeyBody, KeyListQuery, KeyPageSchema, KeyParams, ApiKeySchema } from "./model";
@@ -52,19 +52,9 @@ export function keyRoutes(services: Services) {
           logger.info("api key created", { keyId: created.key.id, keyPrefix: created.key.keyPrefix, organizationId: session.organizationId, userId: session.userId });
           return { status: 201, body: { key: keyJSON(created.key), clearKey: created.clearKey } };
         };
-        const idempotencyKey = headers["idempotency-key"];
-        const result =
-          idempotencyKey === undefined
-            ? { ...(await create()), replayed: false }
-            : await withIdempotency(
-                store,
-                { scope: `${session.organizationId} ${CREATE_ROUTE}`, key: idempotencyKey, requestHash: hashRequestBody(body), now: clock.now() },
-                create,
-              );
+        const result = await runIdempotent(store, { key: headers["idempotency-key"], organizationId: session.organizationId, route: CREATE_ROUTE, body, now: clock.now() }, create);
         Object.assign(set.headers, NO_STORE);
-        if (result.replayed) set.headers["idempotent-replayed"] = "true";
-        set.status = result.status;
-        return result.body;
+        return applyIdempotentResult(set, result);
       },
       {
         auth: "session",
