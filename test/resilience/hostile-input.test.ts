@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { normalizeGTIN } from "../../src/modules/products/gtin";
 import { importFeed } from "../../src/modules/ingest/import-feed";
 import { SQLiteStore } from "../../src/db/sqlite-store";
-import { addProduct, createOrganization, createTestContext, type TestContext, type TestOrganization } from "../helpers";
+import { addProduct, createOrganization, createTestContext, signIn, type TestContext, type TestOrganization } from "../helpers";
 
 // Short property runs for the suite; scripts/fuzz.ts runs the same properties for much longer.
 const RUNS = Number(process.env.FUZZ_RUNS ?? 150);
@@ -107,5 +107,63 @@ describe("the data endpoint under hostile requests", () => {
       const response = await context.request(raw, { headers: org.auth });
       expect(response.status).toBeLessThan(500);
     }
+  });
+});
+
+describe("JSON endpoints under hostile bodies and headers", () => {
+  const POSTS = [
+    "/api/v1/customer/api-keys",
+    "/api/v1/customer/billing/checkout/pack",
+    "/api/v1/customer/billing/checkout/subscription",
+    "/api/v1/customer/billing/portal",
+    "/api/v1/auth/dev-login",
+    "/api/v1/auth/oidc",
+    "/api/v1/auth/refresh",
+    "/api/v1/auth/logout",
+  ];
+  let context: TestContext;
+  let cookie: string;
+  beforeAll(async () => {
+    context = await createTestContext();
+    cookie = (await signIn(context, "fuzz@example.com")).headers.cookie;
+  });
+  afterAll(async () => {
+    await context.close();
+  });
+
+  const body = fc.oneof(
+    fc.json().map((text) => text),
+    hostileString,
+    fc.constantFrom("{", "[]", "null", '{"name":' + '"x"'.repeat(1000) + "}", '{"__proto__":{"admin":true},"name":"x"}', '{"name":"a","name":"b"}', "\uFEFF{}", '{"packId":{"$ne":null}}'),
+  );
+  const header = fc.string({ maxLength: 300 }).map((value) => value.replace(/[^\t\x20-\x7e]/g, ""));
+
+  test("any body, content type and Idempotency-Key gets an answer below 500, errors as problem+json", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...POSTS), body, fc.constantFrom("application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""), header, fc.boolean(), async (path, payload, type, key, signedIn) => {
+        const headers: Record<string, string> = { "idempotency-key": key };
+        if (type !== "") headers["content-type"] = type;
+        if (signedIn) headers.cookie = cookie;
+        const response = await context.request(path, { method: "POST", headers, body: payload });
+        expect(response.status).toBeLessThan(500);
+        if (response.status >= 400) {
+          expect(response.headers.get("content-type")).toBe("application/problem+json");
+          expect((await response.json()).status).toBe(response.status);
+        }
+      }),
+      { numRuns: RUNS * 2 },
+    );
+  });
+
+  test("hostile query parameters on list endpoints get an answer below 500", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom("/api/v1/customer/api-keys", "/api/v1/customer/billing/transactions", "/api/v1/customer/billing/invoices"), fc.dictionary(fc.constantFrom("limit", "cursor", "type", "from", "to", "language"), hostileString, { maxKeys: 4 }), async (path, query) => {
+        const search = new URLSearchParams(query).toString();
+        const response = await context.request(`${path}?${search}`, { headers: { cookie } });
+        expect(response.status).toBeLessThan(500);
+        if (response.status >= 400) expect(response.headers.get("content-type")).toBe("application/problem+json");
+      }),
+      { numRuns: RUNS },
+    );
   });
 });
