@@ -245,7 +245,7 @@ describe("Idempotency-Key on the billing POSTs", () => {
   test("a replayed pack checkout creates one order, not two", async () => {
     await postJSON(fx.context, `${BILLING}/checkout/pack`, { packId: "pack-1k" }, keyed("one-order"));
     await postJSON(fx.context, `${BILLING}/checkout/pack`, { packId: "pack-1k" }, keyed("one-order"));
-    const orders = await fx.context.store.listOrders({ organizationId: fx.session.organizationId, limit: 10 });
+    const orders = await fx.context.store.listOrders({ organizationId: fx.org.organizationId, limit: 10 });
     expect(orders.items).toHaveLength(1);
   });
 
