@@ -939,21 +939,7 @@ export class SQLiteStore implements Store {
     return tx
       .insert(invoices)
       .values({ id: newId("inv", now), organizationId, sequence, number: `INV-${String(sequence).padStart(6, "0")}`, status: "paid", ...input, createdAt: now, paidAt: now })
-      .returning({
-        id: invoices.id,
-        organizationId: invoices.organizationId,
-        number: invoices.number,
-        status: invoices.status,
-        amount: invoices.amount,
-        currency: invoices.currency,
-        description: invoices.description,
-        orderId: invoices.orderId,
-        subscriptionId: invoices.subscriptionId,
-        periodStart: invoices.periodStart,
-        periodEnd: invoices.periodEnd,
-        createdAt: invoices.createdAt,
-        paidAt: invoices.paidAt,
-      })
+      .returning(this.invoiceColumns)
       .get();
   }
 

@@ -123,14 +123,16 @@ async function startCheckout(
 
 type Buyer = { organizationId: string; userId: string | null };
 
+/** A pending order for one catalog item, at the catalog's price now. */
+function newOrder(deps: BillingDeps, buyer: Buyer, item: Pick<NewOrder, "kind" | "itemId" | "itemName" | "credits" | "interval" | "validityDays" | "amount" | "currency">): NewOrder {
+  const now = deps.clock.now();
+  return { id: newId("ord", now), ...buyer, ...item, provider: deps.payments.name, providerRef: null, successUrl: null, cancelUrl: null, createdAt: now };
+}
+
 export async function startPackCheckout(deps: BillingDeps, buyer: Buyer, body: { packId: string; successUrl?: string; cancelUrl?: string }) {
   const pack = deps.catalog.packs.find((candidate) => candidate.id === body.packId);
   if (pack === undefined) throw unknownItem("packId", body.packId);
-  const now = deps.clock.now();
-  const order: NewOrder = {
-    id: newId("ord", now),
-    organizationId: buyer.organizationId,
-    userId: buyer.userId,
+  const order = newOrder(deps, buyer, {
     kind: "pack",
     itemId: pack.id,
     itemName: pack.name,
@@ -139,23 +141,14 @@ export async function startPackCheckout(deps: BillingDeps, buyer: Buyer, body: {
     validityDays: pack.validityDays ?? null,
     amount: pack.price.amount,
     currency: pack.price.currency,
-    provider: deps.payments.name,
-    providerRef: null,
-    successUrl: null,
-    cancelUrl: null,
-    createdAt: now,
-  };
+  });
   return startCheckout(deps, order, body);
 }
 
 export async function startSubscriptionCheckout(deps: BillingDeps, buyer: Buyer, body: { planId: string; successUrl?: string; cancelUrl?: string }) {
   const plan = deps.catalog.plans.find((candidate) => candidate.id === body.planId);
   if (plan === undefined) throw unknownItem("planId", body.planId);
-  const now = deps.clock.now();
-  const order: NewOrder = {
-    id: newId("ord", now),
-    organizationId: buyer.organizationId,
-    userId: buyer.userId,
+  const order = newOrder(deps, buyer, {
     kind: "subscription",
     itemId: plan.id,
     itemName: plan.name,
@@ -164,12 +157,7 @@ export async function startSubscriptionCheckout(deps: BillingDeps, buyer: Buyer,
     validityDays: null,
     amount: plan.price.amount,
     currency: plan.price.currency,
-    provider: deps.payments.name,
-    providerRef: null,
-    successUrl: null,
-    cancelUrl: null,
-    createdAt: now,
-  };
+  });
   return startCheckout(deps, order, body);
 }
 
