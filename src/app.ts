@@ -2,6 +2,7 @@ import { Elysia } from "elysia";
 import packageJSON from "../package.json";
 import { httpBase } from "./http/base";
 import { docsRoutes } from "./http/docs";
+import { requestObservability } from "./http/observability";
 import { productRoutes } from "./modules/products";
 import { systemRoutes } from "./modules/system";
 import type { Services } from "./services";
@@ -12,7 +13,8 @@ export const VERSION: string = packageJSON.version;
 export function createApp(services: Services) {
   const { config, logger } = services;
   return new Elysia({ normalize: true })
-    .use(httpBase({ typeBase: config.errorTypeBase, bodyLimitBytes: config.bodyLimitBytes, logger }))
+    .use(requestObservability({ logger, metrics: services.metrics, keyPrefix: config.keyPrefix }))
+    .use(httpBase({ typeBase: config.errorTypeBase, bodyLimitBytes: config.bodyLimitBytes, logger, publicUrl: config.publicUrl }))
     .use(docsRoutes(VERSION))
     .use(systemRoutes(services))
     .use(productRoutes(services));

@@ -11,7 +11,15 @@ export const SECURITY_HEADERS: Record<string, string> = {
   "cross-origin-opener-policy": "same-origin",
   "cross-origin-resource-policy": "same-origin",
   "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
+  "permissions-policy": "camera=(), geolocation=(), microphone=(), payment=(), usb=()",
+  // Balances, keys and clear secrets must never sit in a shared cache; a route that may be cached sets its own.
+  "cache-control": "no-store",
 };
+
+/** The security headers for this deployment: HSTS only when the public URL is https (behind a TLS proxy). */
+export function securityHeaders(publicUrl: string): Record<string, string> {
+  return publicUrl.startsWith("https:") ? { ...SECURITY_HEADERS, "strict-transport-security": "max-age=31536000" } : SECURITY_HEADERS;
+}
 
 const JSON_BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
 
@@ -38,21 +46,20 @@ function fromValidation(error: ValidationError): Problem {
  * and the one error handler that turns every failure (thrown Problem, validation, unknown route,
  * unexpected exception) into an RFC 9457 problem. Internal messages never reach the body.
  */
-export function httpBase(options: { typeBase: string; bodyLimitBytes: number; logger: Logger }) {
+export function httpBase(options: { typeBase: string; bodyLimitBytes: number; logger: Logger; publicUrl: string }) {
+  const headers = securityHeaders(options.publicUrl);
   return new Elysia({ name: "http.base" })
     .error({ Problem })
+    // Refusals throw (rather than return a response) so they pass through onError and the access log like any error.
     .onRequest(({ request, set }) => {
-      const requestId = newId("req");
-      set.headers["x-request-id"] = requestId;
-      Object.assign(set.headers, SECURITY_HEADERS);
+      set.headers["x-request-id"] = newId("req");
+      Object.assign(set.headers, headers);
       const length = Number(request.headers.get("content-length") ?? 0);
-      if (length > options.bodyLimitBytes) {
-        return problemResponse(new Problem("payload-too-large"), request, requestId, options.typeBase);
-      }
+      if (length > options.bodyLimitBytes) throw new Problem("payload-too-large");
       if (JSON_BODY_METHODS.has(request.method) && (length > 0 || request.body !== null) && new URL(request.url).pathname.startsWith("/api/")) {
         const type = request.headers.get("content-type") ?? "";
         if (!/^application\/([\w.+-]+\+)?json\b/i.test(type) && !request.url.includes("/api/v1/webhooks/")) {
-          return problemResponse(new Problem("unsupported-media-type"), request, requestId, options.typeBase);
+          throw new Problem("unsupported-media-type");
         }
       }
     })
@@ -62,12 +69,15 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       if (error instanceof Problem) problem = error;
       else if (code === "VALIDATION" && (error as ValidationError).type !== "response") problem = fromValidation(error as ValidationError);
       else if (code === "NOT_FOUND") problem = new Problem("not-found", { en: "No route matches this method and path.", fr: "Aucune route ne correspond à cette méthode et ce chemin." });
+      // A chunked body over the limit is cut by Bun (maxRequestBodySize), which has already answered 413.
+      else if (code === "PARSE" && String(error).includes("maxRequestBodySize")) problem = new Problem("payload-too-large");
       else if (code === "PARSE") problem = new Problem("invalid-body", { en: "The request body is not valid JSON.", fr: "Le corps de la requête n'est pas un JSON valide." });
       else if (code === "INVALID_COOKIE_SIGNATURE") problem = new Problem("unauthorized");
       else {
         options.logger.error("unhandled error", { requestId, code: String(code), error: error instanceof Error ? error.stack ?? error.message : String(error) });
         problem = new Problem("internal");
       }
+      set.status = problem.status;
       return problemResponse(problem, request, requestId, options.typeBase);
     });
 }

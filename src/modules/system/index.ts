@@ -17,6 +17,8 @@ function problemPage(slug: ProblemSlug): string {
 <p>Every error body is an RFC 9457 problem: <code>type</code>, <code>title</code>, <code>status</code>, <code>detail</code> and <code>requestId</code> (quote it to support).</p></body></html>`;
 }
 
+const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+
 const HTML_HEADERS = {
   "content-type": "text/html; charset=utf-8",
   "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
@@ -39,6 +41,13 @@ export function systemRoutes(services: Services) {
         detail: { summary: "Database is reachable", tags: ["Operations"], operationId: "getReadiness" },
       },
     )
+    .get("/metrics", ({ set }) => {
+      set.headers["content-type"] = METRICS_CONTENT_TYPE;
+      return services.metrics.registry.render();
+    }, {
+      response: { 200: t.String({ contentMediaType: METRICS_CONTENT_TYPE, description: "Prometheus text exposition format", examples: ['price_service_http_requests_total{method="GET",route="/api/v1/products/:gtin/price",status="200",reason="fresh-offer"} 42\n'] }) },
+      detail: { summary: "Prometheus metrics", description: "Requests by route, status and billing reason; latency histograms; credits debited; store timings. Scrape it from inside your network.", tags: ["Operations"], operationId: "getMetrics" },
+    })
     .get(
       "/problems/:slug",
       ({ params }) => {
@@ -47,7 +56,7 @@ export function systemRoutes(services: Services) {
       },
       {
         params: t.Object({ slug: t.String() }),
-        response: { 200: t.String({ description: "HTML page" }), 404: ProblemSchema },
+        response: { 200: t.String({ contentMediaType: "text/html", description: "HTML page" }), 404: ProblemSchema },
         detail: { summary: "Human page for a problem type", tags: ["Operations"], operationId: "getProblemType" },
       },
     );
