@@ -15,7 +15,7 @@ export function createApp(services: Services) {
   return new Elysia({ normalize: true })
     .use(requestObservability({ logger, metrics: services.metrics, keyPrefix: config.keyPrefix }))
     .use(httpBase({ typeBase: config.errorTypeBase, bodyLimitBytes: config.bodyLimitBytes, logger, publicUrl: config.publicUrl }))
-    .use(docsRoutes(VERSION))
+    .use(docsRoutes(VERSION, { typeBase: config.errorTypeBase }))
     .use(systemRoutes(services))
     .use(productRoutes(services));
 }

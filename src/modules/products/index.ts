@@ -59,11 +59,11 @@ export function productRoutes(services: Services) {
       response: {
         200: PriceEnvelope,
         ...CommonErrors,
-        400: PriceProblem,
-        401: PriceProblem,
-        402: PriceProblem,
-        404: PriceProblem,
-        429: PriceProblem,
+        400: PriceProblem(["invalid-gtin", "invalid-parameter"]),
+        401: PriceProblem(["unauthorized"]),
+        402: PriceProblem(["insufficient-credits"]),
+        404: PriceProblem(["product-not-found"]),
+        429: PriceProblem(["rate-limited"]),
       },
       detail: {
         summary: "Fresh price offers for a product",
