@@ -6,6 +6,8 @@ const EXPIRY_SWEEP_MS = 60_000;
 const RESERVATION_SWEEP_MS = 30_000;
 /** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
 export const STALE_RESERVATION_MS = 60_000;
+/** How long stop() waits for requests in flight before closing their connections: under Docker's 10 s stop timeout. */
+export const SHUTDOWN_GRACE_MS = 8_000;
 
 export interface RunningServer {
   url: string;
@@ -15,7 +17,7 @@ export interface RunningServer {
 }
 
 /** Starts the HTTP server and the periodic jobs. `serve` and the end-to-end tests both use this. */
-export async function startServer(services: Services, options: { port: number; hostname?: string }): Promise<RunningServer> {
+export async function startServer(services: Services, options: { port: number; hostname?: string; shutdownGraceMs?: number }): Promise<RunningServer> {
   const { store, clock, logger, keyUsage, config } = services;
   await store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS);
   const app = createApp(services);
@@ -37,7 +39,17 @@ export async function startServer(services: Services, options: { port: number; h
     stop() {
       stopping ??= (async () => {
         for (const timer of timers) clearInterval(timer);
-        await server.stop(false);
+        let grace: Timer | undefined;
+        const forced = new Promise<void>((resolve) => {
+          grace = setTimeout(() => {
+            logger.warn("requests still in flight after the grace period; closing their connections", { graceMs: options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS });
+            server.stop(true).then(resolve, resolve);
+          }, options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
+        });
+        await Promise.race([server.stop(false), forced]);
+        clearTimeout(grace);
+        // Elysia runs afterResponse hooks (the access log) in a setImmediate after each response: let the last ones run.
+        await new Promise((resolve) => setImmediate(resolve));
         await keyUsage.flush();
         logger.flush();
         await store.close();
