@@ -35,6 +35,13 @@ export function runCLI(args: string[], env: Record<string, string>): { code: num
   return { code: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() };
 }
 
+/** Runs the CLI as a child process without blocking this one (requests from this process go on meanwhile). */
+export async function runCLIAsync(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = Bun.spawn([process.execPath, "src/main.ts", ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  return { code, stdout, stderr };
+}
+
 export interface ServeProcess {
   url: string;
   child: Subprocess<"ignore", "pipe", "pipe">;
@@ -63,7 +70,8 @@ export async function spawnServe(options: { databaseUrl: string; preload?: strin
   const preload = options.preload === undefined ? [] : ["--preload", options.preload];
   const child = Bun.spawn([process.execPath, ...preload, "src/main.ts", "serve", "--port", "0"], {
     cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: options.databaseUrl, LOG_LEVEL: "info", PRICE_ENV: "production", ...options.env },
+    // LOG_LEVEL info: the "listening" line carries the port the server was given.
+    env: { ...process.env, PRICE_ENV: "production", ...options.env, DATABASE_URL: options.databaseUrl, LOG_LEVEL: "info" },
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
