@@ -1,4 +1,5 @@
 import { createApp } from "./app";
+import type { Config } from "./config";
 import type { Services } from "./services";
 
 const KEY_USAGE_FLUSH_MS = 1000;
@@ -6,6 +7,7 @@ const EXPIRY_SWEEP_MS = 60_000;
 const RESERVATION_SWEEP_MS = 30_000;
 /** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
 export const STALE_RESERVATION_MS = 60_000;
+const BODY_BACKSTOP_FACTOR = 4;
 /** How long stop() waits for requests in flight before closing their connections: under Docker's 10 s stop timeout. */
 export const SHUTDOWN_GRACE_MS = 8_000;
 
@@ -16,12 +18,20 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+/**
+ * Bun.serve options. BODY_LIMIT is enforced by the app (httpBase) so a refusal is a problem; Bun's
+ * own limit, past which it answers a bare 413 before the app sees the request, is only a backstop.
+ */
+export function listenOptions(config: Config, options: { port: number; hostname?: string }) {
+  return { port: options.port, hostname: options.hostname ?? "0.0.0.0", maxRequestBodySize: config.bodyLimitBytes * BODY_BACKSTOP_FACTOR };
+}
+
 /** Starts the HTTP server and the periodic jobs. `serve` and the end-to-end tests both use this. */
 export async function startServer(services: Services, options: { port: number; hostname?: string; shutdownGraceMs?: number }): Promise<RunningServer> {
   const { store, clock, logger, keyUsage, config } = services;
   await store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS);
   const app = createApp(services);
-  app.listen({ port: options.port, hostname: options.hostname ?? "0.0.0.0", maxRequestBodySize: config.bodyLimitBytes });
+  app.listen(listenOptions(config, options));
   const server = app.server!;
 
   const guard = (name: string, job: () => Promise<unknown>) => () =>

@@ -23,6 +23,24 @@ export function securityHeaders(publicUrl: string): Record<string, string> {
 
 const JSON_BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
 
+/** Closing the connection spares the server from draining an upload it has refused. */
+function payloadTooLarge(): Problem {
+  return new Problem("payload-too-large", undefined, {}, { connection: "close" });
+}
+
+/** A body sent without Content-Length (chunked) is measured on a copy, up to the limit, before the parser reads it. */
+async function assertChunkedBodyWithin(request: Request, limit: number): Promise<void> {
+  const reader = request.clone().body!.getReader();
+  let size = 0;
+  for (let read = await reader.read(); !read.done; read = await reader.read()) {
+    size += read.value.byteLength;
+    if (size > limit) {
+      reader.cancel().catch(() => {});
+      throw payloadTooLarge();
+    }
+  }
+}
+
 export function problemResponse(problem: Problem, request: Request, requestId: string, typeBase: string): Response {
   const body = problemBody(problem, { typeBase, language: requestLanguage(request), requestId });
   return new Response(JSON.stringify(body), {
@@ -55,7 +73,7 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       set.headers["x-request-id"] = newId("req");
       Object.assign(set.headers, headers);
       const length = Number(request.headers.get("content-length") ?? 0);
-      if (length > options.bodyLimitBytes) throw new Problem("payload-too-large");
+      if (length > options.bodyLimitBytes) throw payloadTooLarge();
       if (JSON_BODY_METHODS.has(request.method) && (length > 0 || request.body !== null) && new URL(request.url).pathname.startsWith("/api/")) {
         const type = request.headers.get("content-type") ?? "";
         if (!/^application\/([\w.+-]+\+)?json\b/i.test(type) && !request.url.includes("/api/v1/webhooks/")) {
@@ -63,14 +81,19 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
         }
       }
     })
+    .onParse({ as: "global" }, async ({ request }) => {
+      if (request.body !== null && !request.headers.has("content-length")) await assertChunkedBodyWithin(request, options.bodyLimitBytes);
+    })
     .onError({ as: "global" }, ({ code, error, request, set }) => {
       const requestId = String(set.headers["x-request-id"] ?? newId("req"));
       let problem: Problem;
       if (error instanceof Problem) problem = error;
+      // Elysia wraps what a parse hook throws (the chunked body limit) in a ParseError.
+      else if (code === "PARSE" && (error as Error).cause instanceof Problem) problem = (error as Error).cause as Problem;
       else if (code === "VALIDATION" && (error as ValidationError).type !== "response") problem = fromValidation(error as ValidationError);
       else if (code === "NOT_FOUND") problem = new Problem("not-found", { en: "No route matches this method and path.", fr: "Aucune route ne correspond à cette méthode et ce chemin." });
-      // A chunked body over the limit is cut by Bun (maxRequestBodySize), which has already answered 413.
-      else if (code === "PARSE" && String(error).includes("maxRequestBodySize")) problem = new Problem("payload-too-large");
+      // Past Bun's own backstop (maxRequestBodySize), Bun has already answered a bare 413; this is for the logs.
+      else if (code === "PARSE" && String(error).includes("maxRequestBodySize")) problem = payloadTooLarge();
       else if (code === "PARSE") problem = new Problem("invalid-body", { en: "The request body is not valid JSON.", fr: "Le corps de la requête n'est pas un JSON valide." });
       else if (code === "INVALID_COOKIE_SIGNATURE") problem = new Problem("unauthorized");
       else {
