@@ -34,7 +34,8 @@ export function docsRoutes(version: string, options: { typeBase: string }) {
         path: "/docs",
         specPath: "/openapi.json",
         provider: "scalar",
-        scalar: { cdn: "/docs/assets/scalar.js", withDefaultFonts: false, hideClientButton: true, telemetry: false } as never,
+        // No feature that reaches out: the AI agent and developer tools call Scalar's servers (the CSP would block them anyway).
+        scalar: { cdn: "/docs/assets/scalar.js", withDefaultFonts: false, hideClientButton: true, telemetry: false, agent: { disabled: true }, showDeveloperTools: "never" } as never,
         documentation: {
           info: {
             title: "price-service",
