@@ -21,11 +21,12 @@ afterEach(() => {
   rmSync(directory, { recursive: true, force: true });
 });
 
-type LedgerRow = { id: string; amount: number; balance_after: number };
+type LedgerRow = { id: string; type: string; amount: number; balance_after: number };
 
+/** The ledger in creation order: the grant (made by this test), then the usage rows (made by serve, ids sort by creation). */
 function ledger(path: string): LedgerRow[] {
   const database = new Database(path, { readonly: true });
-  const rows = database.query<LedgerRow, []>("SELECT id, amount, balance_after FROM credit_transactions ORDER BY id").all();
+  const rows = database.query<LedgerRow, []>("SELECT id, type, amount, balance_after FROM credit_transactions ORDER BY type = 'usage', id").all();
   database.close();
   return rows;
 }
