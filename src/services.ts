@@ -1,9 +1,11 @@
 import type { Config } from "./config";
 import type { Store } from "./db/store";
 import { SQLiteStore } from "./db/sqlite-store";
+import { timedStore } from "./db/timed-store";
 import type { Clock } from "./lib/clock";
 import type { Logger } from "./lib/logger";
 import Stripe from "stripe";
+import { createServiceMetrics, type ServiceMetrics } from "./lib/service-metrics";
 import { KeyUsageRecorder } from "./modules/keys/key-usage";
 import { MemoryRateLimiter, type RateLimiter } from "./http/rate-limit";
 import { createOIDCVerifier, type OIDCVerifier } from "./modules/auth/oidc";
@@ -26,10 +28,14 @@ export interface Services {
   catalog: Catalog;
   /** The payment provider chosen by BILLING_PROVIDER. */
   payments: PaymentProvider;
+  metrics: ServiceMetrics;
 }
 
+/** Wires the services; the store the app sees is timed (per operation, into /metrics). */
 export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger; oidc?: OIDCVerifier | null; stripe?: Stripe }): Services {
-  const { config, store, clock, logger } = input;
+  const { config, clock, logger } = input;
+  const metrics = createServiceMetrics();
+  const store = timedStore(input.store, { duration: metrics.storeDuration, errors: metrics.storeErrors });
   const oidc =
     input.oidc !== undefined
       ? input.oidc
@@ -58,6 +64,7 @@ export function createServices(input: { config: Config; store: Store; clock: Clo
     rateLimiter: new MemoryRateLimiter(config.rateLimit.limit, config.rateLimit.windowMs),
     catalog,
     payments,
+    metrics,
   };
 }
 

@@ -35,7 +35,7 @@ export function billingPageRoutes(services: Services) {
     ({ query }) => html(returnPage(query.checkout)),
     {
       query: t.Object({ checkout: t.Optional(oneOf(["success", "canceled"])) }),
-      response: { 200: HTML },
+      response: { 200: HTML, 400: ProblemSchema, 500: ProblemSchema },
       detail: { summary: "Landing page after a checkout or the portal", tags: ["Billing pages"], operationId: "getBillingReturnPage", security: [] },
     },
   );
