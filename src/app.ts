@@ -5,6 +5,7 @@ import { docsRoutes } from "./http/docs";
 import { authRoutes } from "./modules/auth";
 import { keyRoutes } from "./modules/keys";
 import { billingRoutes } from "./modules/billing";
+import { dashboardRoutes } from "./modules/dashboard";
 import { productRoutes } from "./modules/products";
 import { systemRoutes } from "./modules/system";
 import type { Services } from "./services";
@@ -21,7 +22,8 @@ export function createApp(services: Services) {
     .use(productRoutes(services))
     .use(authRoutes(services))
     .use(keyRoutes(services))
-    .use(billingRoutes(services));
+    .use(billingRoutes(services))
+    .use(dashboardRoutes(services));
 }
 
 export type App = ReturnType<typeof createApp>;
