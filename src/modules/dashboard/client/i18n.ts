@@ -45,7 +45,6 @@ const en = {
   keyName: "Key name",
   keyNameHint: "For example production or staging (1 to 100 characters).",
   createButton: "Create key",
-  keyCreated: "Key “{name}” created. Copy its secret now.",
   secretTitle: "Secret of the key “{name}”",
   secretWarning: "Copy this secret now and store it safely. It is shown only this once and cannot be retrieved later; if you lose it, rotate the key.",
   secretLabel: "Secret key",
@@ -67,7 +66,6 @@ const en = {
   rotateText: "A new secret replaces {prefix}…, which stops working immediately. Update every system that uses it.",
   revokeTitle: "Revoke the key “{name}”?",
   revokeText: "{prefix}… stops working immediately and for good. This cannot be undone.",
-  rotated: "Key “{name}” rotated. Copy the new secret now.",
   revoked: "Key “{name}” revoked.",
   noKeys: "No key yet: create one above.",
 
@@ -196,7 +194,6 @@ const fr: Record<MessageKey, string> = {
   keyName: "Nom de la clé",
   keyNameHint: "Par exemple production ou recette (1 à 100 caractères).",
   createButton: "Créer la clé",
-  keyCreated: "Clé « {name} » créée. Copiez son secret maintenant.",
   secretTitle: "Secret de la clé « {name} »",
   secretWarning: "Copiez ce secret maintenant et conservez-le en lieu sûr. Il n'est affiché que cette fois et ne pourra plus être retrouvé ; si vous le perdez, renouvelez la clé.",
   secretLabel: "Clé secrète",
@@ -218,7 +215,6 @@ const fr: Record<MessageKey, string> = {
   rotateText: "Un nouveau secret remplace {prefix}…, qui cesse de fonctionner immédiatement. Mettez à jour tous les systèmes qui l'utilisent.",
   revokeTitle: "Révoquer la clé « {name} » ?",
   revokeText: "{prefix}… cesse de fonctionner immédiatement et définitivement. Cette action est irréversible.",
-  rotated: "Clé « {name} » renouvelée. Copiez le nouveau secret maintenant.",
   revoked: "Clé « {name} » révoquée.",
   noKeys: "Aucune clé pour l'instant : créez-en une ci-dessus.",
 

@@ -49,6 +49,7 @@ const context: PageContext = {
     } else {
       replace(alert, h("p", {}, error instanceof Error ? error.message : String(error)));
     }
+    alert.scrollIntoView({ block: "nearest" });
   },
   heading(text) {
     document.title = `${text} · price-service`;
@@ -119,6 +120,7 @@ async function show(options: { focus: boolean }): Promise<void> {
       return;
     }
   }
+  shownPath = url.pathname + url.search;
   replace(alert);
   renderHeader(url.pathname);
   const root = h("div", { class: "page" });
@@ -141,7 +143,11 @@ document.addEventListener("click", (event) => {
   event.preventDefault();
   context.navigate(target.pathname + target.search);
 });
-window.addEventListener("popstate", () => void show({ focus: true }));
+// Back and forward between pages; a jump to an anchor (the skip link) is not a page change.
+let shownPath = "";
+window.addEventListener("popstate", () => {
+  if (location.pathname + location.search !== shownPath) void show({ focus: true });
+});
 
 setLanguage(initialLanguage(), { remember: false });
 document.body.replaceChildren(skip, header, h("div", { class: "messages" }, alert, status), main);

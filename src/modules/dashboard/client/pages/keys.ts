@@ -55,6 +55,7 @@ function keyRow(context: PageContext, key: APIKey, table: PagedTable, region: HT
         secretPanel(context, region, true);
       } catch (error) {
         context.fail(error);
+        await table.reload(); // the key may have changed elsewhere (409): show what it is now
       }
     });
     revoke.addEventListener("click", async () => {
@@ -65,6 +66,7 @@ function keyRow(context: PageContext, key: APIKey, table: PagedTable, region: HT
         await table.reload();
       } catch (error) {
         context.fail(error);
+        await table.reload();
       }
     });
     actions.append(rotate, " ", revoke);
