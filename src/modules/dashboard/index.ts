@@ -10,7 +10,7 @@ import { oidcSignInRoutes } from "./sign-in-routes";
 export const DASHBOARD_PAGES = ["/dashboard", "/dashboard/sign-in", "/dashboard/keys", "/dashboard/billing", "/dashboard/quickstart"] as const;
 
 const HTML = t.String({ description: "HTML page" });
-const PAGE_HEADERS = { "content-security-policy": DASHBOARD_CSP, "cache-control": "no-cache", "x-frame-options": "DENY" };
+const PAGE_HEADERS = { "content-security-policy": DASHBOARD_CSP, "cache-control": "no-cache" };
 const ASSET_HEADERS = { "cache-control": "public, max-age=31536000, immutable" };
 
 /**
