@@ -6,6 +6,7 @@ import { authRoutes } from "./modules/auth";
 import { keyRoutes } from "./modules/keys";
 import { billingRoutes } from "./modules/billing";
 import { requestObservability } from "./http/observability";
+import { dashboardRoutes } from "./modules/dashboard";
 import { productRoutes } from "./modules/products";
 import { systemRoutes } from "./modules/system";
 import type { Services } from "./services";
@@ -23,7 +24,8 @@ export function createApp(services: Services) {
     .use(productRoutes(services))
     .use(authRoutes(services))
     .use(keyRoutes(services))
-    .use(billingRoutes(services));
+    .use(billingRoutes(services))
+    .use(dashboardRoutes(services));
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -14,6 +14,7 @@ declare module "oidc-provider" {
     ttl?: Record<string, unknown>;
     claims?: Record<string, string[]>;
     conformIdTokenClaims?: boolean;
+    pkce?: { required?(context: unknown, client: unknown): boolean };
     findAccount?(context: unknown, id: string): Promise<Account | undefined>;
   }
 

@@ -516,6 +516,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/auth/oidc/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Start the browser sign-in (OIDC authorization code + PKCE)
+         * @description For browsers: redirects to OIDC_ISSUER's authorization endpoint with state, nonce and an S256 code challenge, which a short-lived HttpOnly cookie keeps for the callback. Register `{PUBLIC_URL}/api/v1/auth/oidc/callback` as a redirect URI of OIDC_CLIENT_ID. 503 when no issuer is configured or it cannot be reached.
+         */
+        get: operations["startBrowserSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/oidc/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Finish the browser sign-in
+         * @description The issuer sends the browser here. The state must match the cookie set by /start; the code is exchanged at the token endpoint with the PKCE verifier (and OIDC_CLIENT_SECRET when set); the ID token is verified as for POST /api/v1/auth/oidc, nonce included. Then the `session` cookie is set and the browser goes to the dashboard. A failure leads to /dashboard/sign-in?error=<reason> (expired, denied, provider, unauthorized, forbidden, conflict, unavailable).
+         */
+        get: operations["finishBrowserSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -6226,6 +6266,204 @@ export interface operations {
             };
             /** @description Problem details: payload-too-large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /**
+                         * Format: uri
+                         * @example http://localhost:8080/problems/unauthorized
+                         */
+                        type: string;
+                        /** @example Unauthorized */
+                        title: string;
+                        /** @example 401 */
+                        status: number;
+                        /** @example The API key is revoked. */
+                        detail: string;
+                        /** @example req_0mwrd57q90000brqra5jtuxfecebe */
+                        requestId?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Problem details: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /**
+                         * Format: uri
+                         * @example http://localhost:8080/problems/unauthorized
+                         */
+                        type: string;
+                        /** @example Unauthorized */
+                        title: string;
+                        /** @example 401 */
+                        status: number;
+                        /** @example The API key is revoked. */
+                        detail: string;
+                        /** @example req_0mwrd57q90000brqra5jtuxfecebe */
+                        requestId?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Problem details: unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /**
+                         * Format: uri
+                         * @example http://localhost:8080/problems/unauthorized
+                         */
+                        type: string;
+                        /** @example Unauthorized */
+                        title: string;
+                        /** @example 401 */
+                        status: number;
+                        /** @example The API key is revoked. */
+                        detail: string;
+                        /** @example req_0mwrd57q90000brqra5jtuxfecebe */
+                        requestId?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    startBrowserSignIn: {
+        parameters: {
+            query?: {
+                next?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Redirect: the Location header leads to the issuer's authorization endpoint */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Problem details: invalid-gtin, invalid-parameter, invalid-body */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /**
+                         * Format: uri
+                         * @example http://localhost:8080/problems/unauthorized
+                         */
+                        type: string;
+                        /** @example Unauthorized */
+                        title: string;
+                        /** @example 401 */
+                        status: number;
+                        /** @example The API key is revoked. */
+                        detail: string;
+                        /** @example req_0mwrd57q90000brqra5jtuxfecebe */
+                        requestId?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Problem details: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /**
+                         * Format: uri
+                         * @example http://localhost:8080/problems/unauthorized
+                         */
+                        type: string;
+                        /** @example Unauthorized */
+                        title: string;
+                        /** @example 401 */
+                        status: number;
+                        /** @example The API key is revoked. */
+                        detail: string;
+                        /** @example req_0mwrd57q90000brqra5jtuxfecebe */
+                        requestId?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Problem details: unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /**
+                         * Format: uri
+                         * @example http://localhost:8080/problems/unauthorized
+                         */
+                        type: string;
+                        /** @example Unauthorized */
+                        title: string;
+                        /** @example 401 */
+                        status: number;
+                        /** @example The API key is revoked. */
+                        detail: string;
+                        /** @example req_0mwrd57q90000brqra5jtuxfecebe */
+                        requestId?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    finishBrowserSignIn: {
+        parameters: {
+            query?: {
+                code?: string;
+                state?: string;
+                iss?: string;
+                error?: string;
+                error_description?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Redirect: the Location header leads to the dashboard (signed in), or its sign-in page with ?error= */
+            303: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Problem details: invalid-gtin, invalid-parameter, invalid-body */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };

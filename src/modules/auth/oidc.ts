@@ -15,7 +15,8 @@ export interface OIDCIdentity {
 /** Turns an ID token into an identity, or throws a 401 problem (503 when the provider cannot be reached). */
 export interface OIDCVerifier {
   readonly issuer: string;
-  verifyIDToken(idToken: string): Promise<OIDCIdentity>;
+  /** With `expected.nonce` (the authorization-code flow), the token's `nonce` claim must equal it. */
+  verifyIDToken(idToken: string, expected?: { nonce: string }): Promise<OIDCIdentity>;
 }
 
 /** Signature algorithms accepted for ID tokens: asymmetric only, so never `none` and never HS* keyed with a public key. */
@@ -89,7 +90,7 @@ export function createOIDCVerifier(options: {
 
   return {
     issuer: options.issuer,
-    async verifyIDToken(idToken: string): Promise<OIDCIdentity> {
+    async verifyIDToken(idToken: string, expected?: { nonce: string }): Promise<OIDCIdentity> {
       const { discovery, jwks } = await ready();
       let payload: JWTPayload;
       try {
@@ -115,6 +116,11 @@ export function createOIDCVerifier(options: {
       // OIDC Core 3.1.3.7: with several audiences, the token must have been issued to us (azp).
       if (Array.isArray(payload.aud) && payload.aud.length > 1 && payload.azp !== clientId) {
         logger.info("ID token refused", { reason: "azp", check: "several audiences and azp is not the client id" });
+        throw new Problem("unauthorized", INVALID_TOKEN);
+      }
+      // OIDC Core 3.1.3.7: the nonce binds the token to the browser that started this sign-in.
+      if (expected !== undefined && payload.nonce !== expected.nonce) {
+        logger.info("ID token refused", { reason: "nonce", check: "the nonce claim is not the one this sign-in sent" });
         throw new Problem("unauthorized", INVALID_TOKEN);
       }
       const claim = (name: string): string | null => (typeof payload[name] === "string" && (payload[name] as string).trim() !== "" ? (payload[name] as string).trim() : null);

@@ -10,6 +10,10 @@ export function escapeHTML(text: string): string {
 
 export const PAGE_HEADERS = {
   "content-type": "text/html; charset=utf-8",
+  // Browsers send `Origin: null` with a form post from a no-referrer page, which the CSRF check
+  // refuses: same-origin lets the Pay and Cancel forms say where they come from, and still sends
+  // nothing to other sites.
+  "referrer-policy": "same-origin",
   "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
   "cache-control": "no-store",
 };
