@@ -1,13 +1,7 @@
 // A local stand-in for the few Stripe endpoints the Stripe provider calls, so the real `stripe` SDK
 // can be exercised end to end (host/port/protocol options) without the network.
 import Stripe from "stripe";
-import { createApp } from "../../src/app";
-import { loadConfig } from "../../src/config";
-import { SQLiteStore } from "../../src/db/sqlite-store";
-import { FakeClock } from "../../src/lib/clock";
-import { createLogger } from "../../src/lib/logger";
-import { createServices } from "../../src/services";
-import { BASE, type TestContext } from "../helpers";
+import { createTestContext, type TestContext } from "../helpers";
 
 export const WEBHOOK_SECRET = "whsec_test_standin_secret";
 
@@ -107,34 +101,15 @@ export interface StripeTestContext extends TestContext {
 /** createTestContext with BILLING_PROVIDER=stripe and the SDK pointed at a fresh stand-in. */
 export async function createStripeTestContext(env: Record<string, string> = {}): Promise<StripeTestContext> {
   const standIn = startStripeStandIn();
-  const config = loadConfig({
-    PRICE_ENV: "development",
-    LOG_LEVEL: "debug",
-    RATE_LIMIT: "100000/s",
-    BILLING_PROVIDER: "stripe",
-    STRIPE_SECRET_KEY: "sk_test_standin",
-    STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
-    ...env,
-  });
-  const stripe = new Stripe(config.stripeSecretKey!, { host: "127.0.0.1", port: standIn.port, protocol: "http", maxNetworkRetries: 0 });
-  const store = SQLiteStore.open("sqlite::memory:");
-  const clock = new FakeClock();
-  const logs: string[] = [];
-  const logger = createLogger({ level: config.logLevel, write: (chunk) => logs.push(chunk) });
-  const services = createServices({ config, store, clock, logger, stripe });
-  const app = createApp(services);
+  const stripe = new Stripe("sk_test_standin", { host: "127.0.0.1", port: standIn.port, protocol: "http", maxNetworkRetries: 0 });
+  const context = await createTestContext({ BILLING_PROVIDER: "stripe", STRIPE_SECRET_KEY: "sk_test_standin", STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, ...env }, { stripe });
   return {
-    app,
-    services,
-    store,
-    clock,
-    logs,
+    ...context,
     stripe,
     standIn,
-    request: (path, init) => app.handle(new Request(BASE + path, init)),
     close: async () => {
       standIn.stop();
-      await store.close();
+      await context.close();
     },
   };
 }
