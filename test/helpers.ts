@@ -1,5 +1,8 @@
 import { createApp } from "../src/app";
 import { loadConfig } from "../src/config";
+import { applyPostgresMigrations } from "../src/db/migrate";
+import { openPostgresClient } from "../src/db/postgres-client";
+import { PostgresStore } from "../src/db/postgres-store";
 import { SQLiteStore } from "../src/db/sqlite-store";
 import { SYSTEM_USER_ID, type FeedRecord, type Store } from "../src/db/store";
 import { FakeClock } from "../src/lib/clock";
@@ -9,9 +12,57 @@ import { createServices, type Services } from "../src/services";
 
 export const BASE = "http://localhost";
 
-/** The store a test runs on: in-memory SQLite, or PostgreSQL when TEST_DATABASE_URL names one. */
+/** The PostgreSQL server the suite runs against, or null for SQLite (see scripts/test.ts). */
+export const TEST_DATABASE_URL: string | null = process.env.TEST_DATABASE_URL?.trim() || null;
+
+/**
+ * The store a test runs on: in-memory SQLite, or PostgreSQL when TEST_DATABASE_URL names one. On
+ * PostgreSQL each call gets a fresh schema of its own (dropped on close), so tests stay isolated
+ * and may run in parallel against one database.
+ */
 export async function openTestStore(): Promise<Store> {
-  return SQLiteStore.open("sqlite::memory:");
+  if (TEST_DATABASE_URL === null) return SQLiteStore.open("sqlite::memory:");
+  const schemaURL = await createTestSchema(TEST_DATABASE_URL);
+  await applyPostgresMigrations(schemaURL);
+  return new TestPostgresStore(schemaURL);
+}
+
+/** A PostgreSQL store on its own schema, which it drops when it closes. */
+class TestPostgresStore extends PostgresStore {
+  constructor(private readonly schemaURL: string) {
+    super(openPostgresClient(schemaURL, { max: 4 }));
+  }
+
+  override async close(): Promise<void> {
+    await super.close();
+    await dropTestSchema(this.schemaURL);
+  }
+}
+
+/** Creates an empty schema and returns TEST_DATABASE_URL with it as the search_path. */
+export async function createTestSchema(databaseUrl: string): Promise<string> {
+  const name = `test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+  const admin = openPostgresClient(databaseUrl, { max: 1 });
+  try {
+    await admin.unsafe(`CREATE SCHEMA "${name}"`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(databaseUrl);
+  url.searchParams.set("search_path", name);
+  return url.toString();
+}
+
+export async function dropTestSchema(schemaURL: string): Promise<void> {
+  const url = new URL(schemaURL);
+  const name = url.searchParams.get("search_path")!;
+  url.searchParams.delete("search_path");
+  const admin = openPostgresClient(url.toString(), { max: 1 });
+  try {
+    await admin.unsafe(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
+  } finally {
+    await admin.end();
+  }
 }
 
 export interface TestContext {
