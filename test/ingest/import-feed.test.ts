@@ -1,15 +1,16 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { SQLiteStore } from "../../src/db/sqlite-store";
+import type { Store } from "../../src/db/store";
 import { formatFromFileName, importFeed, type ImportReport } from "../../src/modules/ingest/import-feed";
+import { openTestStore } from "../helpers";
 
 const NOW = Date.parse("2026-11-22T10:00:00.000Z");
 const PEN = "04006381333931";
 const UPC = "00036000291452";
 
-let store: SQLiteStore;
+let store: Store;
 
-beforeEach(() => {
-  store = SQLiteStore.open("sqlite::memory:");
+beforeEach(async () => {
+  store = await openTestStore();
 });
 
 afterEach(async () => {
@@ -185,7 +186,7 @@ describe("importFeed", () => {
 
     const ndjsonReport = await importNDJSON(ndjson(...records));
     const ndjsonProducts = await findAll(store, [PEN, UPC, "00000096385074"]);
-    const csvStore = SQLiteStore.open("sqlite::memory:");
+    const csvStore = await openTestStore();
     try {
       const csvReport = await importFeed(csvStore, streamOf(csv), { format: "csv", now: NOW });
       // CSV lines are one further down because of the header.
@@ -216,6 +217,6 @@ function toCSVField(value: string): string {
   return /[",\r\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value;
 }
 
-function findAll(target: SQLiteStore, gtins: string[]): Promise<unknown[]> {
+function findAll(target: Store, gtins: string[]): Promise<unknown[]> {
   return Promise.all(gtins.map((gtin) => target.findProductWithOffers(gtin)));
 }
