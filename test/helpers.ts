@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createApp } from "../src/app";
 import { loadConfig } from "../src/config";
 import { applyPostgresMigrations } from "../src/db/migrate";
@@ -37,6 +40,25 @@ class TestPostgresStore extends PostgresStore {
     await super.close();
     await dropTestSchema(this.schemaURL);
   }
+}
+
+export interface TestDatabase {
+  /** A DATABASE_URL for stores, CLI runs and server processes that must share one database. */
+  url: string;
+  drop(): Promise<void>;
+}
+
+/**
+ * One database for several connections or processes (instances, the operator CLI): a SQLite file in
+ * a temporary directory, or a fresh PostgreSQL schema when TEST_DATABASE_URL is set. Not migrated yet.
+ */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  if (TEST_DATABASE_URL !== null) {
+    const url = await createTestSchema(TEST_DATABASE_URL);
+    return { url, drop: () => dropTestSchema(url) };
+  }
+  const directory = mkdtempSync(join(tmpdir(), "price-test-"));
+  return { url: `sqlite:${join(directory, "test.db")}`, drop: async () => rmSync(directory, { recursive: true, force: true }) };
 }
 
 /** Creates an empty schema and returns TEST_DATABASE_URL with it as the search_path. */

@@ -117,6 +117,23 @@ describe("importFeed", () => {
     expect((await store.findProductWithOffers(PEN))?.offers.map((row) => row.priceAmount)).toEqual([1150]);
   });
 
+  test("records of one product in one batch add up as if applied one by one: given fields win, absent ones keep earlier values", async () => {
+    const report = await importNDJSON(
+      ndjson(
+        { gtin: "4006381333931", title: "First", brand: "Stabilo", imageUrl: "https://img.example/pen.png" },
+        { gtin: "4006381333931", title: "Second" },
+        { ...offer("4006381333931", "shop-a", "2.00", "2026-11-22T08:00:00Z"), merchantName: "Shop A" },
+        offer("4006381333931", "shop-a", "1.50", "2026-11-22T09:00:00Z"),
+      ),
+    );
+
+    expect(report).toMatchObject({ read: 4, products: 1, offers: 2, rejected: [] });
+    expect(await store.findProductWithOffers(PEN)).toEqual({
+      product: { gtin: PEN, title: "Second", brand: "Stabilo", imageUrl: "https://img.example/pen.png" },
+      offers: [expect.objectContaining({ merchantId: "shop-a", merchantName: "Shop A", priceAmount: 150 })],
+    });
+  });
+
   test("4006381333931 and 04006381333931 are the same product", async () => {
     const report = await importNDJSON(
       ndjson(
