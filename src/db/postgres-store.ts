@@ -116,13 +116,7 @@ export class PostgresStore implements Store {
    * or a serialization failure (both mean "another transaction won; retry"), so callers never see them.
    */
   private async transaction<T>(work: (tx: Tx) => Promise<T>, config?: PgTransactionConfig): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.db.transaction(work, config);
-      } catch (error) {
-        if (attempt >= TRANSACTION_ATTEMPTS || !isRetryable(error)) throw error;
-      }
-    }
+    return retrying(() => this.db.transaction(work, config));
   }
 
   async createOrganization(input: { name: string; now: number }): Promise<Organization> {
@@ -424,81 +418,94 @@ export class PostgresStore implements Store {
     return written;
   }
 
+  // The three statements of every billed request (reserve, then commit or release) are each one
+  // statement, so an organization's rows stay locked only while PostgreSQL runs it; its requests
+  // queue on those locks, whichever instance they reach. They commit without waiting for the WAL
+  // flush (synchronous_commit off, like the SQLite store's synchronous=NORMAL): a crash of the
+  // database server may forget the last fraction of a second of them, and what it keeps is still
+  // consistent (a debit, its usage row and the ledger sum stand or fall together); at worst a few
+  // look-ups go unbilled and the stale sweep gives back reservations it forgot the end of.
+
   // Reservations are rows, so credits in flight survive the instance that took them and any
-  // instance can commit, release or sweep them. Invariant: the organization's spendable buckets are
-  // locked (FEFO order) from the moment they are read until the debit and the reservation row are
-  // committed, so concurrent requests on any instance never take the same credit twice.
+  // instance can commit, release or sweep them. Invariant: the spendable buckets are locked in FEFO
+  // order before they are read for the allocation, and the debit and the reservation row commit
+  // with the lock, so concurrent requests on any instance never take the same credit twice.
   async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
-    return this.transaction(async (tx) => {
-      const buckets = await tx
-        .select({ id: creditBuckets.id, remaining: creditBuckets.remaining })
-        .from(creditBuckets)
-        .where(spendable(input.organizationId, input.now))
-        .orderBy(...FEFO)
-        .for("update");
-      const available = buckets.reduce((sum, bucket) => sum + bucket.remaining, 0);
-      if (available < input.amount) return { ok: false, available };
-      const allocations: Array<{ bucketId: string; amount: number }> = [];
-      let missing = input.amount;
-      for (const bucket of buckets) {
-        if (missing === 0) break;
-        const take = Math.min(bucket.remaining, missing);
-        await tx
-          .update(creditBuckets)
-          .set({ remaining: sql`${creditBuckets.remaining} - ${take}` })
-          .where(eq(creditBuckets.id, bucket.id));
-        allocations.push({ bucketId: bucket.id, amount: take });
-        missing -= take;
-      }
-      const reservationId = newId("res", input.now);
-      await tx.insert(reservations).values({
-        id: reservationId,
-        organizationId: input.organizationId,
-        amount: input.amount,
-        allocations,
-        keyId: input.keyId,
-        requestId: input.requestId,
-        createdAt: input.now,
-      });
-      return { ok: true, reservationId };
-    });
+    const reservationId = newId("res", input.now);
+    const [row] = await retrying(
+      () => this.client<Array<{ available: string; reservation_id: string | null }>>`
+        WITH locked AS (
+          SELECT id, remaining, expires_at FROM credit_buckets
+          WHERE organization_id = ${input.organizationId} AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${input.now})
+          ORDER BY expires_at ASC NULLS LAST, id
+          FOR UPDATE
+        ),
+        total AS (SELECT coalesce(sum(remaining), 0)::bigint AS available FROM locked),
+        fefo AS (
+          SELECT id, remaining, row_number() OVER w AS position, (sum(remaining) OVER w - remaining)::bigint AS before
+          FROM locked WINDOW w AS (ORDER BY expires_at ASC NULLS LAST, id)
+        ),
+        taken AS (
+          SELECT id, position, least(remaining, ${input.amount}::bigint - before) AS amount
+          FROM fefo, total WHERE total.available >= ${input.amount} AND before < ${input.amount}
+        ),
+        debited AS (
+          UPDATE credit_buckets SET remaining = credit_buckets.remaining - taken.amount FROM taken WHERE credit_buckets.id = taken.id
+        ),
+        reserved AS (
+          INSERT INTO reservations (id, organization_id, amount, allocations, key_id, request_id, created_at)
+          SELECT ${reservationId}, ${input.organizationId}, ${input.amount},
+                 jsonb_agg(jsonb_build_object('bucketId', id, 'amount', amount) ORDER BY position),
+                 ${input.keyId}, ${input.requestId}, ${input.now}
+          FROM taken HAVING count(*) > 0
+          RETURNING id
+        )
+        SELECT total.available, (SELECT id FROM reserved) AS reservation_id, set_config('synchronous_commit', 'off', true) AS async_commit
+        FROM total`,
+    );
+    if (row!.reservation_id === null) return { ok: false, available: Number(row!.available) };
+    return { ok: true, reservationId };
   }
 
   // Invariant: deleting the reservation row is what claims it, so of a commit, a release and a
-  // sweep racing on one reservation exactly one wins; the usage row and the running ledger sum
-  // are written in the same transaction as the delete.
+  // sweep racing on one reservation exactly one wins. The usage row and the running ledger sum are
+  // written by the same statement; the organization's row lock orders balanceAfter across instances.
   async commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean> {
-    return this.transaction(async (tx) => {
-      const [reservation] = await tx.delete(reservations).where(eq(reservations.id, reservationId)).returning();
-      if (reservation === undefined) return false;
-      await this.appendLedger(tx, {
-        organizationId: reservation.organizationId,
-        type: "usage",
-        amount: -reservation.amount,
-        bucketId: reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
-        keyId: reservation.keyId,
-        requestId: reservation.requestId,
-        gtin: usage.gtin,
-        description: usage.description,
-        createdAt: usage.now,
-      });
-      return true;
-    });
+    const committed = await retrying(
+      () => this.client`
+        WITH claimed AS (
+          DELETE FROM reservations WHERE id = ${reservationId}
+          RETURNING organization_id, amount, allocations, key_id, request_id
+        ),
+        moved AS (
+          UPDATE organizations SET ledger_balance = organizations.ledger_balance - claimed.amount
+          FROM claimed WHERE organizations.id = claimed.organization_id
+          RETURNING organizations.ledger_balance
+        )
+        INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
+        SELECT ${newId("txn", usage.now)}, claimed.organization_id, 'usage', -claimed.amount, moved.ledger_balance,
+               CASE WHEN jsonb_array_length(claimed.allocations) = 1 THEN claimed.allocations->0->>'bucketId' END,
+               claimed.key_id, claimed.request_id, ${usage.gtin}, ${usage.description}, ${usage.now}
+        FROM claimed, moved, (SELECT set_config('synchronous_commit', 'off', true) AS async_commit) AS commit_mode
+        RETURNING id`,
+    );
+    return committed.length === 1;
   }
 
   async releaseReservation(reservationId: string): Promise<boolean> {
-    return this.transaction(async (tx) => {
-      const [reservation] = await tx.delete(reservations).where(eq(reservations.id, reservationId)).returning({ allocations: reservations.allocations });
-      if (reservation === undefined) return false;
-      // Allocations were taken in FEFO order and are given back in it: the reservation's lock order.
-      for (const allocation of reservation.allocations) {
-        await tx
-          .update(creditBuckets)
-          .set({ remaining: sql`${creditBuckets.remaining} + ${allocation.amount}` })
-          .where(eq(creditBuckets.id, allocation.bucketId));
-      }
-      return true;
-    });
+    const [row] = await retrying(
+      () => this.client<Array<{ released: number }>>`
+        WITH claimed AS (DELETE FROM reservations WHERE id = ${reservationId} RETURNING allocations),
+        given AS (
+          SELECT allocation->>'bucketId' AS bucket_id, (allocation->>'amount')::bigint AS amount
+          FROM claimed, jsonb_array_elements(claimed.allocations) AS allocation
+        ),
+        restored AS (
+          UPDATE credit_buckets SET remaining = credit_buckets.remaining + given.amount FROM given WHERE credit_buckets.id = given.bucket_id
+        )
+        SELECT count(*)::int AS released, set_config('synchronous_commit', 'off', true) AS async_commit FROM claimed`,
+    );
+    return row!.released === 1;
   }
 
   /** Gives back the credits of reservations left behind by an instance that died mid-request. */
@@ -574,7 +581,21 @@ export class PostgresStore implements Store {
   }
 }
 
-/** Deadlock (40P01) and serialization failure (40001): the transaction lost a race and may be run again. */
+/**
+ * Runs a transaction (or a single-statement one) again from the start when PostgreSQL aborted it
+ * for a deadlock or a serialization failure: both mean "another transaction won; retry".
+ */
+async function retrying<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (error) {
+      if (attempt >= TRANSACTION_ATTEMPTS || !isRetryable(error)) throw error;
+    }
+  }
+}
+
+/** Deadlock (40P01) and serialization failure (40001). */
 function isRetryable(error: unknown): boolean {
   const code = (error as { cause?: { code?: string }; code?: string } | null)?.cause?.code ?? (error as { code?: string } | null)?.code;
   return code === "40P01" || code === "40001";
