@@ -59,17 +59,9 @@ function toKeyRecord(row: KeyRow): ApiKeyRecord {
   return { ...key, createdBy: { id: createdById, name: createdByName, email: createdByEmail } };
 }
 
-// Soonest-expiring first; buckets that never expire last; then oldest first. Every transaction
-// that locks several buckets locks them in this order, so two of them never deadlock.
+// Soonest-expiring first; buckets that never expire last; then oldest first (reserveCredits
+// spells the same order in SQL, and locks buckets in it).
 const FEFO = [sql`${creditBuckets.expiresAt} ASC NULLS LAST`, asc(creditBuckets.id)] as const;
-
-function spendable(organizationId: string, now: number) {
-  return and(
-    eq(creditBuckets.organizationId, organizationId),
-    gt(creditBuckets.remaining, 0),
-    or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, now)),
-  );
-}
 
 /** Rows per multi-row INSERT: well under PostgreSQL's 65 535 parameters per statement. */
 const INSERT_CHUNK = 1000;
