@@ -1,9 +1,9 @@
-// `npm test`: the whole suite on SQLite, then again on PostgreSQL when a server accepts connections
+// `npm test`: the whole suite on SQLite, then again on PostgreSQL when a server answers
 // (TEST_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test), then the combined totals as
 // the last two lines in bun's own format (` N pass`, ` N fail`), which .ci/run reads.
 // Arguments are passed to both `bun test` runs (e.g. `npm test -- test/products`).
 import { existsSync, readdirSync } from "node:fs";
-import { connect } from "node:net";
+import postgres from "postgres";
 
 const DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test";
 
@@ -37,26 +37,32 @@ async function runBunTest(label: string, args: string[], env: Record<string, str
   return { pass, fail, ok: code === 0 };
 }
 
-function isListening(databaseUrl: string): Promise<boolean> {
-  const url = new URL(databaseUrl);
-  return new Promise((resolve) => {
-    const socket = connect({ host: url.hostname || "127.0.0.1", port: Number(url.port || 5432) });
-    socket.setTimeout(2000);
-    socket.once("connect", () => (socket.destroy(), resolve(true)));
-    socket.once("timeout", () => (socket.destroy(), resolve(false)));
-    socket.once("error", () => resolve(false));
-  });
+/**
+ * Why no PostgreSQL server answers at the URL, or null when one does. A query, not a bare TCP
+ * connect: some networks accept any connection and never answer.
+ */
+async function whyNotAnswering(databaseUrl: string): Promise<string | null> {
+  const client = postgres(databaseUrl, { max: 1, connect_timeout: 3, onnotice: () => {} });
+  try {
+    const timeout = Bun.sleep(5000).then(() => Promise.reject(new Error("no answer within 5 s")));
+    await Promise.race([client`SELECT 1`, timeout]);
+    return null;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  } finally {
+    void client.end({ timeout: 0 });
+  }
 }
 
 /** Best effort: start the local cluster when PostgreSQL is installed but down (as on CI machines). */
 async function startLocalPostgres(databaseUrl: string): Promise<boolean> {
-  if (!existsSync("/etc/postgresql")) return false;
+  if (!["127.0.0.1", "localhost", "[::1]"].includes(new URL(databaseUrl).hostname) || !existsSync("/etc/postgresql")) return false;
   for (const version of readdirSync("/etc/postgresql")) {
     console.log(`PostgreSQL is not answering; starting cluster ${version}/main`);
     Bun.spawnSync(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start"], { stdout: "inherit", stderr: "inherit" });
   }
   for (let attempt = 0; attempt < 20; attempt++) {
-    if (await isListening(databaseUrl)) return true;
+    if ((await whyNotAnswering(databaseUrl)) === null) return true;
     await Bun.sleep(500);
   }
   return false;
@@ -69,11 +75,12 @@ results.push(await runBunTest("SQLite", args, { ...process.env, TEST_DATABASE_UR
 const postgresUrl = process.env.TEST_DATABASE_URL?.trim() || DEFAULT_POSTGRES_URL;
 const { hostname, port, pathname } = new URL(postgresUrl);
 const where = `${hostname}:${port || 5432}${pathname}`;
-if ((await isListening(postgresUrl)) || (await startLocalPostgres(postgresUrl))) {
+const unreachable = await whyNotAnswering(postgresUrl);
+if (unreachable === null || (await startLocalPostgres(postgresUrl))) {
   // An empty ignore list brings in the PostgreSQL-only files that bunfig.toml leaves out.
   results.push(await runBunTest(`PostgreSQL (${where})`, ["--path-ignore-patterns=", ...args], { ...process.env, TEST_DATABASE_URL: postgresUrl }));
 } else {
-  console.log(`\n== PostgreSQL at ${where} does not accept connections: only the SQLite run counts`);
+  console.log(`\n== PostgreSQL at ${where} does not answer (${unreachable}): only the SQLite run counts`);
 }
 
 const pass = results.reduce((sum, result) => sum + result.pass, 0);
