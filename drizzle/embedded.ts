@@ -4,7 +4,7 @@ import sqlite0 from "./sqlite/0000_init.sql" with { type: "text" };
 import postgres0 from "./postgres/0000_init.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
-  { tag: "0000_init", when: 1795323244813, breakpoints: true, sql: sqlite0 },
+  { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
 ];
 
 export const postgresMigrations: EmbeddedMigration[] = [

@@ -1,10 +1,13 @@
 #!/usr/bin/env bun
 import { VERSION } from "./app";
 import { type Command, type CommandContext, UsageError } from "./cli/command";
+import { backupCommand } from "./cli/commands/backup";
 import { creditsCommand } from "./cli/commands/credits";
+import { healthcheckCommand } from "./cli/commands/healthcheck";
 import { importCommand } from "./cli/commands/import";
 import { keysCommand } from "./cli/commands/keys";
 import { migrateCommand } from "./cli/commands/migrate";
+import { ordersCommand } from "./cli/commands/orders";
 import { orgsCommand } from "./cli/commands/orgs";
 import { seedCommand } from "./cli/commands/seed";
 import { serveCommand } from "./cli/commands/serve";
@@ -12,13 +15,13 @@ import { ConfigError, loadConfig } from "./config";
 import type { Store } from "./db/store";
 import { openStore } from "./services";
 
-const COMMANDS: Command[] = [serveCommand, migrateCommand, seedCommand, importCommand, orgsCommand, keysCommand, creditsCommand];
+const COMMANDS: Command[] = [serveCommand, migrateCommand, seedCommand, importCommand, orgsCommand, keysCommand, creditsCommand, ordersCommand, backupCommand, healthcheckCommand];
 
 /** Flags that override an environment variable, for every command. */
 const GLOBAL_FLAGS: Record<string, string> = { "--port": "PORT", "--database-url": "DATABASE_URL", "--public-url": "PUBLIC_URL" };
 
 function help(): string {
-  const lines = COMMANDS.map((c) => `  ${c.name.padEnd(9)} ${c.summary}`);
+  const lines = COMMANDS.map((c) => `  ${c.name.padEnd(11)} ${c.summary}`);
   return `price-service ${VERSION}: product price data API\n\nUsage: price-service <command> [options]\n\nCommands:\n${lines.join("\n")}\n\nGlobal options: --database-url URL, --port N, --public-url URL, --dev, --version, --help\nEvery command takes --help; most take --json. Configuration comes from the environment (see README).`;
 }
 

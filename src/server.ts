@@ -1,11 +1,17 @@
 import { createApp } from "./app";
+import type { Config } from "./config";
 import type { Services } from "./services";
 
 const KEY_USAGE_FLUSH_MS = 1000;
 const EXPIRY_SWEEP_MS = 60_000;
 const RESERVATION_SWEEP_MS = 30_000;
+const RATE_LIMIT_PRUNE_MS = 60_000;
+const RENEWAL_SWEEP_MS = 60_000;
 /** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
 export const STALE_RESERVATION_MS = 60_000;
+const BODY_BACKSTOP_FACTOR = 4;
+/** How long stop() waits for requests in flight before closing their connections: under Docker's 10 s stop timeout. */
+export const SHUTDOWN_GRACE_MS = 8_000;
 
 export interface RunningServer {
   url: string;
@@ -14,12 +20,22 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+/**
+ * Bun.serve options. BODY_LIMIT is enforced by the app (httpBase) so a refusal is a problem; Bun's
+ * own limit, past which it answers a bare 413 before the app sees the request, is only a backstop.
+ */
+export function listenOptions(config: Config, options: { port: number; hostname?: string }) {
+  return { port: options.port, hostname: options.hostname ?? "0.0.0.0", maxRequestBodySize: config.bodyLimitBytes * BODY_BACKSTOP_FACTOR };
+}
+
 /** Starts the HTTP server and the periodic jobs. `serve` and the end-to-end tests both use this. */
-export async function startServer(services: Services, options: { port: number; hostname?: string }): Promise<RunningServer> {
-  const { store, clock, logger, keyUsage, config } = services;
+export async function startServer(services: Services, options: { port: number; hostname?: string; shutdownGraceMs?: number }): Promise<RunningServer> {
+  const { store, clock, logger, keyUsage, config, payments } = services;
+  await store.recoverInFlightWork(clock.now());
   await store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS);
+  await payments.renewSubscriptions(clock.now());
   const app = createApp(services);
-  app.listen({ port: options.port, hostname: options.hostname ?? "0.0.0.0", maxRequestBodySize: config.bodyLimitBytes });
+  app.listen(listenOptions(config, options));
   const server = app.server!;
 
   const guard = (name: string, job: () => Promise<unknown>) => () =>
@@ -28,6 +44,9 @@ export async function startServer(services: Services, options: { port: number; h
     setInterval(guard("lastUsedAt flush", () => keyUsage.flush()), KEY_USAGE_FLUSH_MS),
     setInterval(guard("expiry sweep", () => store.expireBuckets(clock.now())), EXPIRY_SWEEP_MS),
     setInterval(guard("reservation sweep", () => store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS)), RESERVATION_SWEEP_MS),
+    setInterval(guard("rate limit prune", async () => services.rateLimiter.prune(clock.now())), RATE_LIMIT_PRUNE_MS),
+    setInterval(guard("idempotency sweep", () => store.deleteExpiredIdempotencyRecords(clock.now())), EXPIRY_SWEEP_MS),
+    setInterval(guard("subscription renewal", () => payments.renewSubscriptions(clock.now())), RENEWAL_SWEEP_MS),
   ];
 
   let stopping: Promise<void> | null = null;
@@ -37,7 +56,17 @@ export async function startServer(services: Services, options: { port: number; h
     stop() {
       stopping ??= (async () => {
         for (const timer of timers) clearInterval(timer);
-        await server.stop(false);
+        let grace: Timer | undefined;
+        const forced = new Promise<void>((resolve) => {
+          grace = setTimeout(() => {
+            logger.warn("requests still in flight after the grace period; closing their connections", { graceMs: options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS });
+            server.stop(true).then(resolve, resolve);
+          }, options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
+        });
+        await Promise.race([server.stop(false), forced]);
+        clearTimeout(grace);
+        // Elysia runs afterResponse hooks (the access log) in a setImmediate after each response: let the last ones run.
+        await new Promise((resolve) => setImmediate(resolve));
         await keyUsage.flush();
         logger.flush();
         await store.close();

@@ -2,9 +2,18 @@ import type { Config } from "./config";
 import type { Store } from "./db/store";
 import { PostgresStore } from "./db/postgres-store";
 import { SQLiteStore } from "./db/sqlite-store";
+import { timedStore } from "./db/timed-store";
 import type { Clock } from "./lib/clock";
 import type { Logger } from "./lib/logger";
+import Stripe from "stripe";
+import { createServiceMetrics, type ServiceMetrics } from "./lib/service-metrics";
 import { KeyUsageRecorder } from "./modules/keys/key-usage";
+import { MemoryRateLimiter, type RateLimiter } from "./http/rate-limit";
+import { createOIDCVerifier, type OIDCVerifier } from "./modules/auth/oidc";
+import { type Catalog, loadCatalog } from "./modules/billing/catalog";
+import { LocalProvider } from "./modules/billing/providers/local";
+import type { PaymentProvider } from "./modules/billing/providers/provider";
+import { StripeProvider } from "./modules/billing/providers/stripe";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
 export interface Services {
@@ -13,10 +22,51 @@ export interface Services {
   clock: Clock;
   logger: Logger;
   keyUsage: KeyUsageRecorder;
+  rateLimiter: RateLimiter;
+  /** Verifies ID tokens of OIDC_ISSUER; null when no issuer is configured (then sign-in is development-only or off). */
+  oidc: OIDCVerifier | null;
+  /** The packs and plans on sale (CATALOG_FILE or the built-in one). */
+  catalog: Catalog;
+  /** The payment provider chosen by BILLING_PROVIDER. */
+  payments: PaymentProvider;
+  metrics: ServiceMetrics;
 }
 
-export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger }): Services {
-  return { ...input, keyUsage: new KeyUsageRecorder(input.store, input.logger) };
+/** Wires the services; the store the app sees is timed (per operation, into /metrics). */
+export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger; oidc?: OIDCVerifier | null; stripe?: Stripe }): Services {
+  const { config, clock, logger } = input;
+  const metrics = createServiceMetrics();
+  const store = timedStore(input.store, { duration: metrics.storeDuration, errors: metrics.storeErrors });
+  const oidc =
+    input.oidc !== undefined
+      ? input.oidc
+      : config.oidcIssuer !== null && config.oidcClientId !== null
+        ? createOIDCVerifier({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clock, logger })
+        : null;
+  const catalog = loadCatalog(config.catalogFile);
+  const payments: PaymentProvider =
+    config.billingProvider === "stripe"
+      ? new StripeProvider({
+          stripe: input.stripe ?? new Stripe(config.stripeSecretKey!, { maxNetworkRetries: 2, timeout: 15_000, appInfo: { name: "price-service" } }),
+          webhookSecret: config.stripeWebhookSecret!,
+          store,
+          clock,
+          catalog,
+          logger,
+        })
+      : new LocalProvider({ store, publicUrl: config.publicUrl, logger });
+  return {
+    config,
+    store,
+    clock,
+    logger,
+    oidc,
+    keyUsage: new KeyUsageRecorder(store, logger),
+    rateLimiter: new MemoryRateLimiter(config.rateLimit.limit, config.rateLimit.windowMs),
+    catalog,
+    payments,
+    metrics,
+  };
 }
 
 /** Opens the store named by DATABASE_URL and applies pending migrations. */

@@ -11,6 +11,7 @@ import { SYSTEM_USER_ID, type FeedRecord, type Store } from "../src/db/store";
 import { FakeClock } from "../src/lib/clock";
 import { createLogger } from "../src/lib/logger";
 import { createApiKey } from "../src/modules/keys/service";
+import { developmentIdentity, signIn as signInIdentity } from "../src/modules/auth/service";
 import { createServices, type Services } from "../src/services";
 
 export const BASE = "http://localhost";
@@ -97,14 +98,14 @@ export interface TestContext {
   close(): Promise<void>;
 }
 
-/** A whole app on a fresh store with a fake clock and captured logs. */
-export async function createTestContext(env: Record<string, string> = {}): Promise<TestContext> {
+/** A whole app on a fresh store with a fake clock and captured logs; `overrides` replaces built services (e.g. the OIDC verifier). */
+export async function createTestContext(env: Record<string, string> = {}, overrides: Partial<Pick<Services, "oidc">> = {}): Promise<TestContext> {
   const config = loadConfig({ PRICE_ENV: "development", LOG_LEVEL: "debug", RATE_LIMIT: "100000/s", ...env });
   const store = await openTestStore();
   const clock = new FakeClock();
   const logs: string[] = [];
   const logger = createLogger({ level: config.logLevel, write: (chunk) => logs.push(chunk) });
-  const services = createServices({ config, store, clock, logger });
+  const services = createServices({ config, store, clock, logger, ...overrides });
   const app = createApp(services);
   return {
     app,
@@ -178,4 +179,29 @@ export async function ledgerSum(store: Store, organizationId: string): Promise<n
     after = page.nextCursor ?? undefined;
   } while (after !== undefined);
   return sum;
+}
+
+export interface TestSession {
+  /** Request headers that carry the session cookie. */
+  headers: { cookie: string };
+  token: string;
+  userId: string;
+  organizationId: string;
+}
+
+/**
+ * A signed-in user with a session, made through the sign-in service (so it works whatever sign-in the
+ * context allows). With `organizationId` the user joins that organization, as if invited.
+ */
+export async function signIn(context: TestContext, email: string, options: { organizationId?: string; role?: "owner" | "member" } = {}): Promise<TestSession> {
+  const { store, clock, services } = context;
+  if (options.organizationId !== undefined) {
+    await store.upsertInvitation({ email: email.toLowerCase(), organizationId: options.organizationId, role: options.role ?? "member", createdAt: clock.now() });
+  }
+  const session = await signInIdentity(
+    { store, clock, logger: services.logger, trialCredits: services.config.trialCredits },
+    developmentIdentity(email),
+    "development",
+  );
+  return { headers: { cookie: `session=${session.token}` }, token: session.token, userId: session.user.id, organizationId: session.user.organization.id };
 }

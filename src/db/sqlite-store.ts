@@ -1,7 +1,21 @@
 import { Database } from "bun:sqlite";
-import { and, asc, desc, eq, gt, gte, inArray, lt, lte, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, inArray, isNull, lt, lte, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { newId } from "../lib/ids";
+import type {
+  CompleteOrderInput,
+  CompleteOrderResult,
+  CreditGrant,
+  InvoiceInput,
+  InvoiceRecord,
+  NewOrder,
+  Order,
+  PaymentInput,
+  ProviderEvent,
+  RenewSubscriptionInput,
+  SubscriptionRecord,
+} from "./billing-records";
+import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import { applySQLiteMigrations } from "./migrate";
 import * as schema from "./schema/sqlite";
 import { SYSTEM_USER_ID } from "./store";
@@ -10,6 +24,8 @@ import type {
   Balance,
   Bucket,
   FeedRecord,
+  IdempotencyClaim,
+  Invitation,
   KeyCredential,
   LedgerTransaction,
   NewApiKey,
@@ -18,13 +34,19 @@ import type {
   Page,
   ProductRecord,
   Reservation,
+  SessionRecord,
   SessionWithUser,
+  SignInOutcome,
   Store,
   TransactionQuery,
+  TransactionType,
+  UsageRecord,
   User,
 } from "./store";
 
 const { organizations, users, sessions, apiKeys, products, merchants, offers, creditBuckets, creditTransactions } = schema;
+const { invitations, idempotencyRecords } = schema;
+const { orders, subscriptions, invoices, payments, providerEvents } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
 
@@ -451,22 +473,26 @@ export class SQLiteStore implements Store {
     return row.ledgerBalance;
   }
 
+  /** Inserts a bucket and its ledger row inside `tx`. */
+  private insertGrant(tx: DB, organizationId: string, grant: CreditGrant, now: number): Bucket {
+    const bucket: Bucket = {
+      id: newId("bkt", now),
+      organizationId,
+      source: grant.source,
+      granted: grant.amount,
+      remaining: grant.amount,
+      expiresAt: grant.expiresAt,
+      createdAt: now,
+    };
+    tx.insert(creditBuckets).values(bucket).run();
+    this.appendLedger({ organizationId, type: grant.type, amount: grant.amount, bucketId: bucket.id, description: grant.description, createdAt: now });
+    return bucket;
+  }
+
   // Invariant: a bucket and its ledger row are written together; ledger sum = available + reserved.
   async grantCredits(input: Parameters<Store["grantCredits"]>[0]): Promise<Bucket> {
-    return this.write((tx) => {
-      const bucket: Bucket = {
-        id: newId("bkt", input.now),
-        organizationId: input.organizationId,
-        source: input.source,
-        granted: input.amount,
-        remaining: input.amount,
-        expiresAt: input.expiresAt,
-        createdAt: input.now,
-      };
-      tx.insert(creditBuckets).values(bucket).run();
-      this.appendLedger({ organizationId: input.organizationId, type: input.type, amount: input.amount, bucketId: bucket.id, description: input.description, createdAt: input.now });
-      return bucket;
-    });
+    const { organizationId, now, ...grant } = input;
+    return this.write((tx) => this.insertGrant(tx, organizationId, grant, now));
   }
 
   /**
@@ -555,13 +581,13 @@ export class SQLiteStore implements Store {
     return { ok: true, reservationId };
   }
 
-  private pendingCommits: Array<{ reservationId: string; usage: { gtin: string | null; description: string; now: number }; done: (error: unknown) => void }> = [];
+  private pendingCommits: Array<{ reservationId: string; usage: UsageRecord; done: (error: unknown) => void }> = [];
 
   /**
    * Group commit: the debits of every request that reaches commit in the same event-loop turn are
    * written in one transaction, and each request is answered only after that transaction commits.
    */
-  commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean> {
+  commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
     if (!this.heldReservations.has(reservationId)) return Promise.resolve(false);
     return new Promise<boolean>((resolve, reject) => {
       if (this.pendingCommits.length === 0) setImmediate(() => this.flushCommits());
@@ -575,7 +601,7 @@ export class SQLiteStore implements Store {
 
   // Invariant: the buckets' debits, the usage rows and the running ledger sum of a batch commit
   // together, so each request is billed exactly once and balanceAfter follows the ledger order.
-  private debitBatch(items: Array<{ reservationId: string; usage: { gtin: string | null; description: string; now: number } }>): void {
+  private debitBatch(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
     const bucketDebits = new Map<string, number>();
     const ledgerBalances = new Map<string, number>();
     for (const { reservationId, usage } of items) {
@@ -596,6 +622,7 @@ export class SQLiteStore implements Store {
         description: usage.description,
         createdAt: usage.now,
       });
+      if (usage.idempotency !== undefined) this.completeIdempotencyRecord(usage.idempotency);
     }
     for (const [bucketId, amount] of bucketDebits) this.adjustBucket().run({ bucketId, delta: -amount });
     for (const [organizationId, ledgerBalance] of ledgerBalances) this.db.update(organizations).set({ ledgerBalance }).where(eq(organizations.id, organizationId)).run();
@@ -649,6 +676,10 @@ export class SQLiteStore implements Store {
     return this.dropReservation(reservationId);
   }
 
+  async recoverInFlightWork(_now: number): Promise<void> {
+    this.write((tx) => tx.delete(idempotencyRecords).where(eq(idempotencyRecords.status, "in-progress")).run());
+  }
+
   /** Holds are in memory and die with the process, so nothing is ever left to sweep. */
   async releaseStaleReservations(_olderThan: number): Promise<number> {
     return 0;
@@ -661,10 +692,11 @@ export class SQLiteStore implements Store {
   async getBalance(organizationId: string, now: number): Promise<Balance> {
     return this.write((tx) => {
       this.writeOffExpired(organizationId, now);
+      // Spent, written-off and clawed-back buckets are history: the ledger tells it, the balance does not list them.
       const buckets = tx
         .select()
         .from(creditBuckets)
-        .where(eq(creditBuckets.organizationId, organizationId))
+        .where(and(eq(creditBuckets.organizationId, organizationId), gt(creditBuckets.remaining, 0)))
         .orderBy(...FEFO)
         .all()
         .map((bucket) => ({ ...bucket, remaining: bucket.remaining - (this.holds.get(bucket.id) ?? 0) }));
@@ -675,23 +707,48 @@ export class SQLiteStore implements Store {
     });
   }
 
+  // Raw SQL for the index hint: with one type the (org, type, createdAt, id) index answers a page
+  // with a single range scan however rare the type; the planner, without statistics, would pick the
+  // (org, createdAt, id) index and filter millions of usage rows. The upper bound merges the cursor
+  // and `to` into one row-value comparison, which both indexes can range over.
+  private readonly transactionPage = this.lazy(() => {
+    const tail = `(created_at, id) < ($beforeAt, $beforeId) AND created_at >= $from ORDER BY created_at DESC, id DESC LIMIT $limit`;
+    return {
+      all: this.database.query<TransactionRow, TransactionParams>(
+        `SELECT * FROM credit_transactions INDEXED BY credit_transactions_org_created_idx WHERE organization_id = $organizationId AND ${tail}`,
+      ),
+      oneType: this.database.query<TransactionRow, TransactionParams & { type: string }>(
+        `SELECT * FROM credit_transactions INDEXED BY credit_transactions_org_type_created_idx WHERE organization_id = $organizationId AND type = $type AND ${tail}`,
+      ),
+      someTypes: this.database.query<TransactionRow, TransactionParams & { types: string }>(
+        `SELECT * FROM credit_transactions INDEXED BY credit_transactions_org_created_idx WHERE organization_id = $organizationId AND type IN (SELECT value FROM json_each($types)) AND ${tail}`,
+      ),
+    };
+  });
+
   async listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>> {
-    const rows = this.db
-      .select()
-      .from(creditTransactions)
-      .where(
-        and(
-          eq(creditTransactions.organizationId, organizationId),
-          query.after ? lt(creditTransactions.id, query.after) : undefined,
-          query.types?.length ? inArray(creditTransactions.type, query.types) : undefined,
-          query.from === undefined ? undefined : gte(creditTransactions.createdAt, query.from),
-          query.to === undefined ? undefined : lt(creditTransactions.createdAt, query.to),
-        ),
-      )
-      .orderBy(desc(creditTransactions.id))
-      .limit(query.limit + 1)
-      .all();
-    return page(rows, query.limit);
+    let before = { createdAt: Number.MAX_SAFE_INTEGER, id: "" };
+    if (query.after !== undefined) {
+      const position = decodeLedgerCursor(query.after);
+      if (position === null) throw new Error("listTransactions: malformed cursor");
+      before = position;
+    }
+    // created_at < to  ⇔  (created_at, id) < (to, ""), since every id sorts after "".
+    if (query.to !== undefined && (query.to < before.createdAt || (query.to === before.createdAt && before.id !== ""))) {
+      before = { createdAt: query.to, id: "" };
+    }
+    const params: TransactionParams = { organizationId, beforeAt: before.createdAt, beforeId: before.id, from: query.from ?? Number.MIN_SAFE_INTEGER, limit: query.limit + 1 };
+    const statements = this.transactionPage();
+    const types = query.types ?? [];
+    const rows =
+      types.length === 0
+        ? statements.all.all(params)
+        : types.length === 1
+          ? statements.oneType.all({ ...params, type: types[0]! })
+          : statements.someTypes.all({ ...params, types: JSON.stringify(types) });
+    const items = rows.slice(0, query.limit).map(toTransaction);
+    const last = items[items.length - 1];
+    return { items, nextCursor: rows.length > query.limit && last ? encodeLedgerCursor(last) : null };
   }
 
   async expireBuckets(now: number): Promise<number> {
@@ -703,6 +760,416 @@ export class SQLiteStore implements Store {
     let value: T | undefined;
     return () => (value ??= build());
   }
+
+  // --- sessions, sign-in and invitations (issue 3) ---
+
+  async signInSubject(input: Parameters<Store["signInSubject"]>[0]): Promise<SignInOutcome> {
+    return this.write((tx): SignInOutcome => {
+      const existing = tx.select().from(users).where(eq(users.subject, input.subject)).get();
+      if (existing !== undefined) return { outcome: "existing", user: existing };
+      if (tx.select({ id: users.id }).from(users).where(eq(users.email, input.email)).get() !== undefined) return { outcome: "email-taken" };
+
+      const invitation = tx.delete(invitations).where(eq(invitations.email, input.email)).returning().get();
+      let organizationId: string;
+      if (invitation !== undefined) {
+        organizationId = invitation.organizationId;
+      } else {
+        organizationId = newId("org", input.now);
+        tx.insert(organizations).values({ id: organizationId, name: input.newOrganizationName, createdAt: input.now }).run();
+        if (input.trialCredits > 0) this.insertTrialGrant(tx, organizationId, input.trialCredits, input.now);
+      }
+      const user = {
+        id: newId("usr", input.now),
+        email: input.email,
+        name: input.name,
+        subject: input.subject,
+        organizationId,
+        role: invitation?.role ?? ("owner" as const),
+        createdAt: input.now,
+      };
+      tx.insert(users).values(user).run();
+      return { outcome: invitation !== undefined ? "joined" : "created", user };
+    });
+  }
+
+  // The same bucket + ledger row as grantCredits, inside the sign-in transaction (SQLite has no nested transactions).
+  private insertTrialGrant(tx: DB, organizationId: string, amount: number, now: number): void {
+    const bucketId = newId("bkt", now);
+    tx.insert(creditBuckets).values({ id: bucketId, organizationId, source: "trial", granted: amount, remaining: amount, expiresAt: null, createdAt: now }).run();
+    this.appendLedger({ organizationId, type: "trial", amount, bucketId, description: "Trial credits", createdAt: now });
+  }
+
+  async getUserByEmail(email: string): Promise<User | null> {
+    return this.db.select().from(users).where(eq(users.email, email)).get() ?? null;
+  }
+
+  async insertSession(session: SessionRecord): Promise<void> {
+    this.db.insert(sessions).values(session).run();
+  }
+
+  async rotateSessionToken(input: Parameters<Store["rotateSessionToken"]>[0]): Promise<SessionRecord | null> {
+    const row = this.db
+      .update(sessions)
+      .set({ tokenHash: input.newTokenHash, expiresAt: input.expiresAt })
+      .where(
+        and(
+          eq(sessions.id, input.id),
+          eq(sessions.tokenHash, input.currentTokenHash),
+          isNull(sessions.revokedAt),
+          gt(sessions.expiresAt, input.now),
+          gt(sessions.absoluteExpiresAt, input.now),
+        ),
+      )
+      .returning()
+      .get();
+    return row ?? null;
+  }
+
+  async revokeSession(id: string, now: number): Promise<boolean> {
+    const changed = this.db
+      .update(sessions)
+      .set({ revokedAt: now })
+      .where(and(eq(sessions.id, id), isNull(sessions.revokedAt)))
+      .returning({ id: sessions.id })
+      .all();
+    return changed.length === 1;
+  }
+
+  async upsertInvitation(invitation: Invitation): Promise<Invitation> {
+    this.db
+      .insert(invitations)
+      .values(invitation)
+      .onConflictDoUpdate({ target: invitations.email, set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt } })
+      .run();
+    return invitation;
+  }
+
+  // --- idempotency records (issue 3) ---
+
+  async claimIdempotencyKey(input: Parameters<Store["claimIdempotencyKey"]>[0]): Promise<IdempotencyClaim> {
+    return this.write((tx): IdempotencyClaim => {
+      const where = and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash));
+      const existing = tx.select().from(idempotencyRecords).where(where).get();
+      const reusable =
+        existing === undefined ||
+        existing.expiresAt <= input.now ||
+        (existing.status === "in-progress" && existing.createdAt < input.abandonedBefore);
+      if (!reusable) return { claimed: false, record: existing };
+      const claim = {
+        scope: input.scope,
+        keyHash: input.keyHash,
+        requestHash: input.requestHash,
+        status: "in-progress" as const,
+        responseStatus: null,
+        responseBody: null,
+        createdAt: input.now,
+        expiresAt: input.expiresAt,
+      };
+      if (existing === undefined) tx.insert(idempotencyRecords).values(claim).run();
+      else tx.update(idempotencyRecords).set(claim).where(where).run();
+      return { claimed: true };
+    });
+  }
+
+  async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
+    this.completeIdempotencyRecord(input);
+  }
+
+  private completeIdempotencyRecord(input: Parameters<Store["completeIdempotencyKey"]>[0]): void {
+    this.db
+      .update(idempotencyRecords)
+      .set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody })
+      .where(and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash)))
+      .run();
+  }
+
+  async releaseIdempotencyKey(scope: string, keyHash: string): Promise<void> {
+    this.db
+      .delete(idempotencyRecords)
+      .where(and(eq(idempotencyRecords.scope, scope), eq(idempotencyRecords.keyHash, keyHash), eq(idempotencyRecords.status, "in-progress")))
+      .run();
+  }
+
+  async deleteExpiredIdempotencyRecords(now: number): Promise<number> {
+    return this.db.delete(idempotencyRecords).where(lte(idempotencyRecords.expiresAt, now)).returning({ scope: idempotencyRecords.scope }).all().length;
+  }
+
+  // --- billing ---
+
+  async createOrder(order: NewOrder): Promise<Order> {
+    return this.db.insert(orders).values({ ...order, status: "pending" }).returning().get();
+  }
+
+  async getOrder(id: string): Promise<Order | null> {
+    return this.db.select().from(orders).where(eq(orders.id, id)).get() ?? null;
+  }
+
+  async findOrderByProviderRef(providerRef: string): Promise<Order | null> {
+    return this.db.select().from(orders).where(eq(orders.providerRef, providerRef)).get() ?? null;
+  }
+
+  async listOrders(query: { organizationId?: string; limit: number; after?: string }): Promise<Page<Order>> {
+    const rows = this.db
+      .select()
+      .from(orders)
+      .where(and(query.organizationId ? eq(orders.organizationId, query.organizationId) : undefined, query.after ? lt(orders.id, query.after) : undefined))
+      .orderBy(desc(orders.id))
+      .limit(query.limit + 1)
+      .all();
+    return page(rows, query.limit);
+  }
+
+  /** Inserts the event row inside `tx`; false when it was already there (the event was applied before). */
+  private claimEvent(tx: DB, event: ProviderEvent | null, now: number): boolean {
+    if (event === null) return true;
+    const inserted = tx.insert(providerEvents).values({ id: event.id, type: event.type, receivedAt: now }).onConflictDoNothing().returning({ id: providerEvents.id }).all();
+    return inserted.length === 1;
+  }
+
+  private insertPayment(tx: DB, organizationId: string, bucket: Bucket, payment: PaymentInput, now: number): void {
+    tx.insert(payments)
+      .values({ ref: payment.ref, organizationId, bucketId: bucket.id, credits: bucket.granted, amount: payment.amount, currency: payment.currency, createdAt: now })
+      .onConflictDoNothing()
+      .run();
+  }
+
+  /** A paid invoice with the next number. Numbers have no gaps: the sequence is taken inside the write lock. */
+  private insertInvoice(tx: DB, organizationId: string, input: InvoiceInput & { orderId: string | null; subscriptionId: string | null }, now: number): InvoiceRecord {
+    const sequence = tx.select({ last: sql<number>`coalesce(max(${invoices.sequence}), 0)` }).from(invoices).get()!.last + 1;
+    return tx
+      .insert(invoices)
+      .values({ id: newId("inv", now), organizationId, sequence, number: `INV-${String(sequence).padStart(6, "0")}`, status: "paid", ...input, createdAt: now, paidAt: now })
+      .returning(this.invoiceColumns)
+      .get();
+  }
+
+  // Invariant: an order is completed once. The conditional pending → completed update (and, for a
+  // provider event, the event row) commit with the grant, so a second completion writes nothing.
+  async completeOrder(input: CompleteOrderInput): Promise<CompleteOrderResult> {
+    const { now } = input;
+    return this.write((tx): CompleteOrderResult => {
+      const unchanged = { applied: false, order: tx.select().from(orders).where(eq(orders.id, input.orderId)).get() ?? null, bucket: null, invoice: null, subscription: null };
+      if (!this.claimEvent(tx, input.event, now)) return unchanged;
+      const order = tx
+        .update(orders)
+        .set({ status: "completed", completedAt: now })
+        .where(and(eq(orders.id, input.orderId), eq(orders.status, "pending")))
+        .returning()
+        .get();
+      if (order === undefined) return unchanged;
+      const bucket = input.grant === null ? null : this.insertGrant(tx, order.organizationId, input.grant, now);
+      if (bucket !== null && input.payment !== null) this.insertPayment(tx, order.organizationId, bucket, input.payment, now);
+      let subscription: SubscriptionRecord | null = null;
+      if (input.subscription !== null) {
+        subscription = tx
+          .insert(subscriptions)
+          .values({
+            id: newId("sub", now),
+            organizationId: order.organizationId,
+            orderId: order.id,
+            planId: order.itemId,
+            planName: order.itemName,
+            creditsPerPeriod: order.credits,
+            interval: order.interval ?? "month",
+            amount: order.amount,
+            currency: order.currency,
+            status: "active",
+            startedAt: now,
+            currentPeriodStart: now,
+            currentPeriodEnd: input.subscription.periodEnd,
+            createdAt: now,
+          })
+          .returning()
+          .get();
+      }
+      const invoice =
+        input.invoice === null ? null : this.insertInvoice(tx, order.organizationId, { ...input.invoice, orderId: order.id, subscriptionId: subscription?.id ?? null }, now);
+      return { applied: true, order, bucket, invoice, subscription };
+    });
+  }
+
+  // Invariant: the event row and the grant commit together, so a redelivered event grants nothing.
+  async applyPaidGrant(input: { event: ProviderEvent; organizationId: string; grant: CreditGrant; payment: PaymentInput; now: number }): Promise<{ applied: boolean; bucket: Bucket | null }> {
+    return this.write((tx) => {
+      if (!this.claimEvent(tx, input.event, input.now)) return { applied: false, bucket: null };
+      const bucket = this.insertGrant(tx, input.organizationId, input.grant, input.now);
+      this.insertPayment(tx, input.organizationId, bucket, input.payment, input.now);
+      return { applied: true, bucket };
+    });
+  }
+
+  // Invariant: a refund takes only what its bucket still holds (never below zero), with one `refund`
+  // ledger row; the payment's refunded amount only moves forward, so no refund is taken twice.
+  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }) {
+    return this.write((tx) => {
+      const none = { applied: false, clawedBack: 0, organizationId: null };
+      const payment = tx.select().from(payments).where(eq(payments.ref, input.ref)).get();
+      if (payment === undefined || !this.claimEvent(tx, input.event, input.now)) return none;
+      const refundedAmount = Math.min(input.refundedAmount, payment.amount);
+      if (refundedAmount <= payment.refundedAmount) return { ...none, organizationId: payment.organizationId };
+      // Credits in proportion to the money refunded (all of them for a full refund), in integers.
+      const refundedCredits =
+        refundedAmount === payment.amount || payment.amount === 0 ? payment.credits : Number((BigInt(payment.credits) * BigInt(refundedAmount)) / BigInt(payment.amount));
+      tx.update(payments).set({ refundedAmount, refundedCredits }).where(eq(payments.ref, payment.ref)).run();
+      // Credits past their expiry are not the customer's any more: write them off first, as expiry.
+      this.writeOffExpired(payment.organizationId, input.now);
+      const bucket = tx.select({ remaining: creditBuckets.remaining }).from(creditBuckets).where(eq(creditBuckets.id, payment.bucketId)).get()!;
+      // Credits held by requests in flight are about to be spent: only the free part can be clawed back.
+      const free = bucket.remaining - (this.holds.get(payment.bucketId) ?? 0);
+      const take = Math.min(Math.max(refundedCredits - payment.refundedCredits, 0), free);
+      if (take > 0) {
+        this.adjustBucket().run({ bucketId: payment.bucketId, delta: -take });
+        this.appendLedger({ organizationId: payment.organizationId, type: "refund", amount: -take, bucketId: payment.bucketId, description: input.description, createdAt: input.now });
+      }
+      return { applied: true, clawedBack: take, organizationId: payment.organizationId };
+    });
+  }
+
+  async hasPayment(ref: string): Promise<boolean> {
+    return this.db.select({ ref: payments.ref }).from(payments).where(eq(payments.ref, ref)).get() !== undefined;
+  }
+
+  async recordProviderEvent(event: ProviderEvent, now: number): Promise<boolean> {
+    return this.write((tx) => this.claimEvent(tx, event, now));
+  }
+
+  private readonly invoiceColumns = {
+    id: invoices.id,
+    organizationId: invoices.organizationId,
+    number: invoices.number,
+    status: invoices.status,
+    amount: invoices.amount,
+    currency: invoices.currency,
+    description: invoices.description,
+    orderId: invoices.orderId,
+    subscriptionId: invoices.subscriptionId,
+    periodStart: invoices.periodStart,
+    periodEnd: invoices.periodEnd,
+    createdAt: invoices.createdAt,
+    paidAt: invoices.paidAt,
+  };
+
+  async listInvoices(organizationId: string, query: { limit: number; after?: string }): Promise<Page<InvoiceRecord>> {
+    const rows = this.db
+      .select(this.invoiceColumns)
+      .from(invoices)
+      .where(and(eq(invoices.organizationId, organizationId), query.after ? lt(invoices.id, query.after) : undefined))
+      .orderBy(desc(invoices.id))
+      .limit(query.limit + 1)
+      .all();
+    return page(rows, query.limit);
+  }
+
+  async getInvoice(id: string): Promise<InvoiceRecord | null> {
+    return this.db.select(this.invoiceColumns).from(invoices).where(eq(invoices.id, id)).get() ?? null;
+  }
+
+  async listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]> {
+    return this.db.select().from(subscriptions).where(eq(subscriptions.organizationId, organizationId)).orderBy(desc(subscriptions.id)).all();
+  }
+
+  async listDueSubscriptions(now: number, limit: number): Promise<SubscriptionRecord[]> {
+    return this.db
+      .select()
+      .from(subscriptions)
+      .where(and(eq(subscriptions.status, "active"), lte(subscriptions.currentPeriodEnd, now)))
+      .orderBy(asc(subscriptions.currentPeriodEnd))
+      .limit(limit)
+      .all();
+  }
+
+  // Invariant: a period is granted and invoiced once: the conditional move from the period end the
+  // caller saw commits with the grant, the invoice and its payment row.
+  async renewSubscription(input: RenewSubscriptionInput): Promise<{ applied: boolean; bucket: Bucket | null; invoice: InvoiceRecord | null }> {
+    return this.write((tx) => {
+      const subscription = tx
+        .update(subscriptions)
+        .set({ currentPeriodStart: input.periodStart, currentPeriodEnd: input.periodEnd })
+        .where(and(eq(subscriptions.id, input.subscriptionId), eq(subscriptions.status, "active"), eq(subscriptions.currentPeriodEnd, input.expectedPeriodEnd)))
+        .returning()
+        .get();
+      if (subscription === undefined) return { applied: false, bucket: null, invoice: null };
+      const bucket = this.insertGrant(tx, subscription.organizationId, input.grant, input.now);
+      const invoice = this.insertInvoice(tx, subscription.organizationId, { ...input.invoice, orderId: null, subscriptionId: subscription.id }, input.now);
+      this.insertPayment(tx, subscription.organizationId, bucket, { ref: invoice.id, amount: invoice.amount, currency: invoice.currency }, input.now);
+      return { applied: true, bucket, invoice };
+    });
+  }
+
+  async cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null> {
+    return (
+      this.db
+        .update(subscriptions)
+        .set({ status: "canceled", canceledAt: now })
+        .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.organizationId, organizationId), eq(subscriptions.status, "active")))
+        .returning()
+        .get() ?? null
+    );
+  }
+
+  async getStripeCustomerId(organizationId: string): Promise<string | null> {
+    return this.db.select({ id: organizations.stripeCustomerId }).from(organizations).where(eq(organizations.id, organizationId)).get()?.id ?? null;
+  }
+
+  async setStripeCustomerId(organizationId: string, customerId: string): Promise<string> {
+    this.db
+      .update(organizations)
+      .set({ stripeCustomerId: customerId })
+      .where(and(eq(organizations.id, organizationId), sql`${organizations.stripeCustomerId} IS NULL`))
+      .run();
+    const stored = await this.getStripeCustomerId(organizationId);
+    if (stored === null) throw new Error(`organization ${organizationId} does not exist`);
+    return stored;
+  }
+
+  async findOrganizationByStripeCustomer(customerId: string): Promise<Organization | null> {
+    return (
+      this.db
+        .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
+        .from(organizations)
+        .where(eq(organizations.stripeCustomerId, customerId))
+        .get() ?? null
+    );
+  }
+}
+
+// A type alias, not an interface: bun:sqlite wants bindings assignable to a string-indexed record.
+type TransactionParams = {
+  organizationId: string;
+  beforeAt: number;
+  beforeId: string;
+  from: number;
+  limit: number;
+};
+
+interface TransactionRow {
+  id: string;
+  organization_id: string;
+  type: TransactionType;
+  amount: number;
+  balance_after: number;
+  bucket_id: string | null;
+  key_id: string | null;
+  request_id: string | null;
+  gtin: string | null;
+  description: string;
+  created_at: number;
+}
+
+function toTransaction(row: TransactionRow): LedgerTransaction {
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    type: row.type,
+    amount: row.amount,
+    balanceAfter: row.balance_after,
+    bucketId: row.bucket_id,
+    keyId: row.key_id,
+    requestId: row.request_id,
+    gtin: row.gtin,
+    description: row.description,
+    createdAt: row.created_at,
+  };
 }
 
 /** Cuts a `limit + 1` query result into a page; the cursor is the last returned id. */

@@ -1,6 +1,18 @@
 // The store interface: everything the service keeps, behind plain async methods. Business rules
 // (who may do what, what a request costs, which outcome is billed) live above it in the modules;
 // each implementation keeps only the storage rules: atomicity, FEFO order, no overdraw.
+import type {
+  CompleteOrderInput,
+  CompleteOrderResult,
+  CreditGrant,
+  InvoiceRecord,
+  NewOrder,
+  Order,
+  PaymentInput,
+  ProviderEvent,
+  RenewSubscriptionInput,
+  SubscriptionRecord,
+} from "./billing-records";
 
 export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
 export type BucketSource = "pack" | "subscription" | "grant" | "trial";
@@ -118,10 +130,12 @@ export interface Page<T> {
 
 export interface TransactionQuery {
   limit: number;
-  /** Id of the last item of the previous page; the next page starts strictly after it. */
+  /** `nextCursor` of the previous page (see src/db/cursor.ts); the next page starts strictly after it. */
   after?: string;
   types?: TransactionType[];
+  /** Inclusive lower bound on createdAt. */
   from?: number;
+  /** Exclusive upper bound on createdAt. */
   to?: number;
 }
 
@@ -138,6 +152,14 @@ export interface SessionRecord {
 export interface SessionWithUser {
   session: SessionRecord;
   user: User;
+}
+
+/** What a committed reservation writes; `idempotency` completes an Idempotency-Key record in the same transaction. */
+export interface UsageRecord {
+  gtin: string | null;
+  description: string;
+  now: number;
+  idempotency?: { scope: string; keyHash: string; responseStatus: number; responseBody: string };
 }
 
 export type Reservation = { ok: true; reservationId: string } | { ok: false; available: number };
@@ -184,22 +206,128 @@ export interface Store {
     now: number;
   }): Promise<Bucket>;
   /**
-   * Takes `amount` credits out of the organization's spendable buckets, soonest-expiring first,
-   * into a reservation; refuses without touching anything when the available balance is short.
+   * Holds `amount` credits of the organization's spendable buckets, soonest-expiring first, for a
+   * request in flight; refuses without holding anything when the available balance is short.
+   * Held credits are not available to other requests (SQLite: in this process's memory; PostgreSQL:
+   * reservation rows, so every instance sees them).
    */
   reserveCredits(input: { organizationId: string; amount: number; keyId: string | null; requestId: string; now: number }): Promise<Reservation>;
-  /** Turns a reservation into one usage ledger row; false when it was already committed or released. */
-  commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean>;
+  /** Debits the held credits with one usage ledger row, in one transaction; false when already committed or released. */
+  commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean>;
   /** Gives a reservation's credits back to their buckets; false when it was already committed or released. */
   releaseReservation(reservationId: string): Promise<boolean>;
-  /** Releases reservations older than `olderThan` (left by a crash between reserve and commit). */
+  /**
+   * Called once when `serve` starts: gives back what a crashed predecessor left in flight. SQLite
+   * (one serving process per file): every in-progress Idempotency-Key claim, at once. PostgreSQL
+   * (other instances may be serving): stale reservations only; claims age out on their own.
+   */
+  recoverInFlightWork(now: number): Promise<void>;
+  /** Releases reservations older than `olderThan`, left by a crashed instance (nothing to do where holds live in memory). */
   releaseStaleReservations(olderThan: number): Promise<number>;
   availableCredits(organizationId: string, now: number): Promise<number>;
   getBalance(organizationId: string, now: number): Promise<Balance>;
   listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>>;
   /** Writes off every expired bucket with an `expiry` ledger row; returns how many were written off. */
   expireBuckets(now: number): Promise<number>;
+
+  // --- sessions, sign-in and invitations (issue 3) ---
+  /**
+   * One sign-in of an identity, in one transaction: the user of `subject`; or, on its first sign-in, a
+   * new user that takes up (and consumes) the invitation for `email`, or else owns a new organization
+   * granted `trialCredits` (a `trial` bucket and its ledger row). `email-taken` when another subject
+   * already has that email.
+   */
+  signInSubject(input: { subject: string; email: string; name: string; newOrganizationName: string; trialCredits: number; now: number }): Promise<SignInOutcome>;
+  getUserByEmail(email: string): Promise<User | null>;
+  insertSession(session: SessionRecord): Promise<void>;
+  /**
+   * Replaces the token hash and expiry of a live session, only while `currentTokenHash` is still its
+   * hash (so of two concurrent refreshes with one token, one wins); null otherwise.
+   */
+  rotateSessionToken(input: { id: string; currentTokenHash: string; newTokenHash: string; expiresAt: number; now: number }): Promise<SessionRecord | null>;
+  /** Marks a session revoked; false when it was already revoked or does not exist. */
+  revokeSession(id: string, now: number): Promise<boolean>;
+  /** Creates or replaces the invitation of an email address. */
+  upsertInvitation(invitation: Invitation): Promise<Invitation>;
+
+  // --- idempotency records (issue 3) ---
+  /**
+   * Claims (scope, keyHash) for a new request: inserts an in-progress record when there is none, or
+   * replaces one that expired or was abandoned in progress (createdAt < abandonedBefore). Otherwise
+   * returns the record that is there, untouched.
+   */
+  claimIdempotencyKey(input: { scope: string; keyHash: string; requestHash: string; now: number; expiresAt: number; abandonedBefore: number }): Promise<IdempotencyClaim>;
+  /** Stores the answer of a claimed request and marks it done. */
+  completeIdempotencyKey(input: { scope: string; keyHash: string; responseStatus: number; responseBody: string }): Promise<void>;
+  /** Drops an in-progress claim (the request failed), so the same key can be retried. */
+  releaseIdempotencyKey(scope: string, keyHash: string): Promise<void>;
+  deleteExpiredIdempotencyRecords(now: number): Promise<number>;
+  // --- billing ---
+  createOrder(order: NewOrder): Promise<Order>;
+  getOrder(id: string): Promise<Order | null>;
+  findOrderByProviderRef(providerRef: string): Promise<Order | null>;
+  /** Newest first, all organizations unless one is given. */
+  listOrders(query: { organizationId?: string; limit: number; after?: string }): Promise<Page<Order>>;
+  /**
+   * Completes an order at most once: pending → completed, and in the same transaction the event
+   * row, the grant (bucket + ledger row), the payment, the local subscription and the local invoice.
+   */
+  completeOrder(input: CompleteOrderInput): Promise<CompleteOrderResult>;
+  /** Grants credits paid outside an order (a Stripe subscription invoice) exactly once per event. */
+  applyPaidGrant(input: { event: ProviderEvent; organizationId: string; grant: CreditGrant; payment: PaymentInput; now: number }): Promise<{ applied: boolean; bucket: Bucket | null }>;
+  /**
+   * Claws back the unspent credits of a refunded payment with a `refund` ledger row. The refunded
+   * amount is cumulative and only moves forward, so a replay or an older event takes nothing more.
+   */
+  refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<{ applied: boolean; clawedBack: number; organizationId: string | null }>;
+  hasPayment(ref: string): Promise<boolean>;
+  /** Records an event that has no effect here, so that it is acknowledged once; false if seen before. */
+  recordProviderEvent(event: ProviderEvent, now: number): Promise<boolean>;
+
+  listInvoices(organizationId: string, query: { limit: number; after?: string }): Promise<Page<InvoiceRecord>>;
+  getInvoice(id: string): Promise<InvoiceRecord | null>;
+
+  listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]>;
+  /** Active subscriptions whose period has ended, oldest period end first. */
+  listDueSubscriptions(now: number, limit: number): Promise<SubscriptionRecord[]>;
+  /** Moves an active subscription to its next period with its grant and invoice; false if another run did it. */
+  renewSubscription(input: RenewSubscriptionInput): Promise<{ applied: boolean; bucket: Bucket | null; invoice: InvoiceRecord | null }>;
+  /** active → canceled; the current period's credits stay until they expire. Null when not active or not the organization's. */
+  cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null>;
+
+  getStripeCustomerId(organizationId: string): Promise<string | null>;
+  /** Sets the organization's Stripe customer if it has none; returns the one that is stored. */
+  setStripeCustomerId(organizationId: string, customerId: string): Promise<string>;
+  findOrganizationByStripeCustomer(customerId: string): Promise<Organization | null>;
 }
 
 /** The built-in user that owns keys made by the operator CLI (CONTRACT.md "API keys"). */
 export const SYSTEM_USER_ID = "usr_system";
+
+// --- sessions, sign-in and invitations (issue 3) ---
+
+export interface Invitation {
+  email: string;
+  organizationId: string;
+  role: Role;
+  createdAt: number;
+}
+
+export type SignInOutcome =
+  | { outcome: "existing" | "joined" | "created"; user: User }
+  | { outcome: "email-taken" };
+
+// --- idempotency records (issue 3) ---
+
+export interface IdempotencyRecord {
+  scope: string;
+  keyHash: string;
+  requestHash: string;
+  status: "in-progress" | "done";
+  responseStatus: number | null;
+  responseBody: string | null;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export type IdempotencyClaim = { claimed: true } | { claimed: false; record: IdempotencyRecord };

@@ -3,24 +3,39 @@ import { Elysia } from "elysia";
 // Embedded by `bun build --compile`; served locally so /docs works with no network.
 import scalarBundle from "@scalar/api-reference/browser/standalone.js" with { type: "file" };
 import { ProblemSchema } from "./model";
+import { finishOpenAPIDocument } from "./openapi-document";
 import { PROBLEMS } from "./problem";
 
 const DOCS_CSP = "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
 
-export function docsRoutes(version: string) {
+export function docsRoutes(version: string, options: { typeBase: string }) {
+  // The generator rebuilds its document only when routes are added; finish each build once.
+  const finished = new WeakMap<object, object>();
   return new Elysia({ name: "docs" })
-    .onAfterHandle(({ request, set }) => {
-      if (new URL(request.url).pathname.startsWith("/docs")) set.headers["content-security-policy"] = DOCS_CSP;
+    .onAfterHandle(({ request, response, set }) => {
+      const path = new URL(request.url).pathname;
+      if (path.startsWith("/docs")) set.headers["content-security-policy"] = DOCS_CSP;
+      if (path === "/openapi.json" && typeof response === "object" && response !== null && !(response instanceof Response)) {
+        let document = finished.get(response);
+        if (document === undefined) finished.set(response, (document = finishOpenAPIDocument(response, options)));
+        return document;
+      }
     })
-    .get("/docs/assets/scalar.js", () => new Response(Bun.file(scalarBundle), { headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=86400" } }), {
-      detail: { hide: true },
-    })
+    .get(
+      "/docs/assets/scalar.js",
+      ({ set }) => {
+        set.headers["cache-control"] = "public, max-age=86400";
+        return new Response(Bun.file(scalarBundle), { headers: { "content-type": "text/javascript; charset=utf-8" } });
+      },
+      { detail: { hide: true } },
+    )
     .use(
       openapi({
         path: "/docs",
         specPath: "/openapi.json",
         provider: "scalar",
-        scalar: { cdn: "/docs/assets/scalar.js", withDefaultFonts: false, hideClientButton: true, telemetry: false } as never,
+        // No feature that reaches out: the AI agent and developer tools call Scalar's servers (the CSP would block them anyway).
+        scalar: { cdn: "/docs/assets/scalar.js", withDefaultFonts: false, hideClientButton: true, telemetry: false, agent: { disabled: true }, showDeveloperTools: "never" } as never,
         documentation: {
           info: {
             title: "price-service",

@@ -1,5 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { t } from "elysia";
+import { PROBLEMS, type ProblemSlug } from "./problem";
 
 /**
  * An integer in a JSON body or response. Elysia's `t.Integer` also accepts numeric strings (for
@@ -38,11 +39,30 @@ export function pageOf<T extends import("@sinclair/typebox").TSchema>(item: T) {
   return t.Object({ items: t.Array(item), nextCursor: t.Union([t.String(), t.Null()]) });
 }
 
+/** An example problem body for `slug`, as the docs show it (`extensions` adds members such as `meta`). */
+export function problemExample(slug: ProblemSlug, extensions: Record<string, unknown> = {}) {
+  const entry = PROBLEMS[slug];
+  return { type: `http://localhost:8080/problems/${slug}`, title: entry.title, status: entry.status, detail: entry.en, requestId: "req_0mwrd57q90000brqra5jtuxfecebe", ...extensions };
+}
+
+/**
+ * A problem response that can carry only these slugs. The OpenAPI document lists them
+ * (`x-problem-types`) with one example each; without it, a status lists every slug of its status.
+ */
+export function Problems(slugs: ProblemSlug[]) {
+  return t.Object(ProblemSchema.properties, {
+    additionalProperties: true,
+    description: `Problem details: ${slugs.join(", ")}`,
+    examples: slugs.map((slug) => problemExample(slug)),
+    "x-problem-types": slugs,
+  });
+}
+
 /** Error responses every route documents; routes add their own on top. */
 export const CommonErrors = {
-  400: ProblemSchema,
-  413: ProblemSchema,
-  415: ProblemSchema,
-  422: ProblemSchema,
-  500: ProblemSchema,
+  400: Problems(["invalid-parameter", "invalid-body"]),
+  413: Problems(["payload-too-large"]),
+  415: Problems(["unsupported-media-type"]),
+  422: Problems(["invalid-body"]),
+  500: Problems(["internal"]),
 } as const;

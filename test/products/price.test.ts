@@ -273,3 +273,106 @@ function checksumOf(text: string): string {
   }
   return out.padStart(6, "0");
 }
+
+describe("rate limiting", () => {
+  test("every answer carries RateLimit-Policy, admitted ones RateLimit, and the key is refused with 429 past its burst, unbilled", async () => {
+    const limited = await createTestContext({ RATE_LIMIT: "2/s" });
+    const client = await createOrganization(limited, 100);
+    await addProduct(limited, FRESH, [{ merchantId: "m", price: 100, ageMs: 1000 }]);
+    const call = () => limited.request(`/api/v1/products/${FRESH}/price`, { headers: client.auth });
+    const first = await call();
+    expect(first.headers.get("ratelimit-policy")).toBe('"default";q=2;w=1');
+    expect(first.headers.get("ratelimit")).toBe('"default";r=3;t=1');
+    for (let i = 0; i < 3; i++) expect((await call()).status).toBe(200);
+    const refused = await call();
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(refused.headers.get("ratelimit")).toBe('"default";r=0;t=2');
+    const body = await json(refused);
+    expect(body.type).toEndWith("/rate-limited");
+    expect(body.meta).toMatchObject({ reason: "rate-limited", billable: false, creditsConsumed: 0, creditsRemaining: 96 });
+    limited.clock.advance(500);
+    expect((await call()).status).toBe(200);
+    const unauthenticated = await limited.request(`/api/v1/products/${FRESH}/price`);
+    expect(unauthenticated.headers.get("ratelimit-policy")).toBe('"default";q=2;w=1');
+    await limited.close();
+  });
+
+  test("each key has its own limit", async () => {
+    const limited = await createTestContext({ RATE_LIMIT: "1/s" });
+    const a = await createOrganization(limited, 10, "A");
+    const b = await createOrganization(limited, 10, "B");
+    await addProduct(limited, FRESH, [{ merchantId: "m", price: 100, ageMs: 1000 }]);
+    const call = (auth: Record<string, string>) => limited.request(`/api/v1/products/${FRESH}/price`, { headers: auth });
+    await call(a.auth);
+    await call(a.auth);
+    expect((await call(a.auth)).status).toBe(429);
+    expect((await call(b.auth)).status).toBe(200);
+    await limited.close();
+  });
+});
+
+describe("Idempotency-Key on the data endpoint", () => {
+  const withKey = (key: string, extra: Record<string, string> = {}) => ({ headers: { ...org.auth, "idempotency-key": key, ...extra } });
+
+  test("a retry with the same key gets the stored answer, marked replayed, and is billed once", async () => {
+    const first = await price(FRESH, withKey("retry-1"));
+    expect(first.status).toBe(200);
+    const firstBody = await json(first);
+    const second = await price(FRESH, withKey("retry-1"));
+    expect(second.status).toBe(200);
+    expect(second.headers.get("idempotent-replayed")).toBe("true");
+    expect(await json(second)).toEqual(firstBody);
+    expect(await available()).toBe(9);
+    const usage = (await context.store.listTransactions(org.organizationId, { limit: 10, types: ["usage"] })).items;
+    expect(usage).toHaveLength(1);
+  });
+
+  test("the GTIN-13 and GTIN-14 forms are the same request for the key", async () => {
+    await price("4006381333931", withKey("forms"));
+    const replay = await price("04006381333931", withKey("forms"));
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(await available()).toBe(9);
+  });
+
+  test("the same key for another GTIN or language answers 422 with meta and bills nothing", async () => {
+    await price(FRESH, withKey("reuse"));
+    const otherGTIN = await price(EMPTY, withKey("reuse"));
+    expect(otherGTIN.status).toBe(422);
+    expect(otherGTIN.headers.get("content-type")).toBe("application/problem+json");
+    expect((await json(otherGTIN)).meta).toMatchObject({ reason: "idempotency-conflict", billable: false });
+    expect((await price(FRESH, { ...withKey("reuse"), query: "?language=fr" })).status).toBe(422);
+    expect(await available()).toBe(9);
+  });
+
+  test("a retry while the first is still in flight answers 409 and is not billed", async () => {
+    const [a, b] = await Promise.all([price(FRESH, withKey("race")), price(FRESH, withKey("race"))]);
+    expect([a.status, b.status].sort()).toEqual([200, 409]);
+    expect(await available()).toBe(9);
+  });
+
+  test("an error answer is not stored: the same key can be retried once credits arrive", async () => {
+    const poor = await createOrganization(context, 0, "Poor");
+    const headers = { ...poor.auth, "idempotency-key": "after-topup" };
+    expect((await price(FRESH, { headers })).status).toBe(402);
+    await context.store.grantCredits({ organizationId: poor.organizationId, source: "grant", type: "grant", amount: 1, expiresAt: null, description: "top-up", now: context.clock.now() });
+    expect((await price(FRESH, { headers })).status).toBe(200);
+    const replay = await price(FRESH, { headers });
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+  });
+
+  test("keys are scoped to the organization: another organization's same key is a new request", async () => {
+    const other = await createOrganization(context, 5, "Other");
+    await price(FRESH, withKey("shared-key"));
+    const response = await price(FRESH, { headers: { ...other.auth, "idempotency-key": "shared-key" } });
+    expect(response.headers.get("idempotent-replayed")).toBeNull();
+    expect((await json(response)).meta.creditsRemaining).toBe(4);
+  });
+
+  test("the billed answer and its stored replay are written in the debit's transaction", async () => {
+    await price(FRESH, withKey("atomic"));
+    const usage = (await context.store.listTransactions(org.organizationId, { limit: 10, types: ["usage"] })).items[0]!;
+    const replay = await json(await price(FRESH, withKey("atomic")));
+    expect(replay.meta.requestId).toBe(usage.requestId);
+  });
+});

@@ -1,15 +1,22 @@
 import { parseArgs } from "node:util";
 import { toISO } from "../../lib/clock";
+import { normalizeEmail } from "../../modules/auth/service";
 import { type Command, output, requireOption, UsageError } from "../command";
 
 export const orgsCommand: Command = {
   name: "orgs",
-  summary: "Create and list organizations",
-  usage: "orgs create --name NAME [--json]\n  orgs list [--json]",
+  summary: "Create and list organizations, invite members",
+  usage: "orgs create --name NAME [--json]\n  orgs list [--json]\n  orgs add-member --org ORG_ID --email EMAIL [--role member|owner] [--json]   (an invitation: the person joins on first sign-in)",
   async run(context) {
     const { values, positionals } = parseArgs({
       args: context.args,
-      options: { name: { type: "string" }, json: { type: "boolean", default: false } },
+      options: {
+        name: { type: "string" },
+        org: { type: "string" },
+        email: { type: "string" },
+        role: { type: "string", default: "member" },
+        json: { type: "boolean", default: false },
+      },
       allowPositionals: true,
     });
     const store = await context.store();
@@ -28,8 +35,31 @@ export const orgsCommand: Command = {
         output(context, json, items, items.map((o) => `${o.id}\t${o.name}`).join("\n"));
         return;
       }
+      case "add-member": {
+        const organizationId = requireOption(values, "org");
+        const email = normalizeEmail(requireOption(values, "email"));
+        if (!/^[^\s@]+@[^\s@]+$/.test(email) || email.length > 254) throw new UsageError(`--email must be an email address, got "${email}"`);
+        const role = values.role;
+        if (role !== "member" && role !== "owner") throw new UsageError(`--role must be member or owner, got "${role}"`);
+        if ((await store.getOrganization(organizationId)) === null) throw new UsageError(`organization ${organizationId} does not exist`);
+        // A user belongs to one organization, taken at first sign-in; an invitation cannot move them.
+        const existing = await store.getUserByEmail(email);
+        if (existing !== null) {
+          throw new UsageError(
+            existing.organizationId === organizationId ? `${email} is already a member of ${organizationId}` : `${email} has already signed in and belongs to another organization`,
+          );
+        }
+        const invitation = await store.upsertInvitation({ email, organizationId, role, createdAt: Date.now() });
+        output(
+          context,
+          json,
+          { email: invitation.email, organizationId: invitation.organizationId, role: invitation.role, createdAt: toISO(invitation.createdAt) },
+          `invited ${email} to ${organizationId} as ${role}; they join on their first sign-in`,
+        );
+        return;
+      }
       default:
-        throw new UsageError(`unknown subcommand "${positionals[0] ?? ""}"; use create or list`);
+        throw new UsageError(`unknown subcommand "${positionals[0] ?? ""}"; use create, list or add-member`);
     }
   },
 };

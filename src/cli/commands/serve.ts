@@ -24,7 +24,11 @@ export const serveCommand: Command = {
     const server = await startServer(services, { port: config.port });
     logger.info("listening", { url: server.url, env: config.env, database: store.dialect });
     const base = config.publicUrl;
-    context.out(`price-service listening on ${base} (${config.env}, ${store.dialect})\n  API reference: ${base}/docs`);
+    context.out(`price-service listening on ${base} (${config.env}, ${store.dialect})\n  API reference: ${base}/docs\n  Dashboard: ${base}/dashboard`);
+    if (config.env === "development" && services.oidc === null) {
+      logger.warn("development sign-in is enabled: anyone can sign in with just an email (no OIDC_ISSUER)");
+      context.out(`  DEVELOPMENT sign-in (no OIDC_ISSUER): curl -i -X POST -H 'content-type: application/json' -d '{"email":"you@example.com"}' ${base}/api/v1/auth/dev-login`);
+    }
     if (demo === null && config.env === "development") {
       context.out(`\nThe database already has data. Create a key with:\n  bun src/main.ts keys create --org <ORG_ID> --name dev   (orgs list shows the ids)\n`);
     }

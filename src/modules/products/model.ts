@@ -1,7 +1,8 @@
 import { t } from "elysia";
-import { Int, MoneySchema, ProblemSchema, Timestamp } from "../../http/model";
+import { Int, MoneySchema, ProblemSchema, problemExample, Timestamp } from "../../http/model";
+import type { ProblemSlug } from "../../http/problem";
 
-export const REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits", "unauthorized", "invalid-parameter", "rate-limited"] as const;
+export const REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits", "unauthorized", "invalid-parameter", "rate-limited", "idempotency-conflict"] as const;
 export type Reason = (typeof REASONS)[number];
 
 export const PriceMeta = t.Object({
@@ -42,12 +43,66 @@ export const PriceData = t.Object({
   lastObservedAt: t.Union([Timestamp, t.Null()]),
 });
 
-export const PriceEnvelope = t.Object({ meta: PriceMeta, data: PriceData });
+const EXAMPLE_META = {
+  requestId: "req_0mwrd57q90000brqra5jtuxfecebe",
+  gtin: "04006381333931",
+  facet: "product.price",
+  billable: true,
+  creditsConsumed: 1,
+  creditsRemaining: 41,
+  reason: "fresh-offer",
+  responseTimeMs: 2,
+} as const;
 
-export const PriceProblem = t.Composite([ProblemSchema, t.Object({ meta: PriceMeta })], {
-  additionalProperties: true,
-  description: "Problem details with the request's billing meta as an extension member",
-});
+const euros = (amount: number) => ({ amount, currency: "EUR", formatted: `€${(amount / 100).toFixed(2)}` });
+
+export const PriceEnvelope = t.Object(
+  { meta: PriceMeta, data: PriceData },
+  {
+    description: "Fresh offers (`fresh-offer`, billed), or none (`no-data`, `stale-data`, not billed)",
+    examples: [
+      {
+        meta: EXAMPLE_META,
+        data: {
+          product: { gtin: "04006381333931", title: "Faber-Castell pencil", brand: "Faber-Castell", imageUrl: null },
+          offers: [
+            {
+              merchant: { id: "m-1", name: "Papeterie Centrale" },
+              price: euros(129),
+              shipping: euros(490),
+              availability: "in_stock",
+              availabilityLabel: "In stock",
+              condition: "new",
+              url: "https://shop.example/pencil",
+              observedAt: "2026-11-22T09:12:00.000Z",
+            },
+          ],
+          summary: { offerCount: 1, lowestPrice: euros(129), highestPrice: euros(129) },
+          lastObservedAt: "2026-11-22T09:12:00.000Z",
+        },
+      },
+    ],
+  },
+);
+
+const METAS: Partial<Record<ProblemSlug, Partial<PriceMetaValue>>> = {
+  "invalid-gtin": { gtin: "123", reason: "invalid-gtin" },
+  "invalid-parameter": { reason: "invalid-parameter" },
+  unauthorized: { reason: "unauthorized", creditsRemaining: 0 },
+  "insufficient-credits": { reason: "insufficient-credits", creditsRemaining: 0 },
+  "product-not-found": { reason: "product-not-found" },
+  "rate-limited": { reason: "rate-limited" },
+};
+
+/** Problem details of the data endpoint: the request's billing meta is an extension member. */
+export function PriceProblem(slugs: ProblemSlug[]) {
+  return t.Composite([ProblemSchema, t.Object({ meta: PriceMeta })], {
+    additionalProperties: true,
+    description: `Problem details with the request's billing meta: ${slugs.join(", ")}`,
+    examples: slugs.map((slug) => problemExample(slug, { meta: { ...EXAMPLE_META, billable: false, creditsConsumed: 0, ...METAS[slug] } })),
+    "x-problem-types": slugs,
+  });
+}
 
 export type PriceMetaValue = typeof PriceMeta.static;
 export type PriceDataValue = typeof PriceData.static;

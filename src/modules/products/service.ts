@@ -1,9 +1,8 @@
-import type { KeyCredential, OfferRecord, ProductRecord, Store } from "../../db/store";
+import type { KeyCredential, OfferRecord, ProductRecord, Store, UsageRecord } from "../../db/store";
 import type { Clock } from "../../lib/clock";
 import { toISO } from "../../lib/clock";
 import { money } from "../../lib/money";
 import { AVAILABILITY_LABELS, type Language } from "../../http/i18n";
-import { normalizeGTIN } from "./gtin";
 import type { PriceDataValue, Reason } from "./model";
 
 export interface PriceLookupDeps {
@@ -14,7 +13,7 @@ export interface PriceLookupDeps {
 }
 
 export interface PriceLookupResult {
-  status: 200 | 400 | 402 | 404;
+  status: 200 | 402 | 404;
   reason: Reason;
   gtin: string;
   creditsConsumed: number;
@@ -48,22 +47,23 @@ function priceData(product: ProductRecord, offers: OfferRecord[], lastObservedAt
 }
 
 /**
- * The billed look-up after authentication and language: validate the GTIN, reserve the cost, look
- * the product up, then commit the reservation for fresh data or release it for anything else. The
+ * The billed look-up of a valid GTIN-14 once the request is admitted: reserve the cost, look the product up, then commit the reservation for fresh data or release it for anything else. The
  * reservation is released if the look-up fails, so an error never keeps credits.
  */
 export async function lookUpPrice(
   deps: PriceLookupDeps,
-  input: { credential: KeyCredential; rawGTIN: string; language: Language; requestId: string },
+  input: {
+    credential: KeyCredential;
+    gtin: string;
+    language: Language;
+    requestId: string;
+    /** For a billed answer: returns the Idempotency-Key record to complete in the debit's own transaction. */
+    recordAnswer?: (result: PriceLookupResult) => Promise<UsageRecord["idempotency"]>;
+  },
 ): Promise<PriceLookupResult> {
   const { store, clock } = deps;
+  const { gtin } = input;
   const organizationId = input.credential.organizationId;
-  const gtin = normalizeGTIN(input.rawGTIN);
-  if (gtin === null) {
-    const creditsRemaining = await store.availableCredits(organizationId, clock.now());
-    return { status: 400, reason: "invalid-gtin", gtin: input.rawGTIN, creditsConsumed: 0, creditsRemaining, data: null };
-  }
-
   const reservation = await store.reserveCredits({
     organizationId,
     amount: deps.creditCost,
@@ -96,12 +96,13 @@ export async function lookUpPrice(
     throw error;
   }
 
-  const billed = outcome.reason === "fresh-offer";
-  if (billed) {
-    await store.commitReservation(reservation.reservationId, { gtin, description: `Price look-up ${gtin}`, now: clock.now() });
-  } else {
+  if (outcome.reason !== "fresh-offer") {
     await store.releaseReservation(reservation.reservationId);
+    return { ...outcome, gtin, creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
   }
-  const creditsRemaining = await store.availableCredits(organizationId, clock.now());
-  return { ...outcome, gtin, creditsConsumed: billed ? deps.creditCost : 0, creditsRemaining };
+  // The held credits are already out of the available balance, so it is the balance after the debit.
+  const result = { ...outcome, gtin, creditsConsumed: deps.creditCost, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
+  const idempotency = await input.recordAnswer?.(result);
+  await store.commitReservation(reservation.reservationId, { gtin, description: `Price look-up ${gtin}`, now: clock.now(), idempotency });
+  return result;
 }

@@ -2,7 +2,7 @@ import { Elysia, t } from "elysia";
 import type { Services } from "../../services";
 import { PROBLEMS, type ProblemSlug } from "../../http/problem";
 import { Problem } from "../../http/problem";
-import { ProblemSchema } from "../../http/model";
+import { Problems } from "../../http/model";
 
 function escapeHTML(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -17,6 +17,8 @@ function problemPage(slug: ProblemSlug): string {
 <p>Every error body is an RFC 9457 problem: <code>type</code>, <code>title</code>, <code>status</code>, <code>detail</code> and <code>requestId</code> (quote it to support).</p></body></html>`;
 }
 
+const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+
 const HTML_HEADERS = {
   "content-type": "text/html; charset=utf-8",
   "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
@@ -25,7 +27,7 @@ const HTML_HEADERS = {
 export function systemRoutes(services: Services) {
   return new Elysia({ name: "system" })
     .get("/healthz", () => ({ status: "ok" as const }), {
-      response: { 200: t.Object({ status: t.Literal("ok") }) },
+      response: { 200: t.Object({ status: t.Literal("ok") }, { description: "The process is up" }), 500: Problems(["internal"]) },
       detail: { summary: "Process is up", tags: ["Operations"], operationId: "getHealth" },
     })
     .get(
@@ -35,10 +37,20 @@ export function systemRoutes(services: Services) {
         return { status: "ready" as const, database: services.store.dialect };
       },
       {
-        response: { 200: t.Object({ status: t.Literal("ready"), database: t.String() }), 503: ProblemSchema },
+        response: { 200: t.Object({ status: t.Literal("ready"), database: t.String({ examples: ["sqlite"] }) }, { description: "The database answers" }), 500: Problems(["internal"]), 503: Problems(["unavailable"]) },
         detail: { summary: "Database is reachable", tags: ["Operations"], operationId: "getReadiness" },
       },
     )
+    .get("/metrics", ({ set }) => {
+      set.headers["content-type"] = METRICS_CONTENT_TYPE;
+      return services.metrics.registry.render();
+    }, {
+      response: {
+        200: t.String({ contentMediaType: METRICS_CONTENT_TYPE, description: "Prometheus text exposition format", examples: ['price_service_http_requests_total{method="GET",route="/api/v1/products/:gtin/price",status="200",reason="fresh-offer"} 42\n'] }),
+        500: Problems(["internal"]),
+      },
+      detail: { summary: "Prometheus metrics", description: "Requests by route, status and billing reason; latency histograms; credits debited; store timings. Scrape it from inside your network.", tags: ["Operations"], operationId: "getMetrics" },
+    })
     .get(
       "/problems/:slug",
       ({ params }) => {
@@ -46,8 +58,8 @@ export function systemRoutes(services: Services) {
         return new Response(problemPage(params.slug as ProblemSlug), { headers: HTML_HEADERS });
       },
       {
-        params: t.Object({ slug: t.String() }),
-        response: { 200: t.String({ description: "HTML page" }), 404: ProblemSchema },
+        params: t.Object({ slug: t.String({ examples: ["insufficient-credits"], description: "A problem type slug" }) }),
+        response: { 200: t.String({ contentMediaType: "text/html", description: "HTML page" }), 404: Problems(["not-found"]), 500: Problems(["internal"]) },
         detail: { summary: "Human page for a problem type", tags: ["Operations"], operationId: "getProblemType" },
       },
     );

@@ -1,0 +1,135 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { SQLiteStore } from "../db/sqlite-store";
+import { hashSecret } from "../lib/crypto";
+import { hashRequestBody, IDEMPOTENCY_ABANDONED_MS, IDEMPOTENCY_TTL_MS, withIdempotency } from "./idempotency";
+import { Problem } from "./problem";
+
+const NOW = Date.parse("2026-11-22T10:00:00.000Z");
+const SCOPE = "org_1 POST /api/v1/things";
+
+let store: SQLiteStore;
+
+beforeEach(() => {
+  store = SQLiteStore.open("sqlite::memory:");
+});
+
+afterEach(async () => {
+  await store.close();
+});
+
+function request(key: string, body: unknown, now = NOW) {
+  return { scope: SCOPE, key, requestHash: hashRequestBody(body), now };
+}
+
+function counter() {
+  let runs = 0;
+  return {
+    get runs() {
+      return runs;
+    },
+    run: async () => ({ status: 201, body: { run: ++runs, secret: `secret-${runs}` } }),
+  };
+}
+
+async function problemOf(promise: Promise<unknown>): Promise<Problem> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof Problem) return error;
+    throw error;
+  }
+  throw new Error("expected a Problem");
+}
+
+describe("withIdempotency", () => {
+  test("the first call runs and the retries replay its answer without running again", async () => {
+    const work = counter();
+    const first = await withIdempotency(store, request("k1", { a: 1 }), work.run);
+    const second = await withIdempotency(store, request("k1", { a: 1 }, NOW + 1000), work.run);
+    expect(first).toEqual({ status: 201, body: { run: 1, secret: "secret-1" }, replayed: false });
+    expect(second).toEqual({ status: 201, body: { run: 1, secret: "secret-1" }, replayed: true });
+    expect(work.runs).toBe(1);
+  });
+
+  test("the request hash ignores the key order of the body, not its values", () => {
+    expect(hashRequestBody({ a: 1, b: [1, { c: "x", d: null }] })).toBe(hashRequestBody({ b: [1, { d: null, c: "x" }], a: 1 }));
+    expect(hashRequestBody({ a: 1 })).not.toBe(hashRequestBody({ a: "1" }));
+    expect(hashRequestBody({ a: 1, b: undefined })).toBe(hashRequestBody({ a: 1 }));
+  });
+
+  test("the same key with another body is a 422 problem and does not run", async () => {
+    const work = counter();
+    await withIdempotency(store, request("k1", { a: 1 }), work.run);
+    const problem = await problemOf(withIdempotency(store, request("k1", { a: 2 }), work.run));
+    expect(problem.slug).toBe("invalid-body");
+    expect(problem.status).toBe(422);
+    expect(work.runs).toBe(1);
+  });
+
+  test("a retry while the first call is still running is a 409 problem with Retry-After", async () => {
+    let finish!: () => void;
+    const slow = withIdempotency(store, request("k1", { a: 1 }), async () => {
+      await new Promise<void>((resolve) => (finish = resolve));
+      return { status: 201, body: { done: true } };
+    });
+    await Bun.sleep(1);
+    const problem = await problemOf(withIdempotency(store, request("k1", { a: 1 }), async () => ({ status: 201, body: { done: false } })));
+    expect(problem.slug).toBe("conflict");
+    expect(problem.headers["retry-after"]).toBe("1");
+    finish();
+    expect((await slow).body).toEqual({ done: true });
+    expect((await withIdempotency<unknown>(store, request("k1", { a: 1 }), async () => ({ status: 500, body: null }))).body).toEqual({ done: true });
+  });
+
+  test("when the call throws, the key is released and a retry runs again", async () => {
+    const boom = withIdempotency(store, request("k1", { a: 1 }), async () => {
+      throw new Error("boom");
+    });
+    await expect(boom).rejects.toThrow("boom");
+    const work = counter();
+    expect((await withIdempotency(store, request("k1", { a: 1 }), work.run)).replayed).toBe(false);
+    expect(work.runs).toBe(1);
+  });
+
+  test("a claim left in progress by a request that died is taken over after a minute", async () => {
+    await store.claimIdempotencyKey({ scope: SCOPE, keyHash: hashSecret("k1"), requestHash: hashRequestBody({ a: 1 }), now: NOW, expiresAt: NOW + IDEMPOTENCY_TTL_MS, abandonedBefore: 0 });
+    const work = counter();
+    expect((await problemOf(withIdempotency(store, request("k1", { a: 1 }, NOW + 1000), work.run))).slug).toBe("conflict");
+    expect((await withIdempotency(store, request("k1", { a: 1 }, NOW + IDEMPOTENCY_ABANDONED_MS + 1), work.run)).replayed).toBe(false);
+    expect(work.runs).toBe(1);
+  });
+
+  test("after 24 h the key is forgotten: a new call runs, even with another body", async () => {
+    const work = counter();
+    await withIdempotency(store, request("k1", { a: 1 }), work.run);
+    const later = await withIdempotency(store, request("k1", { a: 2 }, NOW + IDEMPOTENCY_TTL_MS), work.run);
+    expect(later).toMatchObject({ replayed: false, body: { run: 2 } });
+  });
+
+  test("keys are independent per scope", async () => {
+    const work = counter();
+    await withIdempotency(store, request("k1", { a: 1 }), work.run);
+    const other = await withIdempotency(store, { ...request("k1", { a: 1 }), scope: "org_2 POST /api/v1/things" }, work.run);
+    expect(other.replayed).toBe(false);
+    expect(work.runs).toBe(2);
+  });
+
+  test("the stored answer is encrypted, and the key is stored only as a hash", async () => {
+    await withIdempotency(store, request("a-long-random-idempotency-key", { a: 1 }), counter().run);
+    const rows = store.connection.query("SELECT * FROM idempotency_records").all() as Array<Record<string, unknown>>;
+    expect(rows).toHaveLength(1);
+    const row = rows[0]!;
+    expect(row.key_hash).toBe(hashSecret("a-long-random-idempotency-key"));
+    expect(row.response_status).toBe(201);
+    expect(String(row.response_body)).toStartWith("v1.");
+    expect(JSON.stringify(row)).not.toContain("secret-1");
+    expect(JSON.stringify(row)).not.toContain("a-long-random-idempotency-key");
+  });
+
+  test("expired records are swept", async () => {
+    await withIdempotency(store, request("k1", { a: 1 }), counter().run);
+    await withIdempotency(store, request("k2", { a: 1 }, NOW + 1000), counter().run);
+    expect(await store.deleteExpiredIdempotencyRecords(NOW + IDEMPOTENCY_TTL_MS)).toBe(1);
+    expect(await store.deleteExpiredIdempotencyRecords(NOW + IDEMPOTENCY_TTL_MS + 1000)).toBe(1);
+  });
+});

@@ -1,0 +1,41 @@
+import { describe, expect, test } from "bun:test";
+import { MemoryRateLimiter, rateLimitHeaders } from "./rate-limit";
+
+describe("MemoryRateLimiter", () => {
+  test("a fresh key can burst to twice the limit, then is refused until tokens refill", () => {
+    const limiter = new MemoryRateLimiter(5, 1000);
+    const decisions = Array.from({ length: 11 }, () => limiter.take("k", 0));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(10);
+    const refused = decisions[10]!;
+    expect(refused).toMatchObject({ allowed: false, remaining: 0 });
+    expect(refused.retryAfterSeconds).toBe(1);
+    expect(limiter.take("k", 199).allowed).toBe(false);
+    expect(limiter.take("k", 400).allowed).toBe(true);
+  });
+
+  test("keys are limited independently", () => {
+    const limiter = new MemoryRateLimiter(1, 1000);
+    limiter.take("a", 0);
+    limiter.take("a", 0);
+    expect(limiter.take("a", 0).allowed).toBe(false);
+    expect(limiter.take("b", 0).allowed).toBe(true);
+  });
+
+  test("a per-minute limit reports the seconds to wait", () => {
+    const limiter = new MemoryRateLimiter(60, 60_000);
+    for (let i = 0; i < 120; i++) limiter.take("k", 0);
+    const refused = limiter.take("k", 0);
+    expect(refused.allowed).toBe(false);
+    expect(refused.retryAfterSeconds).toBe(1);
+    expect(rateLimitHeaders(limiter, refused)).toEqual({ "ratelimit-policy": '"default";q=60;w=60', ratelimit: '"default";r=0;t=120', "retry-after": "1" });
+  });
+
+  test("prune forgets only keys whose bucket is full again", () => {
+    const limiter = new MemoryRateLimiter(1, 1000);
+    limiter.take("old", 0);
+    limiter.take("new", 5000);
+    limiter.prune(5000);
+    expect(limiter.take("new", 5000).remaining).toBe(0);
+    expect(limiter.take("old", 5000).remaining).toBe(1);
+  });
+});

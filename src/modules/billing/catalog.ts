@@ -1,0 +1,104 @@
+import { readFileSync } from "node:fs";
+import { Type, type Static } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
+import { ConfigError } from "../../config";
+
+const ItemId = Type.String({ pattern: "^[a-z0-9][a-z0-9_-]{0,63}$" });
+const Price = Type.Object(
+  { amount: Type.Integer({ minimum: 0, maximum: 100_000_000 }), currency: Type.String({ pattern: "^[A-Z]{3}$" }) },
+  { additionalProperties: false },
+);
+
+/** The shape of CATALOG_FILE (CONTRACT.md "Billing"); `validityDays` is an optional addition. */
+export const CatalogFileSchema = Type.Object(
+  {
+    packs: Type.Array(
+      Type.Object(
+        {
+          id: ItemId,
+          name: Type.String({ minLength: 1, maxLength: 100 }),
+          credits: Type.Integer({ minimum: 1, maximum: 1_000_000_000 }),
+          price: Price,
+          /** Days the pack's credits stay spendable; absent: they never expire. */
+          validityDays: Type.Optional(Type.Integer({ minimum: 1, maximum: 36_500 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    plans: Type.Array(
+      Type.Object(
+        {
+          id: ItemId,
+          name: Type.String({ minLength: 1, maxLength: 100 }),
+          creditsPerPeriod: Type.Integer({ minimum: 1, maximum: 1_000_000_000 }),
+          interval: Type.Union([Type.Literal("month"), Type.Literal("year")]),
+          price: Price,
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export type CatalogFile = Static<typeof CatalogFileSchema>;
+export type Pack = CatalogFile["packs"][number];
+export type Plan = CatalogFile["plans"][number];
+
+export interface Catalog {
+  packs: Pack[];
+  plans: Plan[];
+}
+
+export const DEFAULT_CATALOG: Catalog = {
+  packs: [
+    { id: "pack-1k", name: "1,000 credits", credits: 1_000, price: { amount: 1_000, currency: "EUR" } },
+    { id: "pack-10k", name: "10,000 credits", credits: 10_000, price: { amount: 8_000, currency: "EUR" } },
+    { id: "pack-100k", name: "100,000 credits", credits: 100_000, price: { amount: 60_000, currency: "EUR" } },
+  ],
+  plans: [
+    { id: "basic-monthly", name: "Basic", creditsPerPeriod: 5_000, interval: "month", price: { amount: 2_900, currency: "EUR" } },
+    { id: "pro-monthly", name: "Pro", creditsPerPeriod: 50_000, interval: "month", price: { amount: 19_900, currency: "EUR" } },
+    { id: "pro-yearly", name: "Pro, yearly", creditsPerPeriod: 600_000, interval: "year", price: { amount: 199_000, currency: "EUR" } },
+  ],
+};
+
+// Intl formats any three capital letters; its list of currencies is the one to check against.
+const CURRENCIES = new Set(Intl.supportedValuesOf("currency"));
+
+/** Checks a parsed catalog; throws ConfigError naming CATALOG_FILE and the first problem. */
+export function validateCatalog(value: unknown, source: string): Catalog {
+  const fail = (message: string): never => {
+    throw new ConfigError("CATALOG_FILE", `${source}: ${message}`);
+  };
+  const error = Value.Errors(CatalogFileSchema, value).First();
+  if (error !== undefined) fail(`${error.path || "/"} ${error.message}`);
+  const catalog = value as CatalogFile;
+  for (const [kind, items] of [["packs", catalog.packs], ["plans", catalog.plans]] as const) {
+    const seen = new Set<string>();
+    items.forEach((item, index) => {
+      if (seen.has(item.id)) fail(`/${kind}/${index}/id "${item.id}" is listed twice`);
+      seen.add(item.id);
+      if (!CURRENCIES.has(item.price.currency)) fail(`/${kind}/${index}/price/currency "${item.price.currency}" is not an ISO 4217 currency`);
+    });
+  }
+  return { packs: catalog.packs, plans: catalog.plans };
+}
+
+/** The catalog of CATALOG_FILE, or the built-in one. Read once at start-up; a bad file stops it. */
+export function loadCatalog(catalogFile: string | null): Catalog {
+  if (catalogFile === null) return DEFAULT_CATALOG;
+  let text: string;
+  try {
+    text = readFileSync(catalogFile, "utf8");
+  } catch (error) {
+    throw new ConfigError("CATALOG_FILE", `cannot read ${catalogFile}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError("CATALOG_FILE", `${catalogFile} is not valid JSON: ${(error as Error).message}`);
+  }
+  return validateCatalog(parsed, catalogFile);
+}

@@ -1,0 +1,126 @@
+// The public API of the service, as the dashboard uses it: same-origin fetch with the session
+// cookie, answers in the dashboard's language, errors as RFC 9457 problems.
+import { language } from "./i18n";
+
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  requestId?: string;
+}
+
+/** A failed call: `problem` is the service's problem body, or null when the service was not reached. */
+export class APIError extends Error {
+  constructor(
+    readonly status: number,
+    readonly problem: Problem | null,
+  ) {
+    super(problem?.detail ?? `HTTP ${status}`);
+  }
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+export interface Money {
+  amount: number;
+  currency: string;
+  formatted: string;
+}
+
+export interface SessionUser {
+  id: string;
+  email: string | null;
+  name: string;
+  organization: { id: string; name: string };
+  role: "owner" | "member";
+}
+
+export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
+
+export interface APIKey {
+  id: string;
+  name: string;
+  keyPrefix: string;
+  status: KeyStatus;
+  createdAt: string;
+  lastUsedAt: string | null;
+  createdBy: { id: string; name: string; email: string | null };
+  replacedBy: string | null;
+}
+
+export interface CreatedKey {
+  key: APIKey;
+  clearKey: string;
+}
+
+export interface Bucket {
+  id: string;
+  source: "pack" | "subscription" | "grant" | "trial";
+  granted: number;
+  remaining: number;
+  expiresAt: string | null;
+  createdAt: string;
+}
+
+export interface Balance {
+  available: number;
+  reserved: number;
+  buckets: Bucket[];
+}
+
+export interface Transaction {
+  id: string;
+  type: string;
+  amount: number;
+  balanceAfter: number;
+  description: string;
+  createdAt: string;
+}
+
+export interface Invoice {
+  id: string;
+  number: string | null;
+  status: "draft" | "open" | "paid" | "void";
+  total: Money;
+  createdAt: string;
+  hostedUrl: string | null;
+  pdfUrl: string | null;
+}
+
+export interface Catalog {
+  creditCost: number;
+  packs: Array<{ id: string; name: string; credits: number; price: Money; validityDays: number | null }>;
+  plans: Array<{ id: string; name: string; creditsPerPeriod: number; interval: "month" | "year"; price: Money }>;
+}
+
+/** Calls `/api/v1<path>`; resolves to the JSON body (null for 204), rejects with an APIError. */
+export async function call<T>(method: "GET" | "POST", path: string, options: { body?: unknown; idempotencyKey?: string } = {}): Promise<T> {
+  const headers: Record<string, string> = { accept: "application/json", "accept-language": language() };
+  if (options.body !== undefined) headers["content-type"] = "application/json";
+  if (options.idempotencyKey !== undefined) headers["idempotency-key"] = options.idempotencyKey;
+  let response: Response;
+  try {
+    response = await fetch(`/api/v1${path}`, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body), credentials: "same-origin" });
+  } catch {
+    throw new APIError(0, null);
+  }
+  if (response.status === 204) return null as T;
+  const body: unknown = await response.json().catch(() => null);
+  if (!response.ok) {
+    const problem = body !== null && typeof body === "object" && typeof (body as Problem).detail === "string" ? (body as Problem) : null;
+    throw new APIError(response.status, problem);
+  }
+  return body as T;
+}
+
+/** A path with its query string, leaving out absent values. */
+export function withQuery(path: string, query: Record<string, string | number | null | undefined>): string {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value !== null && value !== undefined) search.set(name, String(value));
+  const text = search.toString();
+  return text === "" ? path : `${path}?${text}`;
+}

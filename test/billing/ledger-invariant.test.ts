@@ -1,0 +1,150 @@
+import { describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import type { SQLiteStore } from "../../src/db/sqlite-store";
+import { newId } from "../../src/lib/ids";
+import { completeLocalOrder } from "../../src/modules/billing/service";
+import { createTestContext, ledgerSum, type TestContext } from "../helpers";
+
+const MINUTE = 60_000;
+
+type Operation =
+  | { kind: "grant"; amount: number; expiresInMinutes: number | null }
+  | { kind: "buyPack"; credits: number; price: number; payTwice: boolean }
+  | { kind: "subscribe"; credits: number }
+  | { kind: "reserve"; amount: number }
+  | { kind: "commit"; pick: number }
+  | { kind: "release"; pick: number }
+  | { kind: "refund"; pick: number; percent: number }
+  | { kind: "advance"; minutes: number }
+  | { kind: "expiryJob" }
+  | { kind: "renewalJob" };
+
+const operation: fc.Arbitrary<Operation> = fc.oneof(
+  fc.record({ kind: fc.constant("grant" as const), amount: fc.integer({ min: 1, max: 200 }), expiresInMinutes: fc.option(fc.integer({ min: 1, max: 600 }), { nil: null }) }),
+  fc.record({ kind: fc.constant("buyPack" as const), credits: fc.integer({ min: 1, max: 500 }), price: fc.integer({ min: 0, max: 5000 }), payTwice: fc.boolean() }),
+  fc.record({ kind: fc.constant("subscribe" as const), credits: fc.integer({ min: 1, max: 300 }) }),
+  fc.record({ kind: fc.constant("reserve" as const), amount: fc.integer({ min: 1, max: 150 }) }),
+  fc.record({ kind: fc.constant("commit" as const), pick: fc.nat() }),
+  fc.record({ kind: fc.constant("release" as const), pick: fc.nat() }),
+  fc.record({ kind: fc.constant("refund" as const), pick: fc.nat(), percent: fc.integer({ min: 1, max: 100 }) }),
+  fc.record({ kind: fc.constant("advance" as const), minutes: fc.integer({ min: 1, max: 60 * 24 * 20 }) }),
+  fc.constant({ kind: "expiryJob" as const }),
+  fc.constant({ kind: "renewalJob" as const }),
+);
+
+interface Model {
+  reservations: string[];
+  payments: Array<{ ref: string; amount: number; refunded: number }>;
+}
+
+async function apply(context: TestContext, organizationId: string, model: Model, op: Operation): Promise<void> {
+  const { store, clock } = context;
+  const now = clock.now();
+  switch (op.kind) {
+    case "grant":
+      await store.grantCredits({ organizationId, source: "grant", type: "grant", amount: op.amount, expiresAt: op.expiresInMinutes === null ? null : now + op.expiresInMinutes * MINUTE, description: "grant", now });
+      return;
+    case "buyPack":
+    case "subscribe": {
+      const id = newId("ord", now);
+      const isPack = op.kind === "buyPack";
+      await store.createOrder({
+        id,
+        organizationId,
+        userId: null,
+        kind: isPack ? "pack" : "subscription",
+        itemId: isPack ? "pack" : "plan",
+        itemName: isPack ? "Pack" : "Plan",
+        credits: op.credits,
+        interval: isPack ? null : "month",
+        validityDays: isPack && op.credits % 2 === 0 ? 7 : null,
+        amount: isPack ? op.price : 1000,
+        currency: "EUR",
+        provider: "local",
+        providerRef: null,
+        successUrl: null,
+        cancelUrl: null,
+        createdAt: now,
+      });
+      const first = await completeLocalOrder({ store, clock }, id);
+      expect(first.applied).toBe(true);
+      if (isPack && op.payTwice) expect((await completeLocalOrder({ store, clock }, id)).applied).toBe(false);
+      model.payments.push({ ref: id, amount: isPack ? op.price : 1000, refunded: 0 });
+      return;
+    }
+    case "reserve": {
+      const reservation = await store.reserveCredits({ organizationId, amount: op.amount, keyId: null, requestId: newId("req", now), now });
+      if (reservation.ok) model.reservations.push(reservation.reservationId);
+      return;
+    }
+    case "commit":
+    case "release": {
+      if (model.reservations.length === 0) return;
+      const [id] = model.reservations.splice(op.pick % model.reservations.length, 1);
+      const done = op.kind === "commit" ? await store.commitReservation(id!, { gtin: null, description: "usage", now }) : await store.releaseReservation(id!);
+      expect(done).toBe(true);
+      return;
+    }
+    case "refund": {
+      if (model.payments.length === 0) return;
+      const payment = model.payments[op.pick % model.payments.length]!;
+      payment.refunded = Math.max(payment.refunded, Math.ceil((payment.amount * op.percent) / 100));
+      await store.refundPayment({ event: null, ref: payment.ref, refundedAmount: payment.refunded, description: "refund", now });
+      return;
+    }
+    case "advance":
+      clock.advance(op.minutes * MINUTE);
+      return;
+    case "expiryJob":
+      await store.expireBuckets(now);
+      return;
+    case "renewalJob":
+      await context.services.payments.renewSubscriptions(now);
+      return;
+  }
+}
+
+/** CONTRACT.md: available + reserved = sum of all transaction amounts, and no bucket below zero. */
+async function checkInvariant(context: TestContext, organizationId: string): Promise<void> {
+  const balance = await context.store.getBalance(organizationId, context.clock.now());
+  const sum = await ledgerSum(context.store, organizationId);
+  expect(balance.available + balance.reserved).toBe(sum);
+  const database = (context.store as SQLiteStore).connection;
+  const negative = database.query("SELECT count(*) AS n FROM credit_buckets WHERE organization_id = ? AND remaining < 0").get(organizationId) as { n: number };
+  expect(negative.n).toBe(0);
+  const running = database.query("SELECT ledger_balance AS value FROM organizations WHERE id = ?").get(organizationId) as { value: number };
+  expect(running.value).toBe(sum);
+  // balanceAfter of each row is the running sum up to it, oldest first.
+  const rows = database.query("SELECT amount, balance_after AS after FROM credit_transactions WHERE organization_id = ? ORDER BY created_at, id").all(organizationId) as Array<{ amount: number; after: number }>;
+  let runningSum = 0;
+  for (const row of rows) {
+    runningSum += row.amount;
+    expect(row.after).toBe(runningSum);
+  }
+}
+
+describe("the ledger invariant", () => {
+  test("holds after any sequence of grants, purchases, subscriptions, usage, expiries, renewals and refunds", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(operation, { minLength: 1, maxLength: 40 }), async (operations) => {
+        const context = await createTestContext();
+        try {
+          const organization = await context.store.createOrganization({ name: "prop", now: context.clock.now() });
+          const bystander = await context.store.createOrganization({ name: "bystander", now: context.clock.now() });
+          await context.store.grantCredits({ organizationId: bystander.id, source: "grant", type: "grant", amount: 17, expiresAt: null, description: "untouched", now: context.clock.now() });
+          const model: Model = { reservations: [], payments: [] };
+          for (const op of operations) {
+            await apply(context, organization.id, model, op);
+            await checkInvariant(context, organization.id);
+          }
+          // Nothing that happened to one organization moved another's credits.
+          expect((await context.store.getBalance(bystander.id, context.clock.now())).available).toBe(17);
+          await checkInvariant(context, bystander.id);
+        } finally {
+          await context.close();
+        }
+      }),
+      { numRuns: 60 },
+    );
+  }, 60_000);
+});

@@ -1,0 +1,100 @@
+// The security cases every session-only endpoint shares (CONTRACT.md "Which credential each endpoint
+// takes"), written once: call sessionOnlySecurityTests inside the endpoint's describe().
+import { describe, expect, test } from "bun:test";
+import { SQLiteStore } from "../src/db/sqlite-store";
+import { SYSTEM_USER_ID } from "../src/db/store";
+import { createApiKey } from "../src/modules/keys/service";
+import { json, signIn, type TestContext } from "./helpers";
+
+export interface SessionEndpoint {
+  method: "GET" | "POST";
+  /** Called inside each test, after the fixture exists (paths may name fixture ids). */
+  path: () => string;
+  body?: () => unknown;
+}
+
+const PUBLIC_ORIGIN = "http://localhost:8080";
+const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+function send(context: TestContext, endpoint: SessionEndpoint, headers: Record<string, string>): Promise<Response> {
+  const body = endpoint.body?.();
+  return context.request(endpoint.path(), {
+    method: endpoint.method,
+    headers: { ...headers, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+async function expectUnauthorized(response: Response): Promise<void> {
+  expect(response.status).toBe(401);
+  expect(response.headers.get("content-type")).toBe("application/problem+json");
+  const body = await json(response);
+  expect(body).toMatchObject({ title: "Unauthorized", status: 401 });
+  expect(body.type).toEndWith("/unauthorized");
+}
+
+/** no credential, wrong credentials, an API key instead of a session, expired or ended sessions, and cross-site requests. */
+export function sessionOnlySecurityTests(endpoint: SessionEndpoint, currentContext: () => TestContext): void {
+  describe("security", () => {
+    test("without any credential it answers 401 unauthorized", async () => {
+      await expectUnauthorized(await send(currentContext(), endpoint, {}));
+    });
+
+    test("with a session token nobody issued it answers 401 unauthorized", async () => {
+      await expectUnauthorized(await send(currentContext(), endpoint, { cookie: "session=ses_0000000000000nosuchsession.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" }));
+      await expectUnauthorized(await send(currentContext(), endpoint, { cookie: "session=garbage" }));
+    });
+
+    test("with a real session id but a wrong secret it answers 401 unauthorized", async () => {
+      const session = await signIn(currentContext(), "wrong-secret@example.com");
+      const [id] = session.token.split(".");
+      await expectUnauthorized(await send(currentContext(), endpoint, { cookie: `session=${id}.${"b".repeat(52)}` }));
+    });
+
+    test("with an API key of the user's own organization instead of a session it answers 401 unauthorized", async () => {
+      const context = currentContext();
+      const session = await signIn(context, "key-holder@example.com");
+      await context.store.ensureSystemUser(context.clock.now());
+      const created = await createApiKey(context.store, { organizationId: session.organizationId, name: "k", createdBy: SYSTEM_USER_ID, keyPrefix: context.services.config.keyPrefix, now: context.clock.now() });
+      await expectUnauthorized(await send(context, endpoint, { authorization: `Bearer ${created.clearKey}` }));
+    });
+
+    test("with a session that expired after 24 h it answers 401 unauthorized", async () => {
+      const context = currentContext();
+      const session = await signIn(context, "expired@example.com");
+      context.clock.advance(24 * 3_600_000);
+      await expectUnauthorized(await send(context, endpoint, session.headers));
+    });
+
+    test("with a session that was signed out it answers 401 unauthorized", async () => {
+      const context = currentContext();
+      const session = await signIn(context, "signed-out@example.com");
+      await context.store.revokeSession(session.token.split(".")[0]!, context.clock.now());
+      await expectUnauthorized(await send(context, endpoint, session.headers));
+    });
+
+    if (UNSAFE.has(endpoint.method)) {
+      test("with a valid cookie but an Origin other than PUBLIC_URL it answers 403 forbidden", async () => {
+        const context = currentContext();
+        const session = await signIn(context, "csrf@example.com");
+        const response = await send(context, endpoint, { ...session.headers, origin: "https://evil.example.com" });
+        expect(response.status).toBe(403);
+        expect((await json(response)).type).toEndWith("/forbidden");
+      });
+
+      test("with a valid cookie and Sec-Fetch-Site: cross-site it answers 403 forbidden", async () => {
+        const context = currentContext();
+        const session = await signIn(context, "csrf-fetch-site@example.com");
+        const response = await send(context, endpoint, { ...session.headers, "sec-fetch-site": "cross-site", origin: PUBLIC_ORIGIN });
+        expect(response.status).toBe(403);
+      });
+    }
+  });
+}
+
+/** Every text value stored anywhere in the database, to prove a secret is not among them. */
+export function storedText(context: TestContext): string {
+  const connection = (context.store as SQLiteStore).connection;
+  const tables = connection.query("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>;
+  return tables.map(({ name }) => JSON.stringify(connection.query(`SELECT * FROM "${name}"`).all())).join("\n");
+}
