@@ -8,5 +8,5 @@ export const sqliteMigrations: EmbeddedMigration[] = [
 ];
 
 export const postgresMigrations: EmbeddedMigration[] = [
-  { tag: "0000_init", when: 1795324950461, breakpoints: true, sql: postgres0 },
+  { tag: "0000_init", when: 1795327179046, breakpoints: true, sql: postgres0 },
 ];

@@ -3,15 +3,31 @@ import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
 import { newId } from "../lib/ids";
+import type {
+  CompleteOrderInput,
+  CompleteOrderResult,
+  CreditGrant,
+  InvoiceInput,
+  InvoiceRecord,
+  NewOrder,
+  Order,
+  PaymentInput,
+  ProviderEvent,
+  RenewSubscriptionInput,
+  SubscriptionRecord,
+} from "./billing-records";
+import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import { applyPostgresMigrations } from "./migrate";
 import { openPostgresClient } from "./postgres-client";
 import * as schema from "./schema/postgres";
-import { SYSTEM_USER_ID } from "./store";
+import { STALE_RESERVATION_MS, SYSTEM_USER_ID } from "./store";
 import type {
   ApiKeyRecord,
   Balance,
   Bucket,
   FeedRecord,
+  IdempotencyClaim,
+  Invitation,
   KeyCredential,
   LedgerTransaction,
   NewApiKey,
@@ -20,14 +36,19 @@ import type {
   Page,
   ProductRecord,
   Reservation,
+  SessionRecord,
   SessionWithUser,
+  SignInOutcome,
   Store,
   TransactionQuery,
+  UsageRecord,
   User,
 } from "./store";
 import { page } from "./sqlite-store";
 
 const { organizations, users, sessions, apiKeys, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
+const { invitations, idempotencyRecords } = schema;
+const { orders, subscriptions, invoices, payments, providerEvents } = schema;
 
 type DB = PostgresJsDatabase<typeof schema>;
 type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
@@ -67,6 +88,8 @@ const FEFO = [sql`${creditBuckets.expiresAt} ASC NULLS LAST`, asc(creditBuckets.
 const INSERT_CHUNK = 1000;
 /** A transaction that lost a deadlock or a serialization check is run again, this many times at most. */
 const TRANSACTION_ATTEMPTS = 3;
+/** First key of the invoice-numbering advisory lock ("invs"); the second is the schema. */
+const INVOICE_LOCK_NAMESPACE = 0x696e7673;
 
 export class PostgresStore implements Store {
   readonly dialect = "postgres";
@@ -357,22 +380,26 @@ export class PostgresStore implements Store {
     });
   }
 
+  /** Inserts a bucket and its ledger row inside `tx`. */
+  private async insertGrant(tx: Tx, organizationId: string, grant: CreditGrant, now: number): Promise<Bucket> {
+    const bucket: Bucket = {
+      id: newId("bkt", now),
+      organizationId,
+      source: grant.source,
+      granted: grant.amount,
+      remaining: grant.amount,
+      expiresAt: grant.expiresAt,
+      createdAt: now,
+    };
+    await tx.insert(creditBuckets).values(bucket);
+    await this.appendLedger(tx, { organizationId, type: grant.type, amount: grant.amount, bucketId: bucket.id, description: grant.description, createdAt: now });
+    return bucket;
+  }
+
   // Invariant: a bucket and its ledger row are written together; ledger sum = available + reserved.
   async grantCredits(input: Parameters<Store["grantCredits"]>[0]): Promise<Bucket> {
-    const bucket: Bucket = {
-      id: newId("bkt", input.now),
-      organizationId: input.organizationId,
-      source: input.source,
-      granted: input.amount,
-      remaining: input.amount,
-      expiresAt: input.expiresAt,
-      createdAt: input.now,
-    };
-    await this.transaction(async (tx) => {
-      await tx.insert(creditBuckets).values(bucket);
-      await this.appendLedger(tx, { organizationId: input.organizationId, type: input.type, amount: input.amount, bucketId: bucket.id, description: input.description, createdAt: input.now });
-    });
-    return bucket;
+    const { organizationId, now, ...grant } = input;
+    return this.transaction((tx) => this.insertGrant(tx, organizationId, grant, now));
   }
 
   /**
@@ -393,21 +420,21 @@ export class PostgresStore implements Store {
         ),
       );
     let written = 0;
-    for (const { id } of expired) {
-      const wroteOff = await this.transaction(async (tx) => {
-        const [bucket] = await tx
-          .select({ organizationId: creditBuckets.organizationId, remaining: creditBuckets.remaining })
-          .from(creditBuckets)
-          .where(and(eq(creditBuckets.id, id), gt(creditBuckets.remaining, 0)))
-          .for("update");
-        if (bucket === undefined) return false;
-        await tx.update(creditBuckets).set({ remaining: 0 }).where(eq(creditBuckets.id, id));
-        await this.appendLedger(tx, { organizationId: bucket.organizationId, type: "expiry", amount: -bucket.remaining, bucketId: id, description: "Expired credits written off", createdAt: now });
-        return true;
-      });
-      if (wroteOff) written++;
-    }
+    for (const { id } of expired) if (await this.transaction((tx) => this.writeOffBucket(tx, id, now))) written++;
     return written;
+  }
+
+  /** Locks an expired bucket, reads it again and writes off what it still holds, inside `tx`; false when nothing was left. */
+  private async writeOffBucket(tx: Tx, id: string, now: number): Promise<boolean> {
+    const [bucket] = await tx
+      .select({ organizationId: creditBuckets.organizationId, remaining: creditBuckets.remaining })
+      .from(creditBuckets)
+      .where(and(eq(creditBuckets.id, id), gt(creditBuckets.remaining, 0), lte(creditBuckets.expiresAt, now)))
+      .for("update");
+    if (bucket === undefined) return false;
+    await tx.update(creditBuckets).set({ remaining: 0 }).where(eq(creditBuckets.id, id));
+    await this.appendLedger(tx, { organizationId: bucket.organizationId, type: "expiry", amount: -bucket.remaining, bucketId: id, description: "Expired credits written off", createdAt: now });
+    return true;
   }
 
   // The three statements of every billed request (reserve, then commit or release) are each one
@@ -462,7 +489,8 @@ export class PostgresStore implements Store {
   // Invariant: deleting the reservation row is what claims it, so of a commit, a release and a
   // sweep racing on one reservation exactly one wins. The usage row and the running ledger sum are
   // written by the same statement; the organization's row lock orders balanceAfter across instances.
-  async commitReservation(reservationId: string, usage: { gtin: string | null; description: string; now: number }): Promise<boolean> {
+  async commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
+    const idempotency = usage.idempotency ?? null;
     const committed = await retrying(
       () => this.client`
         WITH claimed AS (
@@ -473,6 +501,10 @@ export class PostgresStore implements Store {
           UPDATE organizations SET ledger_balance = organizations.ledger_balance - claimed.amount
           FROM claimed WHERE organizations.id = claimed.organization_id
           RETURNING organizations.ledger_balance
+        ),
+        completed AS (
+          UPDATE idempotency_records SET status = 'done', response_status = ${idempotency?.responseStatus ?? null}, response_body = ${idempotency?.responseBody ?? null}
+          FROM claimed WHERE idempotency_records.scope = ${idempotency?.scope ?? null} AND idempotency_records.key_hash = ${idempotency?.keyHash ?? null}
         )
         INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
         SELECT ${newId("txn", usage.now)}, claimed.organization_id, 'usage', -claimed.amount, moved.ledger_balance,
@@ -498,6 +530,14 @@ export class PostgresStore implements Store {
         SELECT count(*)::int AS released, set_config('synchronous_commit', 'off', true) AS async_commit FROM claimed`,
     );
     return row!.released === 1;
+  }
+
+  /**
+   * Other instances may be serving: only reservations old enough to belong to a dead request are
+   * given back. Idempotency claims are left alone; an abandoned one ages out (abandonedBefore).
+   */
+  async recoverInFlightWork(now: number): Promise<void> {
+    await this.releaseStaleReservations(now - STALE_RESERVATION_MS);
   }
 
   /** Gives back the credits of reservations left behind by an instance that died mid-request. */
@@ -532,7 +572,12 @@ export class PostgresStore implements Store {
     // One snapshot for buckets and reservations, so a request committing meanwhile is counted once.
     return this.transaction(
       async (tx) => {
-        const buckets = await tx.select().from(creditBuckets).where(eq(creditBuckets.organizationId, organizationId)).orderBy(...FEFO);
+        // Spent, written-off and clawed-back buckets are history: the ledger tells it, the balance does not list them.
+        const buckets = await tx
+          .select()
+          .from(creditBuckets)
+          .where(and(eq(creditBuckets.organizationId, organizationId), gt(creditBuckets.remaining, 0)))
+          .orderBy(...FEFO);
         const [held] = await tx
           .select({ reserved: sql<number>`coalesce(sum(${reservations.amount}), 0)`.mapWith(Number) })
           .from(reservations)
@@ -544,22 +589,35 @@ export class PostgresStore implements Store {
     );
   }
 
+  // Keyset pages on (createdAt, id), newest first: the upper bound merges the cursor and `to` into
+  // one row-value comparison, which the (org, createdAt, id) and (org, type, createdAt, id) indexes range over.
   async listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>> {
+    let before: { createdAt: number; id: string } | null = null;
+    if (query.after !== undefined) {
+      before = decodeLedgerCursor(query.after);
+      if (before === null) throw new Error("listTransactions: malformed cursor");
+    }
+    // created_at < to  ⇔  (created_at, id) < (to, ""), since every id sorts after "".
+    if (query.to !== undefined && (before === null || query.to < before.createdAt || (query.to === before.createdAt && before.id !== ""))) {
+      before = { createdAt: query.to, id: "" };
+    }
+    const types = query.types ?? [];
     const rows = await this.db
       .select()
       .from(creditTransactions)
       .where(
         and(
           eq(creditTransactions.organizationId, organizationId),
-          query.after ? lt(creditTransactions.id, query.after) : undefined,
-          query.types?.length ? inArray(creditTransactions.type, query.types) : undefined,
+          types.length === 0 ? undefined : types.length === 1 ? eq(creditTransactions.type, types[0]!) : inArray(creditTransactions.type, types),
+          before === null ? undefined : sql`(${creditTransactions.createdAt}, ${creditTransactions.id}) < (${before.createdAt}, ${before.id})`,
           query.from === undefined ? undefined : gte(creditTransactions.createdAt, query.from),
-          query.to === undefined ? undefined : lt(creditTransactions.createdAt, query.to),
         ),
       )
-      .orderBy(desc(creditTransactions.id))
+      .orderBy(desc(creditTransactions.createdAt), desc(creditTransactions.id))
       .limit(query.limit + 1);
-    return page(rows, query.limit);
+    const items = rows.slice(0, query.limit);
+    const last = items[items.length - 1];
+    return { items, nextCursor: rows.length > query.limit && last ? encodeLedgerCursor(last) : null };
   }
 
   async expireBuckets(now: number): Promise<number> {
@@ -570,6 +628,414 @@ export class PostgresStore implements Store {
   private lazy<T>(build: () => T): () => T {
     let value: T | undefined;
     return () => (value ??= build());
+  }
+
+  // --- sessions, sign-in and invitations (issue 3) ---
+
+  // Invariant: one transaction decides; two first sign-ins of one identity racing on two instances
+  // collide on the unique subject (or email) index, and the loser runs again and finds the winner's user.
+  async signInSubject(input: Parameters<Store["signInSubject"]>[0]): Promise<SignInOutcome> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.transaction(async (tx): Promise<SignInOutcome> => {
+          const [existing] = await tx.select().from(users).where(eq(users.subject, input.subject));
+          if (existing !== undefined) return { outcome: "existing", user: existing };
+          const [taken] = await tx.select({ id: users.id }).from(users).where(eq(users.email, input.email));
+          if (taken !== undefined) return { outcome: "email-taken" };
+
+          // Deleting the invitation is what claims it: of two sign-ins racing for it, one gets the row.
+          const [invitation] = await tx.delete(invitations).where(eq(invitations.email, input.email)).returning();
+          let organizationId: string;
+          if (invitation !== undefined) {
+            organizationId = invitation.organizationId;
+          } else {
+            organizationId = newId("org", input.now);
+            await tx.insert(organizations).values({ id: organizationId, name: input.newOrganizationName, createdAt: input.now });
+            if (input.trialCredits > 0) {
+              await this.insertGrant(tx, organizationId, { source: "trial", type: "trial", amount: input.trialCredits, expiresAt: null, description: "Trial credits" }, input.now);
+            }
+          }
+          const user: User = {
+            id: newId("usr", input.now),
+            email: input.email,
+            name: input.name,
+            subject: input.subject,
+            organizationId,
+            role: invitation?.role ?? "owner",
+            createdAt: input.now,
+          };
+          await tx.insert(users).values(user);
+          return { outcome: invitation !== undefined ? "joined" : "created", user };
+        });
+      } catch (error) {
+        if (attempt >= TRANSACTION_ATTEMPTS || !isUniqueViolation(error)) throw error;
+      }
+    }
+  }
+
+  async getUserByEmail(email: string): Promise<User | null> {
+    const [user] = await this.db.select().from(users).where(eq(users.email, email));
+    return user ?? null;
+  }
+
+  async insertSession(session: SessionRecord): Promise<void> {
+    await this.db.insert(sessions).values(session);
+  }
+
+  // Invariant: the conditional update on the current token hash lets one of two concurrent refreshes win.
+  async rotateSessionToken(input: Parameters<Store["rotateSessionToken"]>[0]): Promise<SessionRecord | null> {
+    const [row] = await this.db
+      .update(sessions)
+      .set({ tokenHash: input.newTokenHash, expiresAt: input.expiresAt })
+      .where(
+        and(
+          eq(sessions.id, input.id),
+          eq(sessions.tokenHash, input.currentTokenHash),
+          isNull(sessions.revokedAt),
+          gt(sessions.expiresAt, input.now),
+          gt(sessions.absoluteExpiresAt, input.now),
+        ),
+      )
+      .returning();
+    return row ?? null;
+  }
+
+  async revokeSession(id: string, now: number): Promise<boolean> {
+    const changed = await this.db
+      .update(sessions)
+      .set({ revokedAt: now })
+      .where(and(eq(sessions.id, id), isNull(sessions.revokedAt)))
+      .returning({ id: sessions.id });
+    return changed.length === 1;
+  }
+
+  async upsertInvitation(invitation: Invitation): Promise<Invitation> {
+    await this.db
+      .insert(invitations)
+      .values(invitation)
+      .onConflictDoUpdate({ target: invitations.email, set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt } });
+    return invitation;
+  }
+
+  // --- idempotency records (issue 3) ---
+
+  // Invariant: one statement claims: the insert, or the takeover of an expired or abandoned record
+  // (a conditional update of the conflicting row, which PostgreSQL re-checks under its row lock), so
+  // of two instances claiming one key at once exactly one gets it.
+  async claimIdempotencyKey(input: Parameters<Store["claimIdempotencyKey"]>[0]): Promise<IdempotencyClaim> {
+    const claim = {
+      scope: input.scope,
+      keyHash: input.keyHash,
+      requestHash: input.requestHash,
+      status: "in-progress" as const,
+      responseStatus: null,
+      responseBody: null,
+      createdAt: input.now,
+      expiresAt: input.expiresAt,
+    };
+    for (let attempt = 1; ; attempt++) {
+      const claimed = await this.db
+        .insert(idempotencyRecords)
+        .values(claim)
+        .onConflictDoUpdate({
+          target: [idempotencyRecords.scope, idempotencyRecords.keyHash],
+          set: {
+            requestHash: sql`excluded.request_hash`,
+            status: sql`excluded.status`,
+            responseStatus: sql`NULL`,
+            responseBody: sql`NULL`,
+            createdAt: sql`excluded.created_at`,
+            expiresAt: sql`excluded.expires_at`,
+          },
+          setWhere: or(
+            lte(idempotencyRecords.expiresAt, input.now),
+            and(eq(idempotencyRecords.status, "in-progress"), lt(idempotencyRecords.createdAt, input.abandonedBefore)),
+          ),
+        })
+        .returning({ scope: idempotencyRecords.scope });
+      if (claimed.length === 1) return { claimed: true };
+      const [record] = await this.db
+        .select()
+        .from(idempotencyRecords)
+        .where(and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash)));
+      if (record !== undefined) return { claimed: false, record };
+      // The record was released between the two statements: claim again.
+      if (attempt >= TRANSACTION_ATTEMPTS) throw new Error("claimIdempotencyKey: the record keeps changing");
+    }
+  }
+
+  async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
+    await this.db
+      .update(idempotencyRecords)
+      .set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody })
+      .where(and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash)));
+  }
+
+  async releaseIdempotencyKey(scope: string, keyHash: string): Promise<void> {
+    await this.db
+      .delete(idempotencyRecords)
+      .where(and(eq(idempotencyRecords.scope, scope), eq(idempotencyRecords.keyHash, keyHash), eq(idempotencyRecords.status, "in-progress")));
+  }
+
+  async deleteExpiredIdempotencyRecords(now: number): Promise<number> {
+    const deleted = await this.db.delete(idempotencyRecords).where(lte(idempotencyRecords.expiresAt, now)).returning({ scope: idempotencyRecords.scope });
+    return deleted.length;
+  }
+
+  // --- billing ---
+
+  async createOrder(order: NewOrder): Promise<Order> {
+    const [created] = await this.db.insert(orders).values({ ...order, status: "pending" }).returning();
+    return created!;
+  }
+
+  async getOrder(id: string): Promise<Order | null> {
+    const [order] = await this.db.select().from(orders).where(eq(orders.id, id));
+    return order ?? null;
+  }
+
+  async findOrderByProviderRef(providerRef: string): Promise<Order | null> {
+    const [order] = await this.db.select().from(orders).where(eq(orders.providerRef, providerRef));
+    return order ?? null;
+  }
+
+  async listOrders(query: { organizationId?: string; limit: number; after?: string }): Promise<Page<Order>> {
+    const rows = await this.db
+      .select()
+      .from(orders)
+      .where(and(query.organizationId ? eq(orders.organizationId, query.organizationId) : undefined, query.after ? lt(orders.id, query.after) : undefined))
+      .orderBy(desc(orders.id))
+      .limit(query.limit + 1);
+    return page(rows, query.limit);
+  }
+
+  /**
+   * Inserts the event row inside `tx`; false when it was already there (the event was applied
+   * before). An instance inserting the same id meanwhile makes this wait for its outcome.
+   */
+  private async claimEvent(tx: Tx, event: ProviderEvent | null, now: number): Promise<boolean> {
+    if (event === null) return true;
+    const inserted = await tx.insert(providerEvents).values({ id: event.id, type: event.type, receivedAt: now }).onConflictDoNothing().returning({ id: providerEvents.id });
+    return inserted.length === 1;
+  }
+
+  private async insertPayment(tx: Tx, organizationId: string, bucket: Bucket, payment: PaymentInput, now: number): Promise<void> {
+    await tx
+      .insert(payments)
+      .values({ ref: payment.ref, organizationId, bucketId: bucket.id, credits: bucket.granted, amount: payment.amount, currency: payment.currency, createdAt: now })
+      .onConflictDoNothing();
+  }
+
+  /**
+   * A paid invoice with the next number. Numbers have no gaps: the sequence is taken under a
+   * transaction-scoped advisory lock (per schema), held until commit, so instances take turns and
+   * each reads the previous holder's committed invoice; the unique index backs it.
+   */
+  private async insertInvoice(tx: Tx, organizationId: string, input: InvoiceInput & { orderId: string | null; subscriptionId: string | null }, now: number): Promise<InvoiceRecord> {
+    await tx.execute(sql`SELECT pg_advisory_xact_lock(${INVOICE_LOCK_NAMESPACE}, hashtext(current_schema()))`);
+    const [last] = await tx.select({ last: sql<number>`coalesce(max(${invoices.sequence}), 0)`.mapWith(Number) }).from(invoices);
+    const sequence = last!.last + 1;
+    const [invoice] = await tx
+      .insert(invoices)
+      .values({ id: newId("inv", now), organizationId, sequence, number: `INV-${String(sequence).padStart(6, "0")}`, status: "paid", ...input, createdAt: now, paidAt: now })
+      .returning(this.invoiceColumns);
+    return invoice!;
+  }
+
+  // Invariant: an order is completed once. The conditional pending → completed update (and, for a
+  // provider event, the event row) commit with the grant, so a second completion, on any instance,
+  // waits for the first and then writes nothing.
+  async completeOrder(input: CompleteOrderInput): Promise<CompleteOrderResult> {
+    const { now } = input;
+    return this.transaction(async (tx): Promise<CompleteOrderResult> => {
+      const unchanged = async () => {
+        const [current] = await tx.select().from(orders).where(eq(orders.id, input.orderId));
+        return { applied: false, order: current ?? null, bucket: null, invoice: null, subscription: null };
+      };
+      if (!(await this.claimEvent(tx, input.event, now))) return unchanged();
+      const [order] = await tx
+        .update(orders)
+        .set({ status: "completed", completedAt: now })
+        .where(and(eq(orders.id, input.orderId), eq(orders.status, "pending")))
+        .returning();
+      if (order === undefined) return unchanged();
+      const bucket = input.grant === null ? null : await this.insertGrant(tx, order.organizationId, input.grant, now);
+      if (bucket !== null && input.payment !== null) await this.insertPayment(tx, order.organizationId, bucket, input.payment, now);
+      let subscription: SubscriptionRecord | null = null;
+      if (input.subscription !== null) {
+        const [created] = await tx
+          .insert(subscriptions)
+          .values({
+            id: newId("sub", now),
+            organizationId: order.organizationId,
+            orderId: order.id,
+            planId: order.itemId,
+            planName: order.itemName,
+            creditsPerPeriod: order.credits,
+            interval: order.interval ?? "month",
+            amount: order.amount,
+            currency: order.currency,
+            status: "active",
+            startedAt: now,
+            currentPeriodStart: now,
+            currentPeriodEnd: input.subscription.periodEnd,
+            createdAt: now,
+          })
+          .returning();
+        subscription = created!;
+      }
+      const invoice =
+        input.invoice === null ? null : await this.insertInvoice(tx, order.organizationId, { ...input.invoice, orderId: order.id, subscriptionId: subscription?.id ?? null }, now);
+      return { applied: true, order, bucket, invoice, subscription };
+    });
+  }
+
+  // Invariant: the event row and the grant commit together, so a redelivered event grants nothing.
+  async applyPaidGrant(input: { event: ProviderEvent; organizationId: string; grant: CreditGrant; payment: PaymentInput; now: number }): Promise<{ applied: boolean; bucket: Bucket | null }> {
+    return this.transaction(async (tx) => {
+      if (!(await this.claimEvent(tx, input.event, input.now))) return { applied: false, bucket: null };
+      const bucket = await this.insertGrant(tx, input.organizationId, input.grant, input.now);
+      await this.insertPayment(tx, input.organizationId, bucket, input.payment, input.now);
+      return { applied: true, bucket };
+    });
+  }
+
+  // Invariant: a refund takes only what its bucket still holds (never below zero), with one `refund`
+  // ledger row; the payment's refunded amount only moves forward, so no refund is taken twice. The
+  // payment row is locked first, so concurrent refunds of one payment take turns; the bucket is
+  // locked before it is read. Credits reserved by requests in flight are already out of the bucket.
+  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }) {
+    return this.transaction(async (tx) => {
+      const none = { applied: false, clawedBack: 0, organizationId: null };
+      const [payment] = await tx.select().from(payments).where(eq(payments.ref, input.ref)).for("update");
+      if (payment === undefined || !(await this.claimEvent(tx, input.event, input.now))) return none;
+      const refundedAmount = Math.min(input.refundedAmount, payment.amount);
+      if (refundedAmount <= payment.refundedAmount) return { ...none, organizationId: payment.organizationId };
+      // Credits in proportion to the money refunded (all of them for a full refund), in integers.
+      const refundedCredits =
+        refundedAmount === payment.amount || payment.amount === 0 ? payment.credits : Number((BigInt(payment.credits) * BigInt(refundedAmount)) / BigInt(payment.amount));
+      await tx.update(payments).set({ refundedAmount, refundedCredits }).where(eq(payments.ref, payment.ref));
+      // Credits past their expiry are not the customer's any more: write them off first, as expiry.
+      const expired = await tx
+        .select({ id: creditBuckets.id })
+        .from(creditBuckets)
+        .where(and(eq(creditBuckets.organizationId, payment.organizationId), gt(creditBuckets.remaining, 0), lte(creditBuckets.expiresAt, input.now)))
+        .orderBy(asc(creditBuckets.id));
+      for (const { id } of expired) await this.writeOffBucket(tx, id, input.now);
+      const [bucket] = await tx.select({ remaining: creditBuckets.remaining }).from(creditBuckets).where(eq(creditBuckets.id, payment.bucketId)).for("update");
+      const take = Math.min(Math.max(refundedCredits - payment.refundedCredits, 0), bucket!.remaining);
+      if (take > 0) {
+        await tx
+          .update(creditBuckets)
+          .set({ remaining: sql`${creditBuckets.remaining} - ${take}` })
+          .where(eq(creditBuckets.id, payment.bucketId));
+        await this.appendLedger(tx, { organizationId: payment.organizationId, type: "refund", amount: -take, bucketId: payment.bucketId, description: input.description, createdAt: input.now });
+      }
+      return { applied: true, clawedBack: take, organizationId: payment.organizationId };
+    });
+  }
+
+  async hasPayment(ref: string): Promise<boolean> {
+    const [row] = await this.db.select({ ref: payments.ref }).from(payments).where(eq(payments.ref, ref));
+    return row !== undefined;
+  }
+
+  async recordProviderEvent(event: ProviderEvent, now: number): Promise<boolean> {
+    return this.transaction((tx) => this.claimEvent(tx, event, now));
+  }
+
+  private readonly invoiceColumns = {
+    id: invoices.id,
+    organizationId: invoices.organizationId,
+    number: invoices.number,
+    status: invoices.status,
+    amount: invoices.amount,
+    currency: invoices.currency,
+    description: invoices.description,
+    orderId: invoices.orderId,
+    subscriptionId: invoices.subscriptionId,
+    periodStart: invoices.periodStart,
+    periodEnd: invoices.periodEnd,
+    createdAt: invoices.createdAt,
+    paidAt: invoices.paidAt,
+  };
+
+  async listInvoices(organizationId: string, query: { limit: number; after?: string }): Promise<Page<InvoiceRecord>> {
+    const rows = await this.db
+      .select(this.invoiceColumns)
+      .from(invoices)
+      .where(and(eq(invoices.organizationId, organizationId), query.after ? lt(invoices.id, query.after) : undefined))
+      .orderBy(desc(invoices.id))
+      .limit(query.limit + 1);
+    return page(rows, query.limit);
+  }
+
+  async getInvoice(id: string): Promise<InvoiceRecord | null> {
+    const [invoice] = await this.db.select(this.invoiceColumns).from(invoices).where(eq(invoices.id, id));
+    return invoice ?? null;
+  }
+
+  async listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]> {
+    return this.db.select().from(subscriptions).where(eq(subscriptions.organizationId, organizationId)).orderBy(desc(subscriptions.id));
+  }
+
+  async listDueSubscriptions(now: number, limit: number): Promise<SubscriptionRecord[]> {
+    return this.db
+      .select()
+      .from(subscriptions)
+      .where(and(eq(subscriptions.status, "active"), lte(subscriptions.currentPeriodEnd, now)))
+      .orderBy(asc(subscriptions.currentPeriodEnd))
+      .limit(limit);
+  }
+
+  // Invariant: a period is granted and invoiced once: the conditional move from the period end the
+  // caller saw commits with the grant, the invoice and its payment row; a second instance renewing
+  // the same period waits on the row and then finds the period end moved.
+  async renewSubscription(input: RenewSubscriptionInput): Promise<{ applied: boolean; bucket: Bucket | null; invoice: InvoiceRecord | null }> {
+    return this.transaction(async (tx) => {
+      const [subscription] = await tx
+        .update(subscriptions)
+        .set({ currentPeriodStart: input.periodStart, currentPeriodEnd: input.periodEnd })
+        .where(and(eq(subscriptions.id, input.subscriptionId), eq(subscriptions.status, "active"), eq(subscriptions.currentPeriodEnd, input.expectedPeriodEnd)))
+        .returning();
+      if (subscription === undefined) return { applied: false, bucket: null, invoice: null };
+      const bucket = await this.insertGrant(tx, subscription.organizationId, input.grant, input.now);
+      const invoice = await this.insertInvoice(tx, subscription.organizationId, { ...input.invoice, orderId: null, subscriptionId: subscription.id }, input.now);
+      await this.insertPayment(tx, subscription.organizationId, bucket, { ref: invoice.id, amount: invoice.amount, currency: invoice.currency }, input.now);
+      return { applied: true, bucket, invoice };
+    });
+  }
+
+  async cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null> {
+    const [subscription] = await this.db
+      .update(subscriptions)
+      .set({ status: "canceled", canceledAt: now })
+      .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.organizationId, organizationId), eq(subscriptions.status, "active")))
+      .returning();
+    return subscription ?? null;
+  }
+
+  async getStripeCustomerId(organizationId: string): Promise<string | null> {
+    const [row] = await this.db.select({ id: organizations.stripeCustomerId }).from(organizations).where(eq(organizations.id, organizationId));
+    return row?.id ?? null;
+  }
+
+  async setStripeCustomerId(organizationId: string, customerId: string): Promise<string> {
+    await this.db
+      .update(organizations)
+      .set({ stripeCustomerId: customerId })
+      .where(and(eq(organizations.id, organizationId), isNull(organizations.stripeCustomerId)));
+    const stored = await this.getStripeCustomerId(organizationId);
+    if (stored === null) throw new Error(`organization ${organizationId} does not exist`);
+    return stored;
+  }
+
+  async findOrganizationByStripeCustomer(customerId: string): Promise<Organization | null> {
+    const [row] = await this.db
+      .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
+      .from(organizations)
+      .where(eq(organizations.stripeCustomerId, customerId));
+    return row ?? null;
   }
 }
 
@@ -585,6 +1051,12 @@ async function retrying<T>(run: () => Promise<T>): Promise<T> {
       if (attempt >= TRANSACTION_ATTEMPTS || !isRetryable(error)) throw error;
     }
   }
+}
+
+/** A unique constraint refused the insert (23505): another transaction inserted the same key first. */
+function isUniqueViolation(error: unknown): boolean {
+  const code = (error as { cause?: { code?: string }; code?: string } | null)?.cause?.code ?? (error as { code?: string } | null)?.code;
+  return code === "23505";
 }
 
 /** Deadlock (40P01) and serialization failure (40001). */
