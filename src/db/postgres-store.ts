@@ -572,11 +572,13 @@ export class PostgresStore implements Store {
     // One snapshot for buckets and reservations, so a request committing meanwhile is counted once.
     return this.transaction(
       async (tx) => {
-        // Spent, written-off and clawed-back buckets are history: the ledger tells it, the balance does not list them.
+        // Spent, written-off and clawed-back buckets are history: the ledger tells it, the balance does
+        // not list them. A bucket whose credits are all held by requests in flight is still listed.
+        const heldBuckets = sql`(SELECT allocation->>'bucketId' FROM ${reservations}, jsonb_array_elements(${reservations.allocations}) AS allocation WHERE ${reservations.organizationId} = ${organizationId})`;
         const buckets = await tx
           .select()
           .from(creditBuckets)
-          .where(and(eq(creditBuckets.organizationId, organizationId), gt(creditBuckets.remaining, 0)))
+          .where(and(eq(creditBuckets.organizationId, organizationId), or(gt(creditBuckets.remaining, 0), sql`${creditBuckets.id} IN ${heldBuckets}`)))
           .orderBy(...FEFO);
         const [held] = await tx
           .select({ reserved: sql<number>`coalesce(sum(${reservations.amount}), 0)`.mapWith(Number) })
