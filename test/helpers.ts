@@ -205,3 +205,26 @@ export async function signIn(context: TestContext, email: string, options: { org
   );
   return { headers: { cookie: `session=${session.token}` }, token: session.token, userId: session.user.id, organizationId: session.user.organization.id };
 }
+
+/**
+ * Rows of a raw SQL query on whichever store the test runs on, for tests that inspect what is
+ * stored. `?` marks parameters; bigint columns come back as numbers on both stores.
+ */
+export async function queryRows<T = Record<string, unknown>>(store: Store, text: string, params: unknown[] = []): Promise<T[]> {
+  if (store instanceof SQLiteStore) return store.connection.query(text).all(...(params as never[])) as T[];
+  if (store instanceof PostgresStore) {
+    let index = 0;
+    const rows = await store.connection.unsafe(text.replace(/\?/g, () => `$${++index}`), params as never[]);
+    return rows.map((row) => Object.fromEntries(Object.entries(row).map(([key, value]) => [key, typeof value === "string" && /^-?\d+$/.test(value) && rows.columns.find((c) => c.name === key)?.type === 20 ? Number(value) : value]))) as T[];
+  }
+  throw new Error("queryRows: unknown store");
+}
+
+/** The names of the tables of the store's database (its current schema on PostgreSQL). */
+export async function tableNames(store: Store): Promise<string[]> {
+  const rows = await queryRows<{ name: string }>(
+    store,
+    store.dialect === "sqlite" ? "SELECT name FROM sqlite_master WHERE type = 'table'" : "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()",
+  );
+  return rows.map((row) => row.name);
+}
