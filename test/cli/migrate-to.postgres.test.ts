@@ -43,6 +43,43 @@ beforeAll(async () => {
     await source.grantCredits({ organizationId: seed.organizationId, source: "pack", type: "purchase", amount: 5, expiresAt: now + 1, description: "short", now });
     await source.expireBuckets(now + 2);
     rotatedClearKey = (await rotateApiKey(source, { organizationId: seed.organizationId, id: seed.keyId, createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now }))!.clearKey;
+    // A user who joined through an invitation, with a session; an invitation still open; an
+    // Idempotency-Key record; a paid local subscription (order, subscription, invoice, payment,
+    // grant) completed by a provider event: a row in every table.
+    await source.upsertInvitation({ email: "member@example.test", organizationId: seed.organizationId, role: "member", createdAt: now });
+    const joined = await source.signInSubject({ subject: "sub-member", email: "member@example.test", name: "Member", newOrganizationName: "unused", trialCredits: 0, now });
+    if (joined.outcome !== "joined") throw new Error(`sign-in outcome ${joined.outcome}`);
+    await source.insertSession({ id: "ses_copy", tokenHash: "hash-of-copy", userId: joined.user.id, createdAt: now, expiresAt: now + 3_600_000, absoluteExpiresAt: now + 7_200_000, revokedAt: null });
+    await source.upsertInvitation({ email: "later@example.test", organizationId: seed.organizationId, role: "owner", createdAt: now });
+    await source.claimIdempotencyKey({ scope: "copy", keyHash: "key-hash", requestHash: "request-hash", now, expiresAt: now + 86_400_000, abandonedBefore: now - 60_000 });
+    await source.createOrder({
+      id: "chk_copy",
+      organizationId: seed.organizationId,
+      userId: joined.user.id,
+      kind: "subscription",
+      itemId: "plan-basic",
+      itemName: "Basic",
+      credits: 100,
+      interval: "month",
+      validityDays: null,
+      amount: 900,
+      currency: "EUR",
+      provider: "local",
+      providerRef: null,
+      successUrl: null,
+      cancelUrl: null,
+      createdAt: now,
+    });
+    const completed = await source.completeOrder({
+      orderId: "chk_copy",
+      now,
+      event: { id: "evt_copy", type: "checkout.session.completed" },
+      grant: { source: "subscription", type: "subscription", amount: 100, expiresAt: now + 30 * 86_400_000, description: "Basic" },
+      payment: { ref: "chk_copy", amount: 900, currency: "EUR" },
+      subscription: { periodEnd: now + 30 * 86_400_000 },
+      invoice: { description: "Basic", amount: 900, currency: "EUR", periodStart: now, periodEnd: now + 30 * 86_400_000 },
+    });
+    if (!completed.applied) throw new Error("the order was not completed");
   } finally {
     await source.close();
   }
@@ -59,7 +96,26 @@ describe("migrate --to postgres://…", () => {
     expect(code).toBe(0);
     const report = JSON.parse(output) as { tables: Array<{ table: string; sqlite: number; postgres: number }>; organizations: number };
     const counts = Object.fromEntries(report.tables.map((row) => [row.table, row.sqlite]));
-    expect(counts).toMatchObject({ organizations: 1, users: 1, api_keys: 2, merchants: 6, products: 40, credit_buckets: 2, credit_transactions: 6 });
+    expect(counts).toEqual({
+      organizations: 1,
+      users: 2,
+      invitations: 1,
+      sessions: 1,
+      api_keys: 2,
+      merchants: 6,
+      products: 40,
+      offers: counts.offers!,
+      credit_buckets: 3,
+      credit_transactions: 7,
+      reservations: 0,
+      idempotency_records: 1,
+      orders: 1,
+      subscriptions: 1,
+      invoices: 1,
+      payments: 1,
+      provider_events: 1,
+    });
+    expect(counts.offers).toBeGreaterThan(0);
     expect(report.tables.every((row) => row.sqlite === row.postgres)).toBe(true);
     expect(report.organizations).toBe(1);
 
@@ -74,6 +130,14 @@ describe("migrate --to postgres://…", () => {
       expect(await copy.findProductWithOffers(seed.freshGTIN.padStart(14, "0"))).toEqual(await source.findProductWithOffers(seed.freshGTIN.padStart(14, "0")));
       expect(await copy.findKeyCredential(hashSecret(rotatedClearKey))).toMatchObject({ status: "ACTIVE" });
       expect(await copy.findKeyCredential(hashSecret(seed.clearKey))).toMatchObject({ status: "ROTATED" });
+      expect(await copy.listOrders({ limit: 10 })).toEqual(await source.listOrders({ limit: 10 }));
+      expect(await copy.listSubscriptions(seed.organizationId)).toEqual(await source.listSubscriptions(seed.organizationId));
+      expect(await copy.listInvoices(seed.organizationId, { limit: 10 })).toEqual(await source.listInvoices(seed.organizationId, { limit: 10 }));
+      expect(await copy.findSessionWithUser("ses_copy")).toEqual(await source.findSessionWithUser("ses_copy"));
+      expect(await copy.hasPayment("chk_copy")).toBe(true);
+      expect(await copy.recordProviderEvent({ id: "evt_copy", type: "checkout.session.completed" }, now)).toBe(false);
+      const claim = { scope: "copy", keyHash: "key-hash", requestHash: "request-hash", now, expiresAt: now + 86_400_000, abandonedBefore: now - 60_000 };
+      expect(await copy.claimIdempotencyKey(claim)).toEqual(await source.claimIdempotencyKey(claim));
     } finally {
       await source.close();
       await copy.close();
