@@ -90,6 +90,8 @@ const INSERT_CHUNK = 1000;
 const TRANSACTION_ATTEMPTS = 3;
 /** First key of the invoice-numbering advisory lock ("invs"); the second is the schema. */
 const INVOICE_LOCK_NAMESPACE = 0x696e7673;
+/** Debits per group-commit statement at most; more wait for the next one. */
+const COMMIT_BATCH_LIMIT = 500;
 
 export class PostgresStore implements Store {
   readonly dialect = "postgres";
@@ -114,6 +116,8 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Debits queued for the group commit are written before the pool closes.
+    await this.flushing;
     await this.client.end({ timeout: 5 });
   }
 
@@ -437,13 +441,14 @@ export class PostgresStore implements Store {
     return true;
   }
 
-  // The three statements of every billed request (reserve, then commit or release) are each one
-  // statement, so an organization's rows stay locked only while PostgreSQL runs it; its requests
-  // queue on those locks, whichever instance they reach. They commit without waiting for the WAL
-  // flush (synchronous_commit off, like the SQLite store's synchronous=NORMAL): a crash of the
-  // database server may forget the last fraction of a second of them, and what it keeps is still
-  // consistent (a debit, its usage row and the ledger sum stand or fall together); at worst a few
-  // look-ups go unbilled and the stale sweep gives back reservations it forgot the end of.
+  // The three steps of every billed request (reserve, then commit or release) are one statement
+  // each, so an organization's rows stay locked only while PostgreSQL runs it; its requests queue on
+  // those locks, whichever instance they reach. A crash never bills twice or loses a debit: the
+  // commit (debit, usage row, ledger sum, Idempotency-Key answer) waits for the WAL flush before the
+  // request is answered, and group commit shares that flush among the requests that commit
+  // together. Reserve and release commit without waiting (synchronous_commit off): a lost reserve
+  // was never answered (and the WAL is sequential, so any later synchronous commit flushes it too),
+  // and a lost release leaves a reservation row that the stale sweep gives back.
 
   // Reservations are rows, so credits in flight survive the instance that took them and any
   // instance can commit, release or sweep them. Invariant: the spendable buckets are locked in FEFO
@@ -486,34 +491,100 @@ export class PostgresStore implements Store {
     return { ok: true, reservationId };
   }
 
+  private pendingCommits: Array<{ reservationId: string; usage: UsageRecord; resolve: (committed: boolean) => void; reject: (error: unknown) => void }> = [];
+  /** The commit loop while it runs: at most one batch of this instance is in flight at a time. */
+  private flushing: Promise<void> | null = null;
+
+  /**
+   * Group commit: a commit that arrives while none is in flight is written at once; the commits that
+   * arrive while one is in flight wait for it and then go together, as one transaction. Each caller
+   * is answered only after the transaction that holds its debit has committed (and its WAL is flushed).
+   */
+  commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      this.pendingCommits.push({ reservationId, usage, resolve, reject });
+      this.flushing ??= this.flushCommits();
+    });
+  }
+
+  private async flushCommits(): Promise<void> {
+    while (this.pendingCommits.length > 0) {
+      const batch = this.pendingCommits.splice(0, COMMIT_BATCH_LIMIT);
+      try {
+        const committed = await retrying(() => this.debitBatch(batch));
+        for (const item of batch) item.resolve(committed.has(item.reservationId));
+      } catch {
+        // One bad debit must not fail its neighbours: retry each alone and fail only the culprit.
+        for (const item of batch) {
+          try {
+            item.resolve((await retrying(() => this.debitBatch([item]))).has(item.reservationId));
+          } catch (error) {
+            item.reject(error);
+          }
+        }
+      }
+    }
+    // Cleared in the same turn as the loop's last look at the queue (every failure is caught above),
+    // so a commit queued by a caller answered just now starts a new loop rather than being left behind.
+    this.flushing = null;
+  }
+
   // Invariant: deleting the reservation row is what claims it, so of a commit, a release and a
-  // sweep racing on one reservation exactly one wins. The usage row and the running ledger sum are
-  // written by the same statement; the organization's row lock orders balanceAfter across instances.
-  async commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
-    const idempotency = usage.idempotency ?? null;
-    const committed = await retrying(
-      () => this.client`
-        WITH claimed AS (
-          DELETE FROM reservations WHERE id = ${reservationId}
-          RETURNING organization_id, amount, allocations, key_id, request_id
-        ),
-        moved AS (
-          UPDATE organizations SET ledger_balance = organizations.ledger_balance - claimed.amount
-          FROM claimed WHERE organizations.id = claimed.organization_id
-          RETURNING organizations.ledger_balance
-        ),
-        completed AS (
-          UPDATE idempotency_records SET status = 'done', response_status = ${idempotency?.responseStatus ?? null}, response_body = ${idempotency?.responseBody ?? null}
-          FROM claimed WHERE idempotency_records.scope = ${idempotency?.scope ?? null} AND idempotency_records.key_hash = ${idempotency?.keyHash ?? null}
-        )
+  // sweep racing on one reservation exactly one wins. One statement writes a whole batch: the usage
+  // rows, the running ledger sums (each organization's row moved once, under its lock, which orders
+  // balanceAfter across instances) and the Idempotency-Key answers, so they commit together. It
+  // commits synchronously (the WAL is flushed before anyone is answered): a debit once answered
+  // survives a crash of the database server.
+  private async debitBatch(items: Array<{ reservationId: string; usage: UsageRecord }>): Promise<Set<string>> {
+    const rows = items.map(({ reservationId, usage }, seq) => ({
+      seq,
+      reservation_id: reservationId,
+      transaction_id: newId("txn", usage.now),
+      gtin: usage.gtin,
+      description: usage.description,
+      created_at: usage.now,
+      idempotency_scope: usage.idempotency?.scope ?? null,
+      idempotency_key_hash: usage.idempotency?.keyHash ?? null,
+      response_status: usage.idempotency?.responseStatus ?? null,
+      response_body: usage.idempotency?.responseBody ?? null,
+    }));
+    const committed = await this.client<Array<{ reservation_id: string }>>`
+      WITH input AS (
+        SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(
+          seq int, reservation_id text, transaction_id text, gtin text, description text, created_at bigint,
+          idempotency_scope text, idempotency_key_hash text, response_status int, response_body text)
+      ),
+      claimed AS (
+        DELETE FROM reservations USING input WHERE reservations.id = input.reservation_id
+        RETURNING reservations.id, reservations.organization_id, reservations.amount, reservations.allocations, reservations.key_id, reservations.request_id
+      ),
+      totals AS (SELECT organization_id, sum(amount)::bigint AS amount FROM claimed GROUP BY organization_id),
+      moved AS (
+        UPDATE organizations SET ledger_balance = organizations.ledger_balance - totals.amount
+        FROM totals WHERE organizations.id = totals.organization_id
+        RETURNING organizations.id, organizations.ledger_balance
+      ),
+      debits AS (
+        -- balanceAfter of a row = the organization's sum after the batch + what its later rows took.
+        SELECT input.*, claimed.organization_id, claimed.amount, claimed.allocations, claimed.key_id, claimed.request_id,
+               moved.ledger_balance + coalesce(sum(claimed.amount) OVER (
+                 PARTITION BY claimed.organization_id ORDER BY input.seq DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS balance_after
+        FROM input JOIN claimed ON claimed.id = input.reservation_id JOIN moved ON moved.id = claimed.organization_id
+      ),
+      ledger AS (
         INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-        SELECT ${newId("txn", usage.now)}, claimed.organization_id, 'usage', -claimed.amount, moved.ledger_balance,
-               CASE WHEN jsonb_array_length(claimed.allocations) = 1 THEN claimed.allocations->0->>'bucketId' END,
-               claimed.key_id, claimed.request_id, ${usage.gtin}, ${usage.description}, ${usage.now}
-        FROM claimed, moved, (SELECT set_config('synchronous_commit', 'off', true) AS async_commit) AS commit_mode
-        RETURNING id`,
-    );
-    return committed.length === 1;
+        SELECT transaction_id, organization_id, 'usage', -amount, balance_after,
+               CASE WHEN jsonb_array_length(allocations) = 1 THEN allocations->0->>'bucketId' END,
+               key_id, request_id, gtin, description, created_at
+        FROM debits
+      ),
+      completed AS (
+        UPDATE idempotency_records SET status = 'done', response_status = debits.response_status, response_body = debits.response_body
+        FROM debits
+        WHERE debits.idempotency_scope IS NOT NULL AND idempotency_records.scope = debits.idempotency_scope AND idempotency_records.key_hash = debits.idempotency_key_hash
+      )
+      SELECT reservation_id FROM debits`;
+    return new Set(committed.map((row) => row.reservation_id));
   }
 
   async releaseReservation(reservationId: string): Promise<boolean> {

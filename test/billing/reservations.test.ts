@@ -63,6 +63,36 @@ describe("credit reservations", () => {
     await expectInvariant();
   });
 
+  test("commits that arrive together (group commit) each write one usage row, with balanceAfter in ledger order", async () => {
+    await grant(30);
+    const ids = [];
+    for (let i = 0; i < 20; i++) ids.push(reservationId(await reserve(1, `req_group${i}`)));
+    const usage = { gtin: null, description: "look-up", now: clock.now() };
+    expect(await Promise.all(ids.map((id) => store.commitReservation(id, usage)))).toEqual(ids.map(() => true));
+    expect(await Promise.all(ids.map((id) => store.commitReservation(id, usage)))).toEqual(ids.map(() => false));
+    const rows = (await store.listTransactions(organizationId, { limit: 50, types: ["usage"] })).items;
+    expect(rows).toHaveLength(20);
+    expect(rows.map((row) => row.balanceAfter).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => 10 + i));
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 10, reserved: 0 });
+    await expectInvariant();
+  });
+
+  test("one bad debit in a group commit fails alone: its neighbours are written", async () => {
+    await grant(10);
+    const first = reservationId(await reserve(1, "req_same"));
+    const good = reservationId(await reserve(1, "req_good"));
+    // A second usage row for one request id breaks a unique index: that debit is refused.
+    const duplicate = reservationId(await reserve(1, "req_same"));
+    const usage = { gtin: null, description: "look-up", now: clock.now() };
+    const results = await Promise.allSettled([first, good, duplicate].map((id) => store.commitReservation(id, usage)));
+    expect(results.map((result) => result.status)).toEqual(["fulfilled", "fulfilled", "rejected"]);
+    const rows = (await store.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items;
+    expect(rows.map((row) => row.requestId).sort()).toEqual(["req_good", "req_same"]);
+    expect(await store.releaseReservation(duplicate)).toBe(true);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 8, reserved: 0 });
+    await expectInvariant();
+  });
+
   test("a released reservation gives its credits back and cannot be committed afterwards", async () => {
     await grant(3);
     const id = reservationId(await reserve(2));
