@@ -509,7 +509,11 @@ export class PostgresStore implements Store {
 
   private async flushCommits(): Promise<void> {
     while (this.pendingCommits.length > 0) {
-      const batch = this.pendingCommits.splice(0, COMMIT_BATCH_LIMIT);
+      const queued = this.pendingCommits.splice(0, COMMIT_BATCH_LIMIT);
+      // One reservation committed twice at once is debited once: the later calls answer false.
+      const firsts = new Map(queued.map((item) => [item.reservationId, item] as const).reverse());
+      const batch = queued.filter((item) => firsts.get(item.reservationId) === item);
+      for (const item of queued) if (firsts.get(item.reservationId) !== item) item.resolve(false);
       try {
         const committed = await retrying(() => this.debitBatch(batch));
         for (const item of batch) item.resolve(committed.has(item.reservationId));

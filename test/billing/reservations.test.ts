@@ -77,6 +77,17 @@ describe("credit reservations", () => {
     await expectInvariant();
   });
 
+  test("one reservation committed twice at once is debited once", async () => {
+    await grant(5);
+    const id = reservationId(await reserve(1, "req_twice"));
+    const usage = { gtin: null, description: "look-up", now: clock.now() };
+    const results = await Promise.all([store.commitReservation(id, usage), store.commitReservation(id, usage), store.commitReservation(id, usage)]);
+    expect(results.filter(Boolean)).toHaveLength(1);
+    expect((await store.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items).toHaveLength(1);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 4, reserved: 0 });
+    await expectInvariant();
+  });
+
   test("one bad debit in a group commit fails alone: its neighbours are written", async () => {
     await grant(10);
     const first = reservationId(await reserve(1, "req_same"));
