@@ -1,14 +1,14 @@
 import { createApp } from "./app";
 import type { Config } from "./config";
 import type { Services } from "./services";
+import { STALE_RESERVATION_MS } from "./db/store";
 
 const KEY_USAGE_FLUSH_MS = 1000;
 const EXPIRY_SWEEP_MS = 60_000;
 const RESERVATION_SWEEP_MS = 30_000;
 const RATE_LIMIT_PRUNE_MS = 60_000;
 const RENEWAL_SWEEP_MS = 60_000;
-/** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
-export const STALE_RESERVATION_MS = 60_000;
+export { STALE_RESERVATION_MS };
 const BODY_BACKSTOP_FACTOR = 4;
 /** How long stop() waits for requests in flight before closing their connections: under Docker's 10 s stop timeout. */
 export const SHUTDOWN_GRACE_MS = 8_000;

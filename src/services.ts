@@ -1,5 +1,6 @@
 import type { Config } from "./config";
 import type { Store } from "./db/store";
+import { PostgresStore } from "./db/postgres-store";
 import { SQLiteStore } from "./db/sqlite-store";
 import { timedStore } from "./db/timed-store";
 import type { Clock } from "./lib/clock";
@@ -79,5 +80,6 @@ export async function openStore(databaseUrl: string): Promise<Store> {
     }
     return SQLiteStore.open(databaseUrl);
   }
-  throw new Error("DATABASE_URL: postgres:// is not supported by this build yet");
+  if (/^postgres(ql)?:\/\//.test(databaseUrl)) return PostgresStore.open(databaseUrl);
+  throw new Error("DATABASE_URL: use sqlite:PATH or postgres://…");
 }

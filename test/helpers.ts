@@ -1,5 +1,11 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createApp } from "../src/app";
 import { loadConfig } from "../src/config";
+import { applyPostgresMigrations } from "../src/db/migrate";
+import { openPostgresClient } from "../src/db/postgres-client";
+import { PostgresStore } from "../src/db/postgres-store";
 import { SQLiteStore } from "../src/db/sqlite-store";
 import { SYSTEM_USER_ID, type FeedRecord, type Store } from "../src/db/store";
 import { FakeClock } from "../src/lib/clock";
@@ -10,9 +16,76 @@ import { createServices, type Services } from "../src/services";
 
 export const BASE = "http://localhost";
 
-/** The store a test runs on: in-memory SQLite, or PostgreSQL when TEST_DATABASE_URL names one. */
+/** The PostgreSQL server the suite runs against, or null for SQLite (see scripts/test.ts). */
+export const TEST_DATABASE_URL: string | null = process.env.TEST_DATABASE_URL?.trim() || null;
+
+/**
+ * The store a test runs on: in-memory SQLite, or PostgreSQL when TEST_DATABASE_URL names one. On
+ * PostgreSQL each call gets a fresh schema of its own (dropped on close), so tests stay isolated
+ * and may run in parallel against one database.
+ */
 export async function openTestStore(): Promise<Store> {
-  return SQLiteStore.open("sqlite::memory:");
+  if (TEST_DATABASE_URL === null) return SQLiteStore.open("sqlite::memory:");
+  const schemaURL = await createTestSchema(TEST_DATABASE_URL);
+  await applyPostgresMigrations(schemaURL);
+  return new TestPostgresStore(schemaURL);
+}
+
+/** A PostgreSQL store on its own schema, which it drops when it closes. */
+class TestPostgresStore extends PostgresStore {
+  constructor(private readonly schemaURL: string) {
+    super(openPostgresClient(schemaURL, { max: 4 }));
+  }
+
+  override async close(): Promise<void> {
+    await super.close();
+    await dropTestSchema(this.schemaURL);
+  }
+}
+
+export interface TestDatabase {
+  /** A DATABASE_URL for stores, CLI runs and server processes that must share one database. */
+  url: string;
+  drop(): Promise<void>;
+}
+
+/**
+ * One database for several connections or processes (instances, the operator CLI): a SQLite file in
+ * a temporary directory, or a fresh PostgreSQL schema when TEST_DATABASE_URL is set. Not migrated yet.
+ */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  if (TEST_DATABASE_URL !== null) {
+    const url = await createTestSchema(TEST_DATABASE_URL);
+    return { url, drop: () => dropTestSchema(url) };
+  }
+  const directory = mkdtempSync(join(tmpdir(), "price-test-"));
+  return { url: `sqlite:${join(directory, "test.db")}`, drop: async () => rmSync(directory, { recursive: true, force: true }) };
+}
+
+/** Creates an empty schema and returns TEST_DATABASE_URL with it as the search_path. */
+export async function createTestSchema(databaseUrl: string): Promise<string> {
+  const name = `test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+  const admin = openPostgresClient(databaseUrl, { max: 1 });
+  try {
+    await admin.unsafe(`CREATE SCHEMA "${name}"`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(databaseUrl);
+  url.searchParams.set("search_path", name);
+  return url.toString();
+}
+
+export async function dropTestSchema(schemaURL: string): Promise<void> {
+  const url = new URL(schemaURL);
+  const name = url.searchParams.get("search_path")!;
+  url.searchParams.delete("search_path");
+  const admin = openPostgresClient(url.toString(), { max: 1 });
+  try {
+    await admin.unsafe(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
+  } finally {
+    await admin.end();
+  }
 }
 
 export interface TestContext {
@@ -131,4 +204,27 @@ export async function signIn(context: TestContext, email: string, options: { org
     "development",
   );
   return { headers: { cookie: `session=${session.token}` }, token: session.token, userId: session.user.id, organizationId: session.user.organization.id };
+}
+
+/**
+ * Rows of a raw SQL query on whichever store the test runs on, for tests that inspect what is
+ * stored. `?` marks parameters; bigint columns come back as numbers on both stores.
+ */
+export async function queryRows<T = Record<string, unknown>>(store: Store, text: string, params: unknown[] = []): Promise<T[]> {
+  if (store instanceof SQLiteStore) return store.connection.query(text).all(...(params as never[])) as T[];
+  if (store instanceof PostgresStore) {
+    let index = 0;
+    const rows = await store.connection.unsafe(text.replace(/\?/g, () => `$${++index}`), params as never[]);
+    return rows.map((row) => Object.fromEntries(Object.entries(row).map(([key, value]) => [key, typeof value === "string" && /^-?\d+$/.test(value) && rows.columns.find((c) => c.name === key)?.type === 20 ? Number(value) : value]))) as T[];
+  }
+  throw new Error("queryRows: unknown store");
+}
+
+/** The names of the tables of the store's database (its current schema on PostgreSQL). */
+export async function tableNames(store: Store): Promise<string[]> {
+  const rows = await queryRows<{ name: string }>(
+    store,
+    store.dialect === "sqlite" ? "SELECT name FROM sqlite_master WHERE type = 'table'" : "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()",
+  );
+  return rows.map((row) => row.name);
 }

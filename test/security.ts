@@ -1,10 +1,9 @@
 // The security cases every session-only endpoint shares (CONTRACT.md "Which credential each endpoint
 // takes"), written once: call sessionOnlySecurityTests inside the endpoint's describe().
 import { describe, expect, test } from "bun:test";
-import { SQLiteStore } from "../src/db/sqlite-store";
 import { SYSTEM_USER_ID } from "../src/db/store";
 import { createApiKey } from "../src/modules/keys/service";
-import { json, signIn, type TestContext } from "./helpers";
+import { json, queryRows, signIn, tableNames, type TestContext } from "./helpers";
 
 export interface SessionEndpoint {
   method: "GET" | "POST";
@@ -93,8 +92,8 @@ export function sessionOnlySecurityTests(endpoint: SessionEndpoint, currentConte
 }
 
 /** Every text value stored anywhere in the database, to prove a secret is not among them. */
-export function storedText(context: TestContext): string {
-  const connection = (context.store as SQLiteStore).connection;
-  const tables = connection.query("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>;
-  return tables.map(({ name }) => JSON.stringify(connection.query(`SELECT * FROM "${name}"`).all())).join("\n");
+export async function storedText(context: TestContext): Promise<string> {
+  const dumps: string[] = [];
+  for (const name of await tableNames(context.store)) dumps.push(JSON.stringify(await queryRows(context.store, `SELECT * FROM "${name}"`)));
+  return dumps.join("\n");
 }

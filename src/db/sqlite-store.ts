@@ -591,7 +591,7 @@ export class SQLiteStore implements Store {
     if (!this.heldReservations.has(reservationId)) return Promise.resolve(false);
     return new Promise<boolean>((resolve, reject) => {
       if (this.pendingCommits.length === 0) setImmediate(() => this.flushCommits());
-      this.pendingCommits.push({ reservationId, usage, done: (error) => (error === undefined ? resolve(true) : reject(error)) });
+      this.pendingCommits.push({ reservationId, usage, done: (error) => (error === false ? resolve(false) : error === undefined ? resolve(true) : reject(error)) });
     });
   }
 
@@ -629,8 +629,13 @@ export class SQLiteStore implements Store {
   }
 
   private flushCommits(): void {
-    const batch = this.pendingCommits;
+    // One reservation committed twice at once is debited once: the later calls answer false.
+    const seen = new Set<string>();
+    const batch = this.pendingCommits.filter((item) => !seen.has(item.reservationId) && seen.add(item.reservationId));
+    const kept = new Set(batch);
+    const repeated = this.pendingCommits.filter((item) => !kept.has(item));
     this.pendingCommits = [];
+    for (const item of repeated) item.done(false);
     const settle = (item: (typeof batch)[number], error?: unknown) => {
       if (error === undefined) this.debitCachedBuckets(item.reservationId);
       if (error === undefined) this.dropReservation(item.reservationId);

@@ -301,6 +301,9 @@ export interface Store {
   findOrganizationByStripeCustomer(customerId: string): Promise<Organization | null>;
 }
 
+/** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
+export const STALE_RESERVATION_MS = 60_000;
+
 /** The built-in user that owns keys made by the operator CLI (CONTRACT.md "API keys"). */
 export const SYSTEM_USER_ID = "usr_system";
 

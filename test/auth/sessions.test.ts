@@ -1,7 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import type { SQLiteStore } from "../../src/db/sqlite-store";
 import type { OIDCVerifier } from "../../src/modules/auth/oidc";
-import { createTestContext, json, signIn, type TestContext, type TestSession } from "../helpers";
+import { createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
 import { sessionOnlySecurityTests, storedText } from "../security";
 
 const HOUR = 3_600_000;
@@ -70,7 +69,7 @@ describe("POST /api/v1/auth/dev-login (development mode without OIDC_ISSUER)", (
     const joined = await json(await devLogin("new@example.com"));
     expect(joined.user).toMatchObject({ role: "member", organization: owner.user.organization });
     expect((await context.store.getBalance(owner.user.organization.id, context.clock.now())).available).toBe(3);
-    const invitations = (context.store as SQLiteStore).connection.query("SELECT email FROM invitations").all();
+    const invitations = await queryRows(context.store, "SELECT email FROM invitations");
     expect(invitations).toEqual([]);
   });
 
@@ -253,7 +252,7 @@ describe("session storage", () => {
     const token = cookieOf(response).cookie.slice("session=".length);
     const refreshed = await post("/api/v1/auth/refresh", cookieOf(response));
     const second = cookieOf(refreshed).cookie.slice("session=".length);
-    const stored = storedText(context);
+    const stored = (await storedText(context));
     context.services.logger.flush();
     const log = context.logs.join("");
     for (const value of [token, second]) {

@@ -250,10 +250,23 @@ describe("Idempotency-Key on the billing POSTs", () => {
   });
 
   test("the same key sent twice at once: one runs, the other is 409", async () => {
-    const [a, b] = await Promise.all([
-      postJSON(fx.context, `${BILLING}/checkout/pack`, { packId: "pack-1k" }, keyed("race")),
-      postJSON(fx.context, `${BILLING}/checkout/pack`, { packId: "pack-1k" }, keyed("race")),
-    ]);
-    expect([a.status, b.status].sort()).toEqual([201, 409]);
+    // The first request is held inside its work (after its claim) until the second has been answered,
+    // so the two overlap on either store, whatever the timing of its round trips.
+    const store = fx.context.store;
+    const createOrder = store.createOrder.bind(store);
+    let reached!: () => void;
+    const inside = new Promise<void>((resolve) => (reached = resolve));
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    store.createOrder = async (order) => {
+      reached();
+      await gate;
+      return createOrder(order);
+    };
+    const first = postJSON(fx.context, `${BILLING}/checkout/pack`, { packId: "pack-1k" }, keyed("race"));
+    await inside;
+    const second = await postJSON(fx.context, `${BILLING}/checkout/pack`, { packId: "pack-1k" }, keyed("race"));
+    release();
+    expect([(await first).status, second.status]).toEqual([201, 409]);
   });
 });

@@ -11,13 +11,13 @@ export interface BillingFixture {
 export async function billingFixture(options: { credits?: number; env?: Record<string, string> } = {}): Promise<BillingFixture> {
   const context = await createTestContext(options.env);
   const org = await createOrganization(context, options.credits ?? 0);
-  return { context, org, session: createSession(context, org.organizationId) };
+  return { context, org, session: await createSession(context, org.organizationId) };
 }
 
 /** Another organization with its own key and owner, to check that nothing leaks across. */
 export async function otherOrganization(context: TestContext, credits = 0): Promise<{ org: TestOrganization; session: TestSession }> {
   const org = await createOrganization(context, credits, "Other Org");
-  return { org, session: createSession(context, org.organizationId) };
+  return { org, session: await createSession(context, org.organizationId) };
 }
 
 export function postJSON(context: TestContext, path: string, body: unknown, headers: Record<string, string>): Promise<Response> {

@@ -1,9 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import type { SQLiteStore } from "../../src/db/sqlite-store";
 import { newId } from "../../src/lib/ids";
 import { completeLocalOrder } from "../../src/modules/billing/service";
-import { createTestContext, ledgerSum, type TestContext } from "../helpers";
+import { createTestContext, ledgerSum, queryRows, type TestContext } from "../helpers";
 
 const MINUTE = 60_000;
 
@@ -109,13 +108,12 @@ async function checkInvariant(context: TestContext, organizationId: string): Pro
   const balance = await context.store.getBalance(organizationId, context.clock.now());
   const sum = await ledgerSum(context.store, organizationId);
   expect(balance.available + balance.reserved).toBe(sum);
-  const database = (context.store as SQLiteStore).connection;
-  const negative = database.query("SELECT count(*) AS n FROM credit_buckets WHERE organization_id = ? AND remaining < 0").get(organizationId) as { n: number };
-  expect(negative.n).toBe(0);
-  const running = database.query("SELECT ledger_balance AS value FROM organizations WHERE id = ?").get(organizationId) as { value: number };
-  expect(running.value).toBe(sum);
+  const [negative] = await queryRows<{ n: number }>(context.store, "SELECT CAST(count(*) AS INTEGER) AS n FROM credit_buckets WHERE organization_id = ? AND remaining < 0", [organizationId]);
+  expect(negative!.n).toBe(0);
+  const [running] = await queryRows<{ value: number }>(context.store, "SELECT ledger_balance AS value FROM organizations WHERE id = ?", [organizationId]);
+  expect(running!.value).toBe(sum);
   // balanceAfter of each row is the running sum up to it, oldest first.
-  const rows = database.query("SELECT amount, balance_after AS after FROM credit_transactions WHERE organization_id = ? ORDER BY created_at, id").all(organizationId) as Array<{ amount: number; after: number }>;
+  const rows = await queryRows<{ amount: number; after: number }>(context.store, "SELECT amount, balance_after AS after FROM credit_transactions WHERE organization_id = ? ORDER BY created_at, id", [organizationId]);
   let runningSum = 0;
   for (const row of rows) {
     runningSum += row.amount;

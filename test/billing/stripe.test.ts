@@ -11,7 +11,7 @@ let session: TestSession;
 beforeEach(async () => {
   context = await createStripeTestContext();
   org = await createOrganization(context, 0);
-  session = createSession(context, org.organizationId);
+  session = await createSession(context, org.organizationId);
 });
 afterEach(async () => {
   await context.close();

@@ -94,6 +94,12 @@ describe("operator CLI", () => {
     expect(result.stderr.toString()).toContain("RATE_LIMIT");
   });
 
+  test("migrate --to refuses a target that is not a postgres:// URL as a usage error", () => {
+    const result = spawnCLI("migrate", "--to", `sqlite:${join(directory, "other.db")}`);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("--to must be a postgres:// URL");
+  });
+
   test("--help works for the program and every command, and --version prints the version", async () => {
     const top = spawnCLI("--help");
     expect(top.code).toBe(0);

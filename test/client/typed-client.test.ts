@@ -50,6 +50,6 @@ describe("a client generated from /openapi.json (openapi-typescript + openapi-fe
 
   test("it reads the operations endpoints", async () => {
     expect((await client.GET("/healthz")).data).toEqual({ status: "ok" });
-    expect((await client.GET("/readyz")).data).toEqual({ status: "ready", database: "sqlite" });
+    expect((await client.GET("/readyz")).data).toEqual({ status: "ready", database: context.store.dialect });
   });
 });

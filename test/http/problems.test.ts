@@ -65,7 +65,7 @@ describe("GET /problems/{slug}", () => {
 describe("operations endpoints", () => {
   test("/healthz answers ok and /readyz reports the reachable database", async () => {
     expect(await json(await context.request("/healthz"))).toEqual({ status: "ok" });
-    expect(await json(await context.request("/readyz"))).toEqual({ status: "ready", database: "sqlite" });
+    expect(await json(await context.request("/readyz"))).toEqual({ status: "ready", database: context.store.dialect });
   });
 
   test("/readyz answers 503 unavailable when the database is closed", async () => {

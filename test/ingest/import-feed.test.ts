@@ -1,15 +1,16 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { SQLiteStore } from "../../src/db/sqlite-store";
+import type { Store } from "../../src/db/store";
 import { formatFromFileName, importFeed, type ImportReport } from "../../src/modules/ingest/import-feed";
+import { openTestStore } from "../helpers";
 
 const NOW = Date.parse("2026-11-22T10:00:00.000Z");
 const PEN = "04006381333931";
 const UPC = "00036000291452";
 
-let store: SQLiteStore;
+let store: Store;
 
-beforeEach(() => {
-  store = SQLiteStore.open("sqlite::memory:");
+beforeEach(async () => {
+  store = await openTestStore();
 });
 
 afterEach(async () => {
@@ -116,6 +117,23 @@ describe("importFeed", () => {
     expect((await store.findProductWithOffers(PEN))?.offers.map((row) => row.priceAmount)).toEqual([1150]);
   });
 
+  test("records of one product in one batch add up as if applied one by one: given fields win, absent ones keep earlier values", async () => {
+    const report = await importNDJSON(
+      ndjson(
+        { gtin: "4006381333931", title: "First", brand: "Stabilo", imageUrl: "https://img.example/pen.png" },
+        { gtin: "4006381333931", title: "Second" },
+        { ...offer("4006381333931", "shop-a", "2.00", "2026-11-22T08:00:00Z"), merchantName: "Shop A" },
+        offer("4006381333931", "shop-a", "1.50", "2026-11-22T09:00:00Z"),
+      ),
+    );
+
+    expect(report).toMatchObject({ read: 4, products: 1, offers: 2, rejected: [] });
+    expect(await store.findProductWithOffers(PEN)).toEqual({
+      product: { gtin: PEN, title: "Second", brand: "Stabilo", imageUrl: "https://img.example/pen.png" },
+      offers: [expect.objectContaining({ merchantId: "shop-a", merchantName: "Shop A", priceAmount: 150 })],
+    });
+  });
+
   test("4006381333931 and 04006381333931 are the same product", async () => {
     const report = await importNDJSON(
       ndjson(
@@ -185,7 +203,7 @@ describe("importFeed", () => {
 
     const ndjsonReport = await importNDJSON(ndjson(...records));
     const ndjsonProducts = await findAll(store, [PEN, UPC, "00000096385074"]);
-    const csvStore = SQLiteStore.open("sqlite::memory:");
+    const csvStore = await openTestStore();
     try {
       const csvReport = await importFeed(csvStore, streamOf(csv), { format: "csv", now: NOW });
       // CSV lines are one further down because of the header.
@@ -216,6 +234,6 @@ function toCSVField(value: string): string {
   return /[",\r\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value;
 }
 
-function findAll(target: SQLiteStore, gtins: string[]): Promise<unknown[]> {
+function findAll(target: Store, gtins: string[]): Promise<unknown[]> {
   return Promise.all(gtins.map((gtin) => target.findProductWithOffers(gtin)));
 }

@@ -159,7 +159,7 @@ describe("POST /api/v1/customer/api-keys", () => {
     const { key, clearKey } = await createKey(ada);
     const credential = await context.store.findKeyCredential(hashSecret(clearKey));
     expect(credential?.id).toBe(key.id);
-    expect(storedText(context)).not.toContain(clearKey);
+    expect((await storedText(context))).not.toContain(clearKey);
   });
 
   describe("with an Idempotency-Key", () => {
@@ -220,7 +220,7 @@ describe("POST /api/v1/customer/api-keys", () => {
 
     test("the stored answer holds neither the clear key nor the Idempotency-Key in readable form", async () => {
       const { clearKey } = await json(await post(KEYS, ada, { name: "ci" }, { "idempotency-key": "c0ffee-idempotency-key" }));
-      const stored = storedText(context);
+      const stored = (await storedText(context));
       expect(stored).toContain('"status":"done"');
       expect(stored).not.toContain(clearKey);
       expect(stored).not.toContain("c0ffee-idempotency-key");

@@ -1,0 +1,91 @@
+// `npm test`: the whole suite on SQLite, then again on PostgreSQL when a server answers
+// (TEST_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test), then the combined totals as
+// the last two lines in bun's own format (` N pass`, ` N fail`), which .ci/run reads.
+// Arguments are passed to both `bun test` runs (e.g. `npm test -- test/products`).
+import { existsSync, readdirSync } from "node:fs";
+import postgres from "postgres";
+
+const DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test";
+
+interface RunResult {
+  pass: number;
+  fail: number;
+  ok: boolean;
+}
+
+/** Runs `bun test`, echoing its output as it comes, and reads its last pass and fail counts. */
+async function runBunTest(label: string, args: string[], env: Record<string, string | undefined>): Promise<RunResult> {
+  console.log(`\n== bun test on ${label}\n`);
+  const child = Bun.spawn([process.execPath, "test", ...args], { env, stdout: "pipe", stderr: "pipe" });
+  let output = "";
+  const echo = async (stream: ReadableStream<Uint8Array>, sink: NodeJS.WriteStream) => {
+    const decoder = new TextDecoder();
+    const reader = stream.getReader();
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+      const text = decoder.decode(chunk.value, { stream: true });
+      output += text;
+      sink.write(text);
+    }
+  };
+  await Promise.all([echo(child.stdout, process.stdout), echo(child.stderr, process.stderr)]);
+  const code = await child.exited;
+  const last = (pattern: RegExp) => Number([...output.matchAll(pattern)].pop()?.[1] ?? 0);
+  const pass = last(/^ *(\d+) pass$/gm);
+  let fail = last(/^ *(\d+) fail$/gm);
+  // A run that died before its summary still counts as a failure in the totals.
+  if (code !== 0 && fail === 0) fail = 1;
+  return { pass, fail, ok: code === 0 };
+}
+
+/**
+ * Why no PostgreSQL server answers at the URL, or null when one does. A query, not a bare TCP
+ * connect: some networks accept any connection and never answer.
+ */
+async function whyNotAnswering(databaseUrl: string): Promise<string | null> {
+  const client = postgres(databaseUrl, { max: 1, connect_timeout: 3, onnotice: () => {} });
+  try {
+    const timeout = Bun.sleep(5000).then(() => Promise.reject(new Error("no answer within 5 s")));
+    await Promise.race([client`SELECT 1`, timeout]);
+    return null;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  } finally {
+    void client.end({ timeout: 0 });
+  }
+}
+
+/** Best effort: start the local cluster when PostgreSQL is installed but down (as on CI machines). */
+async function startLocalPostgres(databaseUrl: string): Promise<boolean> {
+  if (!["127.0.0.1", "localhost", "[::1]"].includes(new URL(databaseUrl).hostname) || !existsSync("/etc/postgresql")) return false;
+  for (const version of readdirSync("/etc/postgresql")) {
+    console.log(`PostgreSQL is not answering; starting cluster ${version}/main`);
+    Bun.spawnSync(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start"], { stdout: "inherit", stderr: "inherit" });
+  }
+  for (let attempt = 0; attempt < 20; attempt++) {
+    if ((await whyNotAnswering(databaseUrl)) === null) return true;
+    await Bun.sleep(500);
+  }
+  return false;
+}
+
+const args = process.argv.slice(2);
+const results: RunResult[] = [];
+results.push(await runBunTest("SQLite", args, { ...process.env, TEST_DATABASE_URL: "" }));
+
+const postgresUrl = process.env.TEST_DATABASE_URL?.trim() || DEFAULT_POSTGRES_URL;
+const { hostname, port, pathname } = new URL(postgresUrl);
+const where = `${hostname}:${port || 5432}${pathname}`;
+const unreachable = await whyNotAnswering(postgresUrl);
+if (unreachable === null || (await startLocalPostgres(postgresUrl))) {
+  // An empty ignore list brings in the PostgreSQL-only files that bunfig.toml leaves out.
+  results.push(await runBunTest(`PostgreSQL (${where})`, ["--path-ignore-patterns=", ...args], { ...process.env, TEST_DATABASE_URL: postgresUrl }));
+} else {
+  console.log(`\n== PostgreSQL at ${where} does not answer (${unreachable}): only the SQLite run counts`);
+}
+
+const pass = results.reduce((sum, result) => sum + result.pass, 0);
+const fail = results.reduce((sum, result) => sum + result.fail, 0);
+console.log(`\n== combined: ${results.length === 2 ? "SQLite + PostgreSQL" : "SQLite only"}`);
+console.log(` ${pass} pass`);
+console.log(` ${fail} fail`);
+process.exit(results.every((result) => result.ok) ? 0 : 1);

@@ -1,0 +1,195 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import type { Store } from "../../src/db/store";
+import { FakeClock } from "../../src/lib/clock";
+import { openStore } from "../../src/services";
+import { createTestDatabase, ledgerSum, openTestStore } from "../helpers";
+
+// The store's storage rules for credits, on whichever store the suite runs against: reservations
+// are claimed once, never overdraw, and keep ledger sum = available + reserved at every step.
+const HOUR = 3_600_000;
+let store: Store;
+let clock: FakeClock;
+let organizationId: string;
+
+beforeEach(async () => {
+  store = await openTestStore();
+  clock = new FakeClock();
+  organizationId = (await store.createOrganization({ name: "Org", now: clock.now() })).id;
+});
+
+afterEach(async () => {
+  await store.close();
+});
+
+function grant(amount: number, expiresAt: number | null = null) {
+  return store.grantCredits({ organizationId, source: "grant", type: "grant", amount, expiresAt, description: "test", now: clock.now() });
+}
+
+function reserve(amount = 1, requestId = `req_${crypto.randomUUID()}`) {
+  return store.reserveCredits({ organizationId, amount, keyId: null, requestId, now: clock.now() });
+}
+
+async function expectInvariant(target: Store = store): Promise<void> {
+  const balance = await target.getBalance(organizationId, clock.now());
+  expect(await ledgerSum(target, organizationId)).toBe(balance.available + balance.reserved);
+  expect(balance.buckets.every((bucket) => bucket.remaining >= 0)).toBe(true);
+}
+
+function reservationId(reservation: Awaited<ReturnType<Store["reserveCredits"]>>): string {
+  if (!reservation.ok) throw new Error("expected the reservation to succeed");
+  return reservation.reservationId;
+}
+
+describe("credit reservations", () => {
+  test("credits held by a reservation count as reserved, not available, until it ends", async () => {
+    await grant(5);
+    reservationId(await reserve(2));
+    expect(await store.availableCredits(organizationId, clock.now())).toBe(3);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 3, reserved: 2 });
+    await expectInvariant();
+  });
+
+  test("a committed reservation writes one usage row and cannot be committed or released again", async () => {
+    const bucket = await grant(5);
+    const id = reservationId(await reserve(1, "req_once"));
+    const usage = { gtin: "04006381333931", description: "look-up", now: clock.now() };
+    expect(await store.commitReservation(id, usage)).toBe(true);
+    expect(await store.commitReservation(id, usage)).toBe(false);
+    expect(await store.releaseReservation(id)).toBe(false);
+    const rows = (await store.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items;
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ amount: -1, balanceAfter: 4, bucketId: bucket.id, requestId: "req_once", gtin: "04006381333931" });
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 4, reserved: 0 });
+    await expectInvariant();
+  });
+
+  test("commits that arrive together (group commit) each write one usage row, with balanceAfter in ledger order", async () => {
+    await grant(30);
+    const ids = [];
+    for (let i = 0; i < 20; i++) ids.push(reservationId(await reserve(1, `req_group${i}`)));
+    const usage = { gtin: null, description: "look-up", now: clock.now() };
+    expect(await Promise.all(ids.map((id) => store.commitReservation(id, usage)))).toEqual(ids.map(() => true));
+    expect(await Promise.all(ids.map((id) => store.commitReservation(id, usage)))).toEqual(ids.map(() => false));
+    const rows = (await store.listTransactions(organizationId, { limit: 50, types: ["usage"] })).items;
+    expect(rows).toHaveLength(20);
+    expect(rows.map((row) => row.balanceAfter).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => 10 + i));
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 10, reserved: 0 });
+    await expectInvariant();
+  });
+
+  test("one reservation committed twice at once is debited once", async () => {
+    await grant(5);
+    const id = reservationId(await reserve(1, "req_twice"));
+    const usage = { gtin: null, description: "look-up", now: clock.now() };
+    const results = await Promise.all([store.commitReservation(id, usage), store.commitReservation(id, usage), store.commitReservation(id, usage)]);
+    expect(results.filter(Boolean)).toHaveLength(1);
+    expect((await store.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items).toHaveLength(1);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 4, reserved: 0 });
+    await expectInvariant();
+  });
+
+  test("one bad debit in a group commit fails alone: its neighbours are written", async () => {
+    await grant(10);
+    const first = reservationId(await reserve(1, "req_same"));
+    const good = reservationId(await reserve(1, "req_good"));
+    // A second usage row for one request id breaks a unique index: that debit is refused.
+    const duplicate = reservationId(await reserve(1, "req_same"));
+    const usage = { gtin: null, description: "look-up", now: clock.now() };
+    const results = await Promise.allSettled([first, good, duplicate].map((id) => store.commitReservation(id, usage)));
+    expect(results.map((result) => result.status)).toEqual(["fulfilled", "fulfilled", "rejected"]);
+    const rows = (await store.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items;
+    expect(rows.map((row) => row.requestId).sort()).toEqual(["req_good", "req_same"]);
+    expect(await store.releaseReservation(duplicate)).toBe(true);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 8, reserved: 0 });
+    await expectInvariant();
+  });
+
+  test("a released reservation gives its credits back and cannot be committed afterwards", async () => {
+    await grant(3);
+    const id = reservationId(await reserve(2));
+    expect(await store.releaseReservation(id)).toBe(true);
+    expect(await store.commitReservation(id, { gtin: null, description: "late", now: clock.now() })).toBe(false);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 3, reserved: 0 });
+    expect((await store.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items).toHaveLength(0);
+    await expectInvariant();
+  });
+
+  test("a reservation the balance cannot cover is refused with the available balance and changes nothing", async () => {
+    await grant(2);
+    expect(await reserve(3)).toEqual({ ok: false, available: 2 });
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 2, reserved: 0 });
+    await expectInvariant();
+  });
+
+  test("a reservation larger than one bucket takes the soonest-expiring one first and its usage row names no single bucket", async () => {
+    const never = await grant(5);
+    const soon = await grant(2, clock.now() + HOUR);
+    const id = reservationId(await reserve(3));
+    const buckets = (await store.getBalance(organizationId, clock.now())).buckets;
+    expect(buckets.map((bucket) => [bucket.id, bucket.remaining])).toEqual([
+      [soon.id, 0],
+      [never.id, 4],
+    ]);
+    await store.commitReservation(id, { gtin: null, description: "two buckets", now: clock.now() });
+    const [usage] = (await store.listTransactions(organizationId, { limit: 1, types: ["usage"] })).items;
+    expect(usage).toMatchObject({ amount: -3, bucketId: null, balanceAfter: 4 });
+    await expectInvariant();
+  });
+
+  test("concurrent reservations never take more than the balance", async () => {
+    await grant(20);
+    const results = await Promise.all(Array.from({ length: 50 }, () => reserve(1)));
+    expect(results.filter((result) => result.ok)).toHaveLength(20);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 0, reserved: 20 });
+    await expectInvariant();
+  });
+
+  test("the stale sweep leaves reservations younger than the cutoff alone", async () => {
+    await grant(2);
+    const id = reservationId(await reserve(1));
+    expect(await store.releaseStaleReservations(clock.now() - 60_000)).toBe(0);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 1, reserved: 1 });
+    expect(await store.commitReservation(id, { gtin: null, description: "still mine", now: clock.now() })).toBe(true);
+    await expectInvariant();
+  });
+});
+
+describe("expiry", () => {
+  test("expired credits are written off once with an expiry row, even when two sweeps run at once", async () => {
+    await grant(4, clock.now() + HOUR);
+    await grant(1);
+    clock.advance(2 * HOUR);
+    const written = await Promise.all([store.expireBuckets(clock.now()), store.expireBuckets(clock.now())]);
+    expect(written[0]! + written[1]!).toBe(1);
+    const expiry = (await store.listTransactions(organizationId, { limit: 10, types: ["expiry"] })).items;
+    expect(expiry).toHaveLength(1);
+    expect(expiry[0]).toMatchObject({ amount: -4, balanceAfter: 1 });
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 1, reserved: 0 });
+    await expectInvariant();
+  });
+});
+
+describe("an instance that stops in the middle of a request", () => {
+  test("leaves no credits held once another instance's stale sweep has run", async () => {
+    const database = await createTestDatabase();
+    const crashed = await openStore(database.url);
+    const survivor = await openStore(database.url);
+    try {
+      organizationId = (await crashed.createOrganization({ name: "Shared", now: clock.now() })).id;
+      await crashed.grantCredits({ organizationId, source: "grant", type: "grant", amount: 3, expiresAt: null, description: "test", now: clock.now() });
+      const held = await crashed.reserveCredits({ organizationId, amount: 2, keyId: null, requestId: "req_lost", now: clock.now() });
+      expect(held.ok).toBe(true);
+      await crashed.close();
+
+      clock.advance(120_000);
+      await survivor.releaseStaleReservations(clock.now() - 60_000);
+      expect(await survivor.getBalance(organizationId, clock.now())).toMatchObject({ available: 3, reserved: 0 });
+      expect((await survivor.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items).toHaveLength(0);
+      await expectInvariant(survivor);
+    } finally {
+      await crashed.close();
+      await survivor.close();
+      await database.drop();
+    }
+  });
+});

@@ -1,0 +1,109 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import type { NewOrder } from "../../src/db/billing-records";
+import type { Store } from "../../src/db/store";
+import { FakeClock } from "../../src/lib/clock";
+import { openStore } from "../../src/services";
+import { createTestDatabase, ledgerSum, type TestDatabase } from "../helpers";
+
+// Two stores on one database, as two instances (or an instance and the CLI) serving the same
+// organization at once: each rule below is a conditional write, a row lock or a unique constraint in
+// the database, so it holds across connections (on PostgreSQL, across processes).
+let database: TestDatabase;
+let one: Store;
+let two: Store;
+let clock: FakeClock;
+let organizationId: string;
+
+beforeEach(async () => {
+  database = await createTestDatabase();
+  one = await openStore(database.url);
+  two = await openStore(database.url);
+  clock = new FakeClock();
+  organizationId = (await one.createOrganization({ name: "Shared", now: clock.now() })).id;
+});
+
+afterEach(async () => {
+  await one.close();
+  await two.close();
+  await database.drop();
+});
+
+function order(id: string): NewOrder {
+  return {
+    id,
+    organizationId,
+    userId: null,
+    kind: "pack",
+    itemId: "pack-1k",
+    itemName: "1 000 credits",
+    credits: 1000,
+    interval: null,
+    validityDays: null,
+    amount: 900,
+    currency: "EUR",
+    provider: "local",
+    providerRef: null,
+    successUrl: null,
+    cancelUrl: null,
+    createdAt: clock.now(),
+  };
+}
+
+function completion(orderId: string, eventId: string | null = null) {
+  return {
+    orderId,
+    now: clock.now(),
+    event: eventId === null ? null : { id: eventId, type: "checkout.session.completed" },
+    grant: { source: "pack" as const, type: "purchase" as const, amount: 1000, expiresAt: null, description: "1 000 credits" },
+    payment: { ref: orderId, amount: 900, currency: "EUR" },
+    subscription: null,
+    invoice: { description: "1 000 credits", amount: 900, currency: "EUR", periodStart: null, periodEnd: null },
+  };
+}
+
+describe("two instances on one database", () => {
+  test("an Idempotency-Key claimed by both at once is claimed by exactly one", async () => {
+    const now = clock.now();
+    for (let i = 0; i < 10; i++) {
+      const claim = { scope: "org POST /x", keyHash: `key-${i}`, requestHash: "body", now, expiresAt: now + 86_400_000, abandonedBefore: now - 60_000 };
+      const results = await Promise.all([one.claimIdempotencyKey(claim), two.claimIdempotencyKey(claim)]);
+      expect(results.filter((result) => result.claimed)).toHaveLength(1);
+    }
+  });
+
+  test("an order completed by both at once, and a provider event delivered to both, grant once", async () => {
+    await one.createOrder(order("chk_race"));
+    const completed = await Promise.all([one.completeOrder(completion("chk_race", "evt_race")), two.completeOrder(completion("chk_race", "evt_race"))]);
+    expect(completed.filter((result) => result.applied)).toHaveLength(1);
+    const paid = { organizationId, grant: completion("x").grant, now: clock.now() };
+    const granted = await Promise.all([
+      one.applyPaidGrant({ ...paid, event: { id: "evt_invoice", type: "invoice.paid" }, payment: { ref: "in_1", amount: 900, currency: "EUR" } }),
+      two.applyPaidGrant({ ...paid, event: { id: "evt_invoice", type: "invoice.paid" }, payment: { ref: "in_1", amount: 900, currency: "EUR" } }),
+    ]);
+    expect(granted.filter((result) => result.applied)).toHaveLength(1);
+    const balance = await one.getBalance(organizationId, clock.now());
+    expect(balance.available).toBe(2000);
+    expect(await ledgerSum(two, organizationId)).toBe(2000);
+  });
+
+  test("invoices numbered by both at once have no gaps and no duplicates", async () => {
+    const ids = Array.from({ length: 12 }, (_, i) => `chk_${i}`);
+    for (const id of ids) await one.createOrder(order(id));
+    await Promise.all(ids.map((id, i) => (i % 2 === 0 ? one : two).completeOrder(completion(id))));
+    const invoices = (await two.listInvoices(organizationId, { limit: 50 })).items;
+    expect(invoices.map((invoice) => invoice.number).sort()).toEqual(ids.map((_, i) => `INV-${String(i + 1).padStart(6, "0")}`));
+  });
+
+  test("a refund replayed on both at once claws back once, never more than the bucket holds", async () => {
+    await one.createOrder(order("chk_refund"));
+    await one.completeOrder(completion("chk_refund"));
+    const spent = await one.reserveCredits({ organizationId, amount: 600, keyId: null, requestId: "req_spend", now: clock.now() });
+    if (!spent.ok) throw new Error("expected the reservation to succeed");
+    expect(await one.commitReservation(spent.reservationId, { gtin: null, description: "spent", now: clock.now() })).toBe(true);
+    const refund = { event: null, ref: "chk_refund", refundedAmount: 900, description: "refund", now: clock.now() };
+    const results = await Promise.all([one.refundPayment(refund), two.refundPayment(refund)]);
+    expect(results.map((result) => result.clawedBack).sort((a, b) => a - b)).toEqual([0, 400]);
+    expect((await two.getBalance(organizationId, clock.now())).available).toBe(0);
+    expect(await ledgerSum(one, organizationId)).toBe(0);
+  });
+});
