@@ -145,7 +145,7 @@ export class SQLiteStore implements Store {
    * touches nothing cached (lastUsedAt). Any other change seen before it still clears the caches.
    */
   private writeKeepingCaches<T>(work: () => T): T {
-    this.syncCaches();
+    this.syncCaches("all connections");
     const result = this.database.transaction(work).immediate();
     this.seenChanges = this.totalChanges().get()!.changes;
     return result;
@@ -155,7 +155,11 @@ export class SQLiteStore implements Store {
   // spendable buckets. SQLite tells exactly when they may be stale: `data_version` changes when
   // another connection (the operator CLI: import, grants, revocations) commits, `total_changes()`
   // when this connection writes. Either moving clears every cache; the billing debit alone updates
-  // the cached buckets in place instead.
+  // the cached buckets in place instead. `total_changes()` is nearly free and checked before every
+  // cached read; `data_version` costs a read transaction, so it is checked where a data request
+  // starts (the key look-up): another connection can only add credits, products or revocations,
+  // never take credits away, so a request that started before such a commit is safe to finish on
+  // what it saw, and the next request sees the commit.
   private readonly keyCache = new Map<string, KeyCredential>();
   private readonly productCache = new Map<string, { product: ProductRecord; offers: OfferRecord[] } | null>();
   private readonly bucketCache = new Map<string, Array<{ id: string; remaining: number; expiresAt: number | null }>>();
@@ -165,8 +169,8 @@ export class SQLiteStore implements Store {
   private readonly totalChanges = this.lazy(() => this.database.query<{ changes: number }, []>("SELECT total_changes() AS changes"));
 
   /** Drops every cache when anything was committed since the last check that the caches do not reflect. */
-  private syncCaches(): void {
-    const version = this.dataVersion().get()!.data_version;
+  private syncCaches(scope: "this connection" | "all connections" = "this connection"): void {
+    const version = scope === "all connections" ? this.dataVersion().get()!.data_version : this.seenDataVersion;
     const changes = this.totalChanges().get()!.changes;
     if (version !== this.seenDataVersion || changes !== this.seenChanges) {
       this.keyCache.clear();
@@ -232,7 +236,7 @@ export class SQLiteStore implements Store {
   );
 
   async findKeyCredential(keyHash: string): Promise<KeyCredential | null> {
-    this.syncCaches();
+    this.syncCaches("all connections");
     const cached = this.keyCache.get(keyHash);
     if (cached !== undefined) return cached;
     const credential = this.credentialByHash().get({ hash: keyHash });
