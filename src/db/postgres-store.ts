@@ -3,6 +3,7 @@ import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
 import { newId } from "../lib/ids";
+import { page, toKeyRecord } from "./rows";
 import type {
   CompleteOrderInput,
   CompleteOrderResult,
@@ -44,7 +45,6 @@ import type {
   UsageRecord,
   User,
 } from "./store";
-import { page } from "./sqlite-store";
 
 const { organizations, users, sessions, apiKeys, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
 const { invitations, idempotencyRecords } = schema;
@@ -73,12 +73,6 @@ const keyRecordColumns = {
   createdByEmail: users.email,
 };
 
-type KeyRow = Omit<ApiKeyRecord, "createdBy"> & { createdById: string; createdByName: string; createdByEmail: string | null };
-
-function toKeyRecord(row: KeyRow): ApiKeyRecord {
-  const { createdById, createdByName, createdByEmail, ...key } = row;
-  return { ...key, createdBy: { id: createdById, name: createdByName, email: createdByEmail } };
-}
 
 // Soonest-expiring first; buckets that never expire last; then oldest first (reserveCredits
 // spells the same order in SQL, and locks buckets in it).

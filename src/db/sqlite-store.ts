@@ -2,6 +2,7 @@ import { Database } from "bun:sqlite";
 import { and, asc, desc, eq, gt, gte, inArray, isNull, lt, lte, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { newId } from "../lib/ids";
+import { page, toKeyRecord } from "./rows";
 import type {
   CompleteOrderInput,
   CompleteOrderResult,
@@ -81,12 +82,6 @@ const keyRecordColumns = {
   createdByEmail: users.email,
 };
 
-type KeyRow = Omit<ApiKeyRecord, "createdBy"> & { createdById: string; createdByName: string; createdByEmail: string | null };
-
-function toKeyRecord(row: KeyRow): ApiKeyRecord {
-  const { createdById, createdByName, createdByEmail, ...key } = row;
-  return { ...key, createdBy: { id: createdById, name: createdByName, email: createdByEmail } };
-}
 
 // Soonest-expiring first; buckets that never expire last; then oldest first.
 const FEFO = [sql`${creditBuckets.expiresAt} IS NULL`, asc(creditBuckets.expiresAt), asc(creditBuckets.id)] as const;
@@ -1179,10 +1174,4 @@ function toTransaction(row: TransactionRow): LedgerTransaction {
     description: row.description,
     createdAt: row.created_at,
   };
-}
-
-/** Cuts a `limit + 1` query result into a page; the cursor is the last returned id. */
-export function page<T extends { id: string }>(rows: T[], limit: number): Page<T> {
-  const items = rows.slice(0, limit);
-  return { items, nextCursor: rows.length > limit ? items[items.length - 1]!.id : null };
 }
