@@ -6,6 +6,8 @@ import { createServices } from "../../services";
 import { createLogger } from "../../lib/logger";
 import type { Command } from "../command";
 
+const DEMO_EMAIL = "demo@example.com";
+
 export const serveCommand: Command = {
   name: "serve",
   summary: "Run the HTTP API (applies pending migrations first)",
@@ -20,6 +22,8 @@ export const serveCommand: Command = {
     let demo: Awaited<ReturnType<typeof seedDemo>> | null = null;
     if (config.env === "development" && (await store.countProducts()) === 0) {
       demo = await seedDemo(store, { products: 300, credits: 1000, keyPrefix: config.keyPrefix, now: Date.now(), freshnessWindowMs: config.freshnessWindowMs });
+      // Whoever signs in as the demo email joins the demo organization and sees its credits and key.
+      await store.upsertInvitation({ email: DEMO_EMAIL, organizationId: demo.organizationId, role: "owner", createdAt: Date.now() });
     }
     const server = await startServer(services, { port: config.port });
     logger.info("listening", { url: server.url, env: config.env, database: store.dialect });
@@ -35,7 +39,8 @@ export const serveCommand: Command = {
     if (demo !== null) {
       context.out(
         `\nDemo data loaded: ${demo.products} products, organization ${demo.organizationId} with 1000 credits.\n` +
-          `Demo API key (shown once): ${demo.clearKey}\n\n` +
+          `Demo API key (shown once): ${demo.clearKey}\n` +
+          `Dashboard of the demo organization: sign in at ${base}/dashboard as ${DEMO_EMAIL}\n\n` +
           `  curl -H "Authorization: Bearer ${demo.clearKey}" ${base}/api/v1/products/${demo.freshGTIN}/price\n`,
       );
     }
