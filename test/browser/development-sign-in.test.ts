@@ -1,7 +1,7 @@
 // The development sign-in of the dashboard (development mode, no OIDC_ISSUER), in real Chromium.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Browser } from "playwright-core";
-import { fetchInPage, freePort, heading, launchChromium, openPage, screenshot, startTestServer, type TestServer, type WatchedPage } from "./harness";
+import { BROWSER_START_TIMEOUT, fetchInPage, freePort, heading, launchChromium, openPage, screenshot, startTestServer, type TestServer, type WatchedPage } from "./harness";
 
 let browser: Browser;
 let server: TestServer;
@@ -10,7 +10,7 @@ let watched: WatchedPage | undefined;
 beforeAll(async () => {
   browser = await launchChromium();
   server = await startTestServer(await freePort(), { TRIAL_CREDITS: "25" });
-}, 60_000);
+}, BROWSER_START_TIMEOUT);
 
 afterAll(async () => {
   await watched?.context.close().catch(() => undefined);

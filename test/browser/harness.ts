@@ -10,6 +10,8 @@ import { type RunningServer, startServer } from "../../src/server";
 import { createServices, type Services } from "../../src/services";
 
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+/** For the hook that launches Chromium: its first start after apt-get install builds caches and takes seconds. */
+export const BROWSER_START_TIMEOUT = { timeout: 60_000 };
 const SCREENSHOTS = new URL("../screenshots/", import.meta.url);
 
 /** Starts headless Chromium, or fails with how to install it: these tests never skip. */
@@ -17,7 +19,9 @@ export async function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM_PATH)) {
     throw new Error(`Chromium is not installed at ${CHROMIUM_PATH}, and the dashboard's browser tests need it. Install it with: apt-get install chromium`);
   }
+  // The flags keep Chromium itself off the network, so every request seen is the page's.
   return chromium.launch({
+    timeout: BROWSER_START_TIMEOUT.timeout,
     executablePath: CHROMIUM_PATH,
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   });

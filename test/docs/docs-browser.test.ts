@@ -1,23 +1,17 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { startServer, type RunningServer } from "../../src/server";
+import { BROWSER_START_TIMEOUT, launchChromium } from "../browser/harness";
 import { createTestContext } from "../helpers";
-
-// Debian's chromium (apt-get install -y chromium; .ci/run installs it when missing), driven by
-// playwright-core. The flags keep Chromium itself off the network, so every request seen is the page's.
-const CHROMIUM = "/usr/bin/chromium";
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
 let server: RunningServer;
 let browser: Browser;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
   const context = await createTestContext();
   server = await startServer(context.services, { port: 0, hostname: "127.0.0.1" });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
-});
+  browser = await launchChromium();
+}, BROWSER_START_TIMEOUT);
 afterAll(async () => {
   await browser?.close();
   await server?.stop();
