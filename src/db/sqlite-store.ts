@@ -594,6 +594,14 @@ export class SQLiteStore implements Store {
     });
   }
 
+  private readonly setLedgerBalance = this.lazy(() =>
+    this.db
+      .update(organizations)
+      .set({ ledgerBalance: sql`${sql.placeholder("ledgerBalance")}` })
+      .where(eq(organizations.id, sql.placeholder("organizationId")))
+      .prepare(),
+  );
+
   private readonly ledgerBalanceOf = this.lazy(() =>
     this.db.select({ ledgerBalance: organizations.ledgerBalance }).from(organizations).where(eq(organizations.id, sql.placeholder("organizationId"))).prepare(),
   );
@@ -624,7 +632,7 @@ export class SQLiteStore implements Store {
       if (usage.idempotency !== undefined) this.completeIdempotencyRecord(usage.idempotency);
     }
     for (const [bucketId, amount] of bucketDebits) this.adjustBucket().run({ bucketId, delta: -amount });
-    for (const [organizationId, ledgerBalance] of ledgerBalances) this.db.update(organizations).set({ ledgerBalance }).where(eq(organizations.id, organizationId)).run();
+    for (const [organizationId, ledgerBalance] of ledgerBalances) this.setLedgerBalance().run({ organizationId, ledgerBalance });
   }
 
   private flushCommits(): void {
