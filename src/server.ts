@@ -46,6 +46,7 @@ export async function startServer(services: Services, options: { port: number; h
     setInterval(guard("reservation sweep", () => store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS)), RESERVATION_SWEEP_MS),
     setInterval(guard("rate limit prune", async () => services.rateLimiter.prune(clock.now())), RATE_LIMIT_PRUNE_MS),
     setInterval(guard("idempotency sweep", () => store.deleteExpiredIdempotencyRecords(clock.now())), EXPIRY_SWEEP_MS),
+    setInterval(guard("session sweep", () => store.deleteDeadSessions(clock.now())), EXPIRY_SWEEP_MS),
     setInterval(guard("subscription renewal", () => payments.renewSubscriptions(clock.now())), RENEWAL_SWEEP_MS),
   ];
 

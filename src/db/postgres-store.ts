@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, gte, inArray, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
 import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
@@ -778,6 +778,11 @@ export class PostgresStore implements Store {
       .where(and(eq(sessions.id, id), isNull(sessions.revokedAt)))
       .returning({ id: sessions.id });
     return changed.length === 1;
+  }
+
+  async deleteDeadSessions(now: number): Promise<number> {
+    const deleted = await this.db.delete(sessions).where(or(isNotNull(sessions.revokedAt), lte(sessions.expiresAt, now))).returning({ id: sessions.id });
+    return deleted.length;
   }
 
   async upsertInvitation(invitation: Invitation): Promise<Invitation> {

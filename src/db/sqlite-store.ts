@@ -1,5 +1,5 @@
 import { Database } from "bun:sqlite";
-import { and, asc, desc, eq, gt, gte, inArray, isNull, lt, lte, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { newId } from "../lib/ids";
 import { page, toKeyRecord } from "./rows";
@@ -845,6 +845,10 @@ export class SQLiteStore implements Store {
       .returning({ id: sessions.id })
       .all();
     return changed.length === 1;
+  }
+
+  async deleteDeadSessions(now: number): Promise<number> {
+    return this.db.delete(sessions).where(or(isNotNull(sessions.revokedAt), lte(sessions.expiresAt, now))).returning({ id: sessions.id }).all().length;
   }
 
   async upsertInvitation(invitation: Invitation): Promise<Invitation> {

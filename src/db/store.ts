@@ -247,6 +247,8 @@ export interface Store {
   rotateSessionToken(input: { id: string; currentTokenHash: string; newTokenHash: string; expiresAt: number; now: number }): Promise<SessionRecord | null>;
   /** Marks a session revoked; false when it was already revoked or does not exist. */
   revokeSession(id: string, now: number): Promise<boolean>;
+  /** Deletes the sessions no token can use again (revoked, or expired at `now`); returns how many. */
+  deleteDeadSessions(now: number): Promise<number>;
   /** Creates or replaces the invitation of an email address. */
   upsertInvitation(invitation: Invitation): Promise<Invitation>;
 

@@ -247,6 +247,22 @@ describe("POST /api/v1/auth/logout", () => {
 });
 
 describe("session storage", () => {
+  test("the session sweep deletes revoked and expired sessions and keeps live ones", async () => {
+    const expired = await signIn(context, "ada@example.com");
+    context.clock.advance(DAY - HOUR);
+    const live = await signIn(context, "ada@example.com");
+    const signedOut = await signIn(context, "grace@example.com");
+    expect((await post("/api/v1/auth/logout", signedOut.headers)).status).toBe(204);
+    context.clock.advance(2 * HOUR);
+
+    expect(await context.store.deleteDeadSessions(context.clock.now())).toBe(2);
+    const rows = await queryRows<{ id: string }>(context.store, "SELECT id FROM sessions");
+    expect(rows.map((row) => row.id)).toEqual([live.token.split(".")[0]!]);
+    expect((await me(live.headers)).status).toBe(200);
+    for (const gone of [expired, signedOut]) expect((await me(gone.headers)).status).toBe(401);
+    expect(await context.store.deleteDeadSessions(context.clock.now())).toBe(0);
+  });
+
   test("only the SHA-256 of the session secret is stored, and no token appears in the log", async () => {
     const response = await devLogin("ada@example.com");
     const token = cookieOf(response).cookie.slice("session=".length);

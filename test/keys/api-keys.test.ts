@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { hashSecret } from "../../src/lib/crypto";
 import { hashRequestBody, IDEMPOTENCY_TTL_MS } from "../../src/http/idempotency";
 import { isWellFormedKey } from "../../src/modules/keys/key-format";
-import { addProduct, createOrganization, createTestContext, json, signIn, type TestContext, type TestSession } from "../helpers";
+import { addProduct, createOrganization, createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
 import { sessionOnlySecurityTests, storedText } from "../security";
 
 const KEYS = "/api/v1/customer/api-keys";
@@ -209,9 +209,12 @@ describe("POST /api/v1/customer/api-keys", () => {
       expect(e.key.createdBy.id).toBe(eve.userId);
     });
 
-    test("after 24 h the same key makes a new key", async () => {
+    test("after 24 h the same key makes a new key, and the sweep deletes the stored answer", async () => {
       const first = await json(await post(KEYS, ada, { name: "ci" }, { "idempotency-key": "daily" }));
+      expect(await context.store.deleteExpiredIdempotencyRecords(context.clock.now() + IDEMPOTENCY_TTL_MS - 1)).toBe(0);
       context.clock.advance(IDEMPOTENCY_TTL_MS);
+      expect(await context.store.deleteExpiredIdempotencyRecords(context.clock.now())).toBe(1);
+      expect(await queryRows(context.store, "SELECT scope FROM idempotency_records")).toEqual([]);
       ada = await signIn(context, "ada@example.com"); // the first session ended after 24 h too
       const later = await json(await post(KEYS, ada, { name: "ci" }, { "idempotency-key": "daily" }));
       expect(later.clearKey).not.toBe(first.clearKey);
