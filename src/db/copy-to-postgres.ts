@@ -55,6 +55,9 @@ export async function copySQLiteToPostgres(source: Database, target: postgres.Sq
       }
       if (filled.length > 0) throw new Error(`the target database is not empty: ${filled.join(", ")}`);
 
+      // The copied history is the history: the trigger that writes it for new offers must not write it
+      // again for the copied ones (transactional DDL: undone with the copy if it fails).
+      await tx.execute(sql`ALTER TABLE offers DISABLE TRIGGER offers_price_history`);
       const tables: CopyReport["tables"] = [];
       for (const pair of pairs) {
         const columns = getTableColumns(pair.sqlite);
@@ -69,13 +72,16 @@ export async function copySQLiteToPostgres(source: Database, target: postgres.Sq
             .all() as Array<Record<string, unknown> & { copyRowId: number }>;
           if (rows.length === 0) break;
           lastRowId = rows[rows.length - 1]!.copyRowId;
-          const values = rows.map((row) => Object.fromEntries(pair.columns.map(([postgresKey, sqliteKey]) => [postgresKey, row[sqliteKey]])));
+          // The history's id is an identity column that PostgreSQL numbers itself; rows are copied in order.
+          const copied = pair.name === "offer_price_history" ? pair.columns.filter(([postgresKey]) => postgresKey !== "id") : pair.columns;
+          const values = rows.map((row) => Object.fromEntries(copied.map(([postgresKey, sqliteKey]) => [postgresKey, row[sqliteKey]])));
           await tx.insert(pair.postgres).values(values);
         }
         const [sqliteCount] = from.select({ count: sql<number>`count(*)` }).from(pair.sqlite).all();
         const [postgresCount] = await tx.select({ count: sql<number>`count(*)`.mapWith(Number) }).from(pair.postgres);
         tables.push({ table: pair.name, sqlite: sqliteCount!.count, postgres: postgresCount!.count });
       }
+      await tx.execute(sql`ALTER TABLE offers ENABLE TRIGGER offers_price_history`);
       const different = tables.filter((row) => row.sqlite !== row.postgres);
       if (different.length > 0) throw new Error(`row counts differ after the copy: ${different.map((row) => `${row.table} ${row.sqlite} → ${row.postgres}`).join(", ")}`);
 

@@ -1,7 +1,8 @@
-import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, notInArray, or, sql } from "drizzle-orm";
 import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
+import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
 import { page, toKeyRecord } from "./rows";
 import type {
@@ -18,23 +19,28 @@ import type {
   SubscriptionRecord,
 } from "./billing-records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
+import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applyPostgresMigrations } from "./migrate";
+import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import { openPostgresClient } from "./postgres-client";
 import * as schema from "./schema/postgres";
-import { STALE_RESERVATION_MS, SYSTEM_USER_ID } from "./store";
+import { BILLED_REASON, DAY_MS, HOUR_MS, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
 import type {
   ApiKeyRecord,
   Balance,
+  DisputeReport,
   Bucket,
   FeedRecord,
   IdempotencyClaim,
   Invitation,
+  KeyControls,
   KeyCredential,
   LedgerTransaction,
   NewApiKey,
   OfferRecord,
   Organization,
   Page,
+  PaymentReversalResult,
   ProductRecord,
   Reservation,
   SessionRecord,
@@ -46,9 +52,20 @@ import type {
   User,
 } from "./store";
 
-const { organizations, users, sessions, apiKeys, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
+const { organizations, users, sessions, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
 const { invitations, idempotencyRecords } = schema;
-const { orders, subscriptions, invoices, payments, providerEvents } = schema;
+const { orders, subscriptions, invoices, payments, paymentReversals, providerEvents } = schema;
+const { feedSources, feedRuns, feedTokens, feedSourceFiles, offerPriceHistory } = schema;
+
+const feedTokenColumns = {
+  id: feedTokens.id,
+  sourceId: feedTokens.sourceId,
+  scope: feedTokens.scope,
+  name: feedTokens.name,
+  createdAt: feedTokens.createdAt,
+  revokedAt: feedTokens.revokedAt,
+  lastUsedAt: feedTokens.lastUsedAt,
+};
 
 type DB = PostgresJsDatabase<typeof schema>;
 type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
@@ -68,11 +85,24 @@ const keyRecordColumns = {
   replacedBy: apiKeys.replacedBy,
   createdAt: apiKeys.createdAt,
   lastUsedAt: apiKeys.lastUsedAt,
+  expiresAt: apiKeys.expiresAt,
+  monthlyCreditLimit: apiKeys.monthlyCreditLimit,
+  rateLimit: apiKeys.rateLimit,
   createdById: users.id,
   createdByName: users.name,
   createdByEmail: users.email,
 };
 
+
+const bucketColumns = {
+  id: creditBuckets.id,
+  organizationId: creditBuckets.organizationId,
+  source: creditBuckets.source,
+  granted: creditBuckets.granted,
+  remaining: creditBuckets.remaining,
+  expiresAt: creditBuckets.expiresAt,
+  createdAt: creditBuckets.createdAt,
+};
 
 // Soonest-expiring first; buckets that never expire last; then oldest first (reserveCredits
 // spells the same order in SQL, and locks buckets in it).
@@ -84,6 +114,8 @@ const INSERT_CHUNK = 1000;
 const TRANSACTION_ATTEMPTS = 3;
 /** First key of the invoice-numbering advisory lock ("invs"); the second is the schema. */
 const INVOICE_LOCK_NAMESPACE = 0x696e7673;
+/** First key of a payment's advisory lock ("pays"); the second is the schema and the payment ref. */
+const PAYMENT_LOCK_NAMESPACE = 0x70617973;
 /** Debits per group-commit statement at most; more wait for the next one. */
 const COMMIT_BATCH_LIMIT = 500;
 
@@ -178,7 +210,16 @@ export class PostgresStore implements Store {
 
   private readonly credentialByHash = this.lazy(() =>
     this.db
-      .select({ id: apiKeys.id, organizationId: apiKeys.organizationId, keyPrefix: apiKeys.keyPrefix, keyHash: apiKeys.keyHash, status: apiKeys.status })
+      .select({
+        id: apiKeys.id,
+        organizationId: apiKeys.organizationId,
+        keyPrefix: apiKeys.keyPrefix,
+        keyHash: apiKeys.keyHash,
+        status: apiKeys.status,
+        expiresAt: apiKeys.expiresAt,
+        monthlyCreditLimit: apiKeys.monthlyCreditLimit,
+        rateLimit: apiKeys.rateLimit,
+      })
       .from(apiKeys)
       .where(eq(apiKeys.keyHash, sql.placeholder("hash")))
       .prepare("key_credential_by_hash"),
@@ -228,9 +269,29 @@ export class PostgresStore implements Store {
         .returning({ id: apiKeys.id });
       if (changed.length !== 1) return false;
       await tx.insert(apiKeys).values({ ...replacement, status: "ACTIVE" });
+      // The replacement is the same fence: what the key spent counts against the new one's limit.
+      await tx.execute(sql`INSERT INTO api_key_monthly_usage (key_id, month, spent) SELECT ${replacement.id}, month, spent FROM api_key_monthly_usage WHERE key_id = ${id}`);
       return true;
     });
     return rotated ? this.getApiKeyById(replacement.id) : null;
+  }
+
+  async updateApiKeyControls(organizationId: string, id: string, controls: Partial<KeyControls>): Promise<ApiKeyRecord | null> {
+    const changed = await this.db
+      .update(apiKeys)
+      .set({ ...controls, status: "ACTIVE" })
+      .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
+      .returning({ id: apiKeys.id });
+    return changed.length === 1 ? this.getApiKey(organizationId, id) : null;
+  }
+
+  async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
+    if (keyIds.length === 0) return new Map();
+    const rows = await this.db
+      .select({ keyId: apiKeyMonthlyUsage.keyId, spent: apiKeyMonthlyUsage.spent })
+      .from(apiKeyMonthlyUsage)
+      .where(and(inArray(apiKeyMonthlyUsage.keyId, keyIds), eq(apiKeyMonthlyUsage.month, month)));
+    return new Map(rows.map((row) => [row.keyId, row.spent]));
   }
 
   /**
@@ -252,8 +313,9 @@ export class PostgresStore implements Store {
    * in order: a product keeps the last given value of each field, an offer the newest observation.
    * Rows go in key order so that concurrent imports lock them in the same order.
    */
-  async applyFeedRecords(records: FeedRecord[], now: number): Promise<{ products: number; offers: number }> {
+  async applyFeedRecords(records: FeedRecord[], now: number, options: { sourceId?: string } = {}): Promise<{ products: number; offers: number }> {
     const merged = mergeFeedRecords(records);
+    const sourceId = options.sourceId ?? null;
     await this.transaction(async (tx) => {
       const productRow = (p: FeedRecord["product"]) => ({ gtin: p.gtin, title: p.title ?? "", brand: p.brand ?? null, imageUrl: p.imageUrl ?? null, updatedAt: now });
       const keepOrReplace = {
@@ -279,10 +341,10 @@ export class PostgresStore implements Store {
       for (const chunk of chunks(merged.merchants.filter((m) => m.name === undefined))) {
         await tx.insert(merchants).values(chunk.map((m) => ({ id: m.id, name: m.id }))).onConflictDoNothing();
       }
-      for (const chunk of chunks(merged.offers)) {
+      for (const chunk of merged.offerRounds.flatMap((round) => chunks(round))) {
         await tx
           .insert(offers)
-          .values(chunk)
+          .values(chunk.map((offer) => ({ ...offer, sourceId })))
           .onConflictDoUpdate({
             target: [offers.gtin, offers.merchantId],
             set: {
@@ -293,6 +355,7 @@ export class PostgresStore implements Store {
               condition: sql`excluded.condition`,
               url: sql`excluded.url`,
               observedAt: sql`excluded.observed_at`,
+              sourceId: sql`excluded.source_id`,
             },
             setWhere: sql`excluded.observed_at >= ${offers.observedAt}`,
           });
@@ -450,11 +513,49 @@ export class PostgresStore implements Store {
   // with the lock, so concurrent requests on any instance never take the same credit twice.
   async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
     const reservationId = newId("res", input.now);
-    const [row] = await retrying(
-      () => this.client<Array<{ available: string; reservation_id: string | null }>>`
+    // A key without a monthly credit limit (nearly all) takes one statement, which reserves nothing
+    // when the key has a limit after all (set since its credential was read): then the capped path.
+    const [row] = await retrying(() => this.reserveStatement(this.client, input, reservationId, { unlimitedKeyOnly: true }));
+    if (row!.capped) return this.reserveCapped(input, reservationId);
+    if (row!.reservation_id === null) return { ok: false, available: Number(row!.available) };
+    return { ok: true, reservationId, available: Number(row!.available) - input.amount };
+  }
+
+  // Invariant: a key's spending in the month plus what its open reservations hold never exceeds its
+  // monthly limit. Every reservation of a capped key first locks the key's counter row of the month
+  // (inserting it if needed), and every debit moves that row in its own statement, so reservations
+  // of one key queue on it and each one reads the committed spending and reservations of the others
+  // (read in a second statement, after the lock: a debit that committed before is seen whole, one
+  // still running waits and is seen as neither). A released reservation frees its share at once.
+  private async reserveCapped(input: Parameters<Store["reserveCredits"]>[0], reservationId: string): Promise<Reservation> {
+    const keyId = input.keyId!;
+    const outcome = await retrying(() =>
+      this.client.begin(async (tx) => {
+        const [counter] = await tx<Array<{ spent: string }>>`
+          INSERT INTO api_key_monthly_usage (key_id, month, spent) VALUES (${keyId}, ${utcMonth(input.now)}, 0)
+          ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent
+          RETURNING spent`;
+        const [key] = await tx<Array<{ monthly_credit_limit: string | null; held: string }>>`
+          SELECT monthly_credit_limit, (SELECT coalesce(sum(amount), 0)::bigint FROM reservations WHERE key_id = ${keyId}) AS held
+          FROM api_keys WHERE id = ${keyId}`;
+        const limit = key?.monthly_credit_limit == null ? null : Number(key.monthly_credit_limit);
+        if (limit !== null && Number(counter!.spent) + Number(key!.held) + input.amount > limit) return { refusedBy: limit };
+        const [row] = await this.reserveStatement(tx, input, reservationId, { unlimitedKeyOnly: false });
+        return { row: row! };
+      }),
+    );
+    if ("refusedBy" in outcome) return { ok: false, available: await this.availableCredits(input.organizationId, input.now), keyLimit: outcome.refusedBy };
+    if (outcome.row.reservation_id === null) return { ok: false, available: Number(outcome.row.available) };
+    return { ok: true, reservationId, available: Number(outcome.row.available) - input.amount };
+  }
+
+  private reserveStatement(sql: postgres.Sql | postgres.TransactionSql, input: Parameters<Store["reserveCredits"]>[0], reservationId: string, options: { unlimitedKeyOnly: boolean }) {
+    const capped = sql`EXISTS (SELECT 1 FROM api_keys WHERE id = ${input.keyId} AND monthly_credit_limit IS NOT NULL)`;
+    return sql<Array<{ available: string; reservation_id: string | null; capped: boolean }>>`
         WITH locked AS (
           SELECT id, remaining, expires_at FROM credit_buckets
           WHERE organization_id = ${input.organizationId} AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${input.now})
+            ${options.unlimitedKeyOnly ? sql`AND NOT ${capped}` : sql``}
           ORDER BY expires_at ASC NULLS LAST, id
           FOR UPDATE
         ),
@@ -474,15 +575,14 @@ export class PostgresStore implements Store {
           INSERT INTO reservations (id, organization_id, amount, allocations, key_id, request_id, created_at)
           SELECT ${reservationId}, ${input.organizationId}, ${input.amount},
                  jsonb_agg(jsonb_build_object('bucketId', id, 'amount', amount) ORDER BY position),
-                 ${input.keyId}, ${input.requestId}, ${input.now}
+                 ${input.keyId}, ${input.requestId}, ${sql`(extract(epoch from now()) * 1000)::bigint`}
           FROM taken HAVING count(*) > 0
           RETURNING id
         )
-        SELECT total.available, (SELECT id FROM reserved) AS reservation_id, set_config('synchronous_commit', 'off', true) AS async_commit
-        FROM total`,
-    );
-    if (row!.reservation_id === null) return { ok: false, available: Number(row!.available) };
-    return { ok: true, reservationId };
+        SELECT total.available, (SELECT id FROM reserved) AS reservation_id,
+               ${options.unlimitedKeyOnly ? capped : sql`false`} AS capped,
+               set_config('synchronous_commit', 'off', true) AS async_commit
+        FROM total`;
   }
 
   private pendingCommits: Array<{ reservationId: string; usage: UsageRecord; resolve: (committed: boolean) => void; reject: (error: unknown) => void }> = [];
@@ -541,19 +641,30 @@ export class PostgresStore implements Store {
       gtin: usage.gtin,
       description: usage.description,
       created_at: usage.now,
+      month: utcMonth(usage.now),
       idempotency_scope: usage.idempotency?.scope ?? null,
       idempotency_key_hash: usage.idempotency?.keyHash ?? null,
+      claimed_at: usage.idempotency?.claimedAt ?? null,
       response_status: usage.idempotency?.responseStatus ?? null,
       response_body: usage.idempotency?.responseBody ?? null,
     }));
     const committed = await this.client<Array<{ reservation_id: string }>>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(
-          seq int, reservation_id text, transaction_id text, gtin text, description text, created_at bigint,
-          idempotency_scope text, idempotency_key_hash text, response_status int, response_body text)
+          seq int, reservation_id text, transaction_id text, gtin text, description text, created_at bigint, month text,
+          idempotency_scope text, idempotency_key_hash text, claimed_at bigint, response_status int, response_body text)
+      ),
+      -- A request whose Idempotency-Key claim was taken over meanwhile is not billed: its claim
+      -- (locked until this commits) fences the debit.
+      owned AS (
+        SELECT input.* FROM input
+        WHERE input.idempotency_scope IS NULL OR input.reservation_id IN (
+          SELECT input.reservation_id FROM input JOIN idempotency_records r
+            ON r.scope = input.idempotency_scope AND r.key_hash = input.idempotency_key_hash AND r.status = 'in-progress' AND r.created_at = input.claimed_at
+          FOR UPDATE OF r)
       ),
       claimed AS (
-        DELETE FROM reservations USING input WHERE reservations.id = input.reservation_id
+        DELETE FROM reservations USING owned WHERE reservations.id = owned.reservation_id
         RETURNING reservations.id, reservations.organization_id, reservations.amount, reservations.allocations, reservations.key_id, reservations.request_id
       ),
       totals AS (SELECT organization_id, sum(amount)::bigint AS amount FROM claimed GROUP BY organization_id),
@@ -576,25 +687,66 @@ export class PostgresStore implements Store {
                key_id, request_id, gtin, description, created_at
         FROM debits
       ),
+      -- The billed look-ups into the hourly usage counters, in the debit's own statement, rows in one
+      -- order so batches of several instances lock them alike.
+      counted AS (
+        INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
+        SELECT organization_id, periods.ms, created_at - created_at % periods.ms, coalesce(key_id, ''), ${BILLED_REASON}, count(*), sum(amount)
+        FROM debits CROSS JOIN (VALUES (${HOUR_MS}::int), (${DAY_MS}::int)) AS periods(ms) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+        ON CONFLICT (organization_id, period_ms, period_start, key_id, reason)
+        DO UPDATE SET requests = usage_counters.requests + excluded.requests, credits = usage_counters.credits + excluded.credits
+      ),
+      -- Each key's spending of the month moves with its usage rows (the monthly credit limit reads it).
+      spending AS (
+        INSERT INTO api_key_monthly_usage (key_id, month, spent)
+        SELECT key_id, month, sum(amount)::bigint FROM debits WHERE key_id IS NOT NULL GROUP BY key_id, month ORDER BY key_id, month
+        ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
+      ),
       completed AS (
         UPDATE idempotency_records SET status = 'done', response_status = debits.response_status, response_body = debits.response_body
         FROM debits
         WHERE debits.idempotency_scope IS NOT NULL AND idempotency_records.scope = debits.idempotency_scope AND idempotency_records.key_hash = debits.idempotency_key_hash
+          AND idempotency_records.created_at = debits.claimed_at
       )
       SELECT reservation_id FROM debits`;
     return new Set(committed.map((row) => row.reservation_id));
   }
 
-  async releaseReservation(reservationId: string): Promise<boolean> {
+  // Invariant: what a refund is owed from the buckets (clawback_owed) is paid from exactly the
+  // credits given back, in the release's own statement, with one `refund` row, so no request can
+  // spend them in between. `owing` locks the buckets in FEFO order (as reserveCredits does) and reads
+  // their latest committed clawback, so a refund that committed meanwhile is paid too.
+  async releaseReservation(reservationId: string, now: number): Promise<boolean> {
+    const transactionId = newId("txn", now);
     const [row] = await retrying(
       () => this.client<Array<{ released: number }>>`
-        WITH claimed AS (DELETE FROM reservations WHERE id = ${reservationId} RETURNING allocations),
+        WITH claimed AS (DELETE FROM reservations WHERE id = ${reservationId} RETURNING organization_id, allocations),
         given AS (
           SELECT allocation->>'bucketId' AS bucket_id, (allocation->>'amount')::bigint AS amount
           FROM claimed, jsonb_array_elements(claimed.allocations) AS allocation
         ),
+        owing AS (
+          SELECT credit_buckets.id, least(credit_buckets.clawback_owed, given.amount) AS paid
+          FROM credit_buckets JOIN given ON given.bucket_id = credit_buckets.id
+          ORDER BY credit_buckets.expires_at ASC NULLS LAST, credit_buckets.id
+          FOR UPDATE OF credit_buckets
+        ),
         restored AS (
-          UPDATE credit_buckets SET remaining = credit_buckets.remaining + given.amount FROM given WHERE credit_buckets.id = given.bucket_id
+          UPDATE credit_buckets SET remaining = credit_buckets.remaining + given.amount - owing.paid, clawback_owed = credit_buckets.clawback_owed - owing.paid
+          FROM given JOIN owing ON owing.id = given.bucket_id WHERE credit_buckets.id = given.bucket_id
+        ),
+        paid AS (
+          SELECT sum(paid)::bigint AS amount, CASE WHEN count(*) = 1 THEN min(id) END AS bucket_id FROM owing WHERE paid > 0 HAVING count(*) > 0
+        ),
+        moved AS (
+          UPDATE organizations SET ledger_balance = organizations.ledger_balance - paid.amount
+          FROM claimed, paid WHERE organizations.id = claimed.organization_id
+          RETURNING organizations.id, organizations.ledger_balance
+        ),
+        ledger AS (
+          INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, description, created_at)
+          SELECT ${transactionId}, moved.id, 'refund', -paid.amount, moved.ledger_balance, paid.bucket_id, 'Refund: credits a request in flight gave back', ${now}
+          FROM moved, paid
         )
         SELECT count(*)::int AS released, set_config('synchronous_commit', 'off', true) AS async_commit FROM claimed`,
     );
@@ -606,14 +758,19 @@ export class PostgresStore implements Store {
    * given back. Idempotency claims are left alone; an abandoned one ages out (abandonedBefore).
    */
   async recoverInFlightWork(now: number): Promise<void> {
-    await this.releaseStaleReservations(now - STALE_RESERVATION_MS);
+    await this.releaseStaleReservations(now);
   }
 
-  /** Gives back the credits of reservations left behind by an instance that died mid-request. */
-  async releaseStaleReservations(olderThan: number): Promise<number> {
-    const stale = await this.db.select({ id: reservations.id }).from(reservations).where(lt(reservations.createdAt, olderThan)).orderBy(asc(reservations.createdAt));
+  /**
+   * Gives back the credits of reservations left behind by an instance that died mid-request: those
+   * older than STALE_RESERVATION_MS by the database's clock (reservations are dated by it too), so an
+   * instance whose clock runs ahead never sweeps a request that is still running elsewhere.
+   */
+  async releaseStaleReservations(now: number): Promise<number> {
+    const stale = await this.client<Array<{ id: string }>>`
+      SELECT id FROM reservations WHERE created_at < ${this.databaseNow()} - ${STALE_RESERVATION_MS}::bigint ORDER BY created_at`;
     let released = 0;
-    for (const { id } of stale) if (await this.releaseReservation(id)) released++;
+    for (const { id } of stale) if (await this.releaseReservation(id, now)) released++;
     return released;
   }
 
@@ -636,24 +793,30 @@ export class PostgresStore implements Store {
     return row!.available;
   }
 
+  // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a reader.
   async getBalance(organizationId: string, now: number): Promise<Balance> {
-    await this.writeOffExpired(organizationId, now);
     // One snapshot for buckets and reservations, so a request committing meanwhile is counted once.
     return this.transaction(
       async (tx) => {
-        // Spent, written-off and clawed-back buckets are history: the ledger tells it, the balance does
-        // not list them. A bucket whose credits are all held by requests in flight is still listed.
+        // Spent, expired, written-off and clawed-back buckets are history: the ledger tells it, the balance
+        // does not list them. A bucket whose credits are all held by requests in flight is still listed.
         const heldBuckets = sql`(SELECT allocation->>'bucketId' FROM ${reservations}, jsonb_array_elements(${reservations.allocations}) AS allocation WHERE ${reservations.organizationId} = ${organizationId})`;
         const buckets = await tx
-          .select()
+          .select(bucketColumns)
           .from(creditBuckets)
-          .where(and(eq(creditBuckets.organizationId, organizationId), or(gt(creditBuckets.remaining, 0), sql`${creditBuckets.id} IN ${heldBuckets}`)))
+          .where(
+            and(
+              eq(creditBuckets.organizationId, organizationId),
+              or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, now)),
+              or(gt(creditBuckets.remaining, 0), sql`${creditBuckets.id} IN ${heldBuckets}`),
+            ),
+          )
           .orderBy(...FEFO);
         const [held] = await tx
           .select({ reserved: sql<number>`coalesce(sum(${reservations.amount}), 0)`.mapWith(Number) })
           .from(reservations)
           .where(eq(reservations.organizationId, organizationId));
-        const available = buckets.reduce((sum, b) => sum + (b.expiresAt === null || b.expiresAt > now ? b.remaining : 0), 0);
+        const available = buckets.reduce((sum, b) => sum + b.remaining, 0);
         return { available, reserved: held!.reserved, buckets };
       },
       { isolationLevel: "repeatable read", accessMode: "read only" },
@@ -662,6 +825,38 @@ export class PostgresStore implements Store {
 
   // Keyset pages on (createdAt, id), newest first: the upper bound merges the cursor and `to` into
   // one row-value comparison, which the (org, createdAt, id) and (org, type, createdAt, id) indexes range over.
+  // One statement per flush; merged per row first (PostgreSQL refuses to update a row twice in one
+  // statement) and in one order, so flushes of several instances lock rows alike.
+  async addUsageCounts(counts: UsageCount[]): Promise<void> {
+    if (counts.length === 0) return;
+    const merged = new Map<string, UsageCount>();
+    for (const count of counts) {
+      const id = `${count.organizationId}\u0000${count.hourStart}\u0000${count.keyId}\u0000${count.reason}`;
+      const seen = merged.get(id);
+      if (seen === undefined) merged.set(id, { ...count });
+      else seen.requests += count.requests;
+    }
+    const rows = [...merged.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, count]) => ({ organization_id: count.organizationId, hour_start: count.hourStart, key_id: count.keyId, reason: count.reason, requests: count.requests }));
+    await retrying(
+      () => this.client`
+        INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
+        SELECT organization_id, periods.ms, hour_start - hour_start % periods.ms, key_id, reason, sum(requests), 0
+        FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(organization_id text, hour_start bigint, key_id text, reason text, requests bigint)
+        CROSS JOIN (VALUES (${HOUR_MS}::int), (${DAY_MS}::int)) AS periods(ms)
+        GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+        ON CONFLICT (organization_id, period_ms, period_start, key_id, reason) DO UPDATE SET requests = usage_counters.requests + excluded.requests`,
+    );
+  }
+
+  async usageTotals(organizationId: string, query: { from: number; to: number; periodMs: number; byKey: boolean }): Promise<UsageTotal[]> {
+    const keyColumn = query.byKey ? this.client`key_id` : this.client`''::text`;
+    const rows = await this.client<Array<{ period_start: string; key_id: string; reason: string; requests: string; credits: string }>>`
+      SELECT period_start, ${keyColumn} AS key_id, reason, sum(requests) AS requests, sum(credits) AS credits
+      FROM usage_counters WHERE organization_id = ${organizationId} AND period_ms = ${query.periodMs}::int AND period_start >= ${query.from}::bigint AND period_start < ${query.to}::bigint
+      GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`;
+    return rows.map((row) => ({ periodStart: Number(row.period_start), keyId: row.key_id, reason: row.reason, requests: Number(row.requests), credits: Number(row.credits) }));
+  }
+
   async listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>> {
     let before: { createdAt: number; id: string } | null = null;
     if (query.after !== undefined) {
@@ -797,39 +992,22 @@ export class PostgresStore implements Store {
 
   // Invariant: one statement claims: the insert, or the takeover of an expired or abandoned record
   // (a conditional update of the conflicting row, which PostgreSQL re-checks under its row lock), so
-  // of two instances claiming one key at once exactly one gets it.
+  // of two instances claiming one key at once exactly one gets it. A claim is dated by the database's
+  // own time (databaseNow), the one clock every instance shares, so an instance whose clock runs
+  // ahead cannot take over a claim whose request is still running. Only the 24 h expiry of stored
+  // answers follows the caller's clock: a minute of skew there replays or re-runs nothing unsafe.
   async claimIdempotencyKey(input: Parameters<Store["claimIdempotencyKey"]>[0]): Promise<IdempotencyClaim> {
-    const claim = {
-      scope: input.scope,
-      keyHash: input.keyHash,
-      requestHash: input.requestHash,
-      status: "in-progress" as const,
-      responseStatus: null,
-      responseBody: null,
-      createdAt: input.now,
-      expiresAt: input.expiresAt,
-    };
     for (let attempt = 1; ; attempt++) {
-      const claimed = await this.db
-        .insert(idempotencyRecords)
-        .values(claim)
-        .onConflictDoUpdate({
-          target: [idempotencyRecords.scope, idempotencyRecords.keyHash],
-          set: {
-            requestHash: sql`excluded.request_hash`,
-            status: sql`excluded.status`,
-            responseStatus: sql`NULL`,
-            responseBody: sql`NULL`,
-            createdAt: sql`excluded.created_at`,
-            expiresAt: sql`excluded.expires_at`,
-          },
-          setWhere: or(
-            lte(idempotencyRecords.expiresAt, input.now),
-            and(eq(idempotencyRecords.status, "in-progress"), lt(idempotencyRecords.createdAt, input.abandonedBefore)),
-          ),
-        })
-        .returning({ scope: idempotencyRecords.scope });
-      if (claimed.length === 1) return { claimed: true };
+      const claimed = await this.client<Array<{ created_at: string }>>`
+        INSERT INTO idempotency_records (scope, key_hash, request_hash, status, response_status, response_body, created_at, expires_at)
+        VALUES (${input.scope}, ${input.keyHash}, ${input.requestHash}, 'in-progress', NULL, NULL, ${this.databaseNow()}, ${input.now + input.ttlMs})
+        ON CONFLICT (scope, key_hash) DO UPDATE SET
+          request_hash = excluded.request_hash, status = excluded.status, response_status = NULL, response_body = NULL,
+          created_at = excluded.created_at, expires_at = excluded.expires_at
+        WHERE idempotency_records.expires_at <= ${input.now}
+           OR (idempotency_records.status = 'in-progress' AND idempotency_records.created_at < excluded.created_at - ${input.abandonAfterMs}::bigint)
+        RETURNING created_at`;
+      if (claimed.length === 1) return { claimed: true, claimedAt: Number(claimed[0]!.created_at) };
       const [record] = await this.db
         .select()
         .from(idempotencyRecords)
@@ -840,17 +1018,27 @@ export class PostgresStore implements Store {
     }
   }
 
-  async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
-    await this.db
-      .update(idempotencyRecords)
-      .set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody })
-      .where(and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash)));
+  /** The database's time in epoch milliseconds: the one clock all instances share, for the ages of claims and reservations. */
+  private databaseNow() {
+    return this.client`(extract(epoch from now()) * 1000)::bigint`;
   }
 
-  async releaseIdempotencyKey(scope: string, keyHash: string): Promise<void> {
-    await this.db
-      .delete(idempotencyRecords)
-      .where(and(eq(idempotencyRecords.scope, scope), eq(idempotencyRecords.keyHash, keyHash), eq(idempotencyRecords.status, "in-progress")));
+  /** The in-progress claim a request made at `claimedAt` (see IdempotencyClaim), if it is still that request's. */
+  private ownClaim(claim: { scope: string; keyHash: string; claimedAt: number }) {
+    return and(
+      eq(idempotencyRecords.scope, claim.scope),
+      eq(idempotencyRecords.keyHash, claim.keyHash),
+      eq(idempotencyRecords.status, "in-progress"),
+      eq(idempotencyRecords.createdAt, claim.claimedAt),
+    );
+  }
+
+  async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
+    await this.db.update(idempotencyRecords).set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody }).where(this.ownClaim(input));
+  }
+
+  async releaseIdempotencyKey(input: Parameters<Store["releaseIdempotencyKey"]>[0]): Promise<void> {
+    await this.db.delete(idempotencyRecords).where(this.ownClaim(input));
   }
 
   async deleteExpiredIdempotencyRecords(now: number): Promise<number> {
@@ -928,6 +1116,7 @@ export class PostgresStore implements Store {
         const [current] = await tx.select().from(orders).where(eq(orders.id, input.orderId));
         return { applied: false, order: current ?? null, bucket: null, invoice: null, subscription: null };
       };
+      if (input.payment !== null) await this.lockPayment(tx, input.payment.ref);
       if (!(await this.claimEvent(tx, input.event, now))) return unchanged();
       const [order] = await tx
         .update(orders)
@@ -936,7 +1125,10 @@ export class PostgresStore implements Store {
         .returning();
       if (order === undefined) return unchanged();
       const bucket = input.grant === null ? null : await this.insertGrant(tx, order.organizationId, input.grant, now);
-      if (bucket !== null && input.payment !== null) await this.insertPayment(tx, order.organizationId, bucket, input.payment, now);
+      if (bucket !== null && input.payment !== null) {
+        await this.insertPayment(tx, order.organizationId, bucket, input.payment, now);
+        await this.settlePayment(tx, input.payment.ref, REVERSED_BEFORE_PAID, now);
+      }
       let subscription: SubscriptionRecord | null = null;
       if (input.subscription !== null) {
         const [created] = await tx
@@ -969,46 +1161,98 @@ export class PostgresStore implements Store {
   // Invariant: the event row and the grant commit together, so a redelivered event grants nothing.
   async applyPaidGrant(input: { event: ProviderEvent; organizationId: string; grant: CreditGrant; payment: PaymentInput; now: number }): Promise<{ applied: boolean; bucket: Bucket | null }> {
     return this.transaction(async (tx) => {
+      await this.lockPayment(tx, input.payment.ref);
       if (!(await this.claimEvent(tx, input.event, input.now))) return { applied: false, bucket: null };
       const bucket = await this.insertGrant(tx, input.organizationId, input.grant, input.now);
       await this.insertPayment(tx, input.organizationId, bucket, input.payment, input.now);
+      await this.settlePayment(tx, input.payment.ref, REVERSED_BEFORE_PAID, input.now);
       return { applied: true, bucket };
     });
   }
 
-  // Invariant: a refund takes only what its bucket still holds (never below zero), with one `refund`
-  // ledger row; the payment's refunded amount only moves forward, so no refund is taken twice. The
-  // payment row is locked first, so concurrent refunds of one payment take turns; the bucket is
-  // locked before it is read. Credits reserved by requests in flight are already out of the bucket.
-  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }) {
-    return this.transaction(async (tx) => {
-      const none = { applied: false, clawedBack: 0, organizationId: null };
-      const [payment] = await tx.select().from(payments).where(eq(payments.ref, input.ref)).for("update");
-      if (payment === undefined || !(await this.claimEvent(tx, input.event, input.now))) return none;
-      const refundedAmount = Math.min(input.refundedAmount, payment.amount);
-      if (refundedAmount <= payment.refundedAmount) return { ...none, organizationId: payment.organizationId };
-      // Credits in proportion to the money refunded (all of them for a full refund), in integers.
-      const refundedCredits =
-        refundedAmount === payment.amount || payment.amount === 0 ? payment.credits : Number((BigInt(payment.credits) * BigInt(refundedAmount)) / BigInt(payment.amount));
-      await tx.update(payments).set({ refundedAmount, refundedCredits }).where(eq(payments.ref, payment.ref));
-      // Credits past their expiry are not the customer's any more: write them off first, as expiry.
-      const expired = await tx
-        .select({ id: creditBuckets.id })
-        .from(creditBuckets)
-        .where(and(eq(creditBuckets.organizationId, payment.organizationId), gt(creditBuckets.remaining, 0), lte(creditBuckets.expiresAt, input.now)))
-        .orderBy(asc(creditBuckets.id));
-      for (const { id } of expired) await this.writeOffBucket(tx, id, input.now);
-      const [bucket] = await tx.select({ remaining: creditBuckets.remaining }).from(creditBuckets).where(eq(creditBuckets.id, payment.bucketId)).for("update");
-      const take = Math.min(Math.max(refundedCredits - payment.refundedCredits, 0), bucket!.remaining);
-      if (take > 0) {
-        await tx
-          .update(creditBuckets)
-          .set({ remaining: sql`${creditBuckets.remaining} - ${take}` })
-          .where(eq(creditBuckets.id, payment.bucketId));
-        await this.appendLedger(tx, { organizationId: payment.organizationId, type: "refund", amount: -take, bucketId: payment.bucketId, description: input.description, createdAt: input.now });
-      }
-      return { applied: true, clawedBack: take, organizationId: payment.organizationId };
+  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<PaymentReversalResult> {
+    return this.reversePayment(input.event, input.ref, { refundedAmount: input.refundedAmount }, input.description, input.now);
+  }
+
+  async disputePayment(input: { event: ProviderEvent | null; ref: string; dispute: DisputeReport; now: number }): Promise<PaymentReversalResult> {
+    return this.reversePayment(input.event, input.ref, { dispute: input.dispute }, DISPUTED, input.now);
+  }
+
+  /**
+   * Takes the transaction-scoped advisory lock of a payment ref, before anything else of the
+   * payment or its organization is locked: a reversal and the grant recording the payment take turns
+   * on it, so whichever commits second sees the other (READ COMMITTED), in either order.
+   */
+  private async lockPayment(tx: Tx, ref: string): Promise<void> {
+    await tx.execute(sql`SELECT pg_advisory_xact_lock(${PAYMENT_LOCK_NAMESPACE}, hashtext(current_schema() || ':' || ${ref}))`);
+  }
+
+  /** Records a refund or dispute report under its payment ref (known yet or not) and settles the payment, with the event row. */
+  private async reversePayment(event: ProviderEvent | null, ref: string, report: { refundedAmount?: number; dispute?: DisputeReport }, description: string, now: number): Promise<PaymentReversalResult> {
+    return this.transaction(async (tx): Promise<PaymentReversalResult> => {
+      await this.lockPayment(tx, ref);
+      const [payment] = await tx.select({ organizationId: payments.organizationId }).from(payments).where(eq(payments.ref, ref));
+      const unchanged = { applied: false, clawedBack: 0, reinstated: 0, organizationId: payment?.organizationId ?? null };
+      if (!(await this.claimEvent(tx, event, now))) return unchanged;
+      const [current] = await tx.select().from(paymentReversals).where(eq(paymentReversals.ref, ref));
+      const next = mergeReversal(current, report);
+      if (next === null) return unchanged;
+      await tx.insert(paymentReversals).values({ ref, ...next, updatedAt: now }).onConflictDoUpdate({ target: paymentReversals.ref, set: { ...next, updatedAt: now } });
+      return { applied: true, ...(await this.settlePayment(tx, ref, description, now)) };
     });
+  }
+
+  // Invariant: a payment's bucket gives up (or gets back) exactly what its reversal claims beyond (or
+  // below) what was claimed before, with one ledger row, never below zero; credits reserved by
+  // requests in flight are already out of the bucket. Runs under the payment's lock (lockPayment);
+  // grants call it too, so a reversal that came first settles with them.
+  private async settlePayment(tx: Tx, ref: string, description: string, now: number): Promise<{ clawedBack: number; reinstated: number; organizationId: string | null }> {
+    const [payment] = await tx.select().from(payments).where(eq(payments.ref, ref));
+    if (payment === undefined) return { clawedBack: 0, reinstated: 0, organizationId: null };
+    const [reversal] = await tx.select().from(paymentReversals).where(eq(paymentReversals.ref, ref));
+    const target = reversal === undefined ? { amount: 0, credits: 0 } : creditsTakenBack(payment, reversal);
+    const unchanged = { clawedBack: 0, reinstated: 0, organizationId: payment.organizationId };
+    if (target.credits === payment.refundedCredits) return unchanged;
+    await tx.update(payments).set({ refundedAmount: target.amount, refundedCredits: target.credits }).where(eq(payments.ref, ref));
+    // Credits past their expiry are not the customer's any more: write them off first, as expiry.
+    const expired = await tx
+      .select({ id: creditBuckets.id })
+      .from(creditBuckets)
+      .where(and(eq(creditBuckets.organizationId, payment.organizationId), gt(creditBuckets.remaining, 0), lte(creditBuckets.expiresAt, now)))
+      .orderBy(asc(creditBuckets.id));
+    for (const { id } of expired) await this.writeOffBucket(tx, id, now);
+    const [bucket] = await tx
+      .select({ remaining: creditBuckets.remaining, owed: creditBuckets.clawbackOwed, expiresAt: creditBuckets.expiresAt })
+      .from(creditBuckets)
+      .where(eq(creditBuckets.id, payment.bucketId))
+      .for("update");
+    // With the bucket locked, no reservation of it can start or be given back meanwhile.
+    const [reserved] = await tx
+      .select({ held: sql<number>`coalesce(sum((allocation->>'amount')::bigint), 0)`.mapWith(Number) })
+      .from(sql`${reservations}, jsonb_array_elements(${reservations.allocations}) AS allocation`)
+      .where(and(eq(reservations.organizationId, payment.organizationId), sql`allocation->>'bucketId' = ${payment.bucketId}`));
+    const [taken] = await tx
+      .select({ taken: sql<number>`coalesce(-sum(${creditTransactions.amount}), 0)`.mapWith(Number) })
+      .from(creditTransactions)
+      .where(and(eq(creditTransactions.bucketId, payment.bucketId), inArray(creditTransactions.type, ["refund", "adjustment"])));
+    const { delta, owed } = settleBucket({
+      previous: payment.refundedCredits,
+      target: target.credits,
+      free: bucket!.remaining,
+      held: reserved!.held,
+      owed: bucket!.owed,
+      taken: taken!.taken,
+      expired: bucket!.expiresAt !== null && bucket!.expiresAt <= now,
+    });
+    await tx
+      .update(creditBuckets)
+      .set({ remaining: sql`${creditBuckets.remaining} + ${delta}`, clawbackOwed: owed })
+      .where(eq(creditBuckets.id, payment.bucketId));
+    if (delta !== 0) {
+      const row = delta < 0 ? { type: "refund" as const, description } : { type: "adjustment" as const, description: REINSTATED };
+      await this.appendLedger(tx, { organizationId: payment.organizationId, amount: delta, bucketId: payment.bucketId, createdAt: now, ...row });
+    }
+    return { clawedBack: Math.max(-delta, 0), reinstated: Math.max(delta, 0), organizationId: payment.organizationId };
   }
 
   async hasPayment(ref: string): Promise<boolean> {
@@ -1091,6 +1335,206 @@ export class PostgresStore implements Store {
     return subscription ?? null;
   }
 
+  // --- feeds (issue 20) ---
+
+  async createFeedSource(source: NewFeedSource): Promise<FeedSource | null> {
+    const [row] = await this.db
+      .insert(feedSources)
+      .values({ ...source, nextRunAt: source.intervalMs === null ? null : source.createdAt })
+      .onConflictDoNothing({ target: feedSources.name })
+      .returning();
+    return row ?? null;
+  }
+
+  async getFeedSource(idOrName: string): Promise<FeedSource | null> {
+    const [row] = await this.db
+      .select()
+      .from(feedSources)
+      .where(or(eq(feedSources.id, idOrName), and(eq(feedSources.name, idOrName), isNull(feedSources.removedAt))))
+      .limit(1);
+    return row ?? null;
+  }
+
+  async listFeedSources(): Promise<FeedSource[]> {
+    return this.db.select().from(feedSources).where(isNull(feedSources.removedAt)).orderBy(asc(feedSources.id));
+  }
+
+  async removeFeedSource(id: string, now: number): Promise<FeedSource | null> {
+    return this.transaction(async (tx) => {
+      const [row] = await tx
+        .update(feedSources)
+        .set({ removedAt: now, name: sql`${feedSources.name} || '#' || ${feedSources.id}`, nextRunAt: null })
+        .where(and(eq(feedSources.id, id), isNull(feedSources.removedAt)))
+        .returning();
+      if (row === undefined) return null;
+      await tx.update(feedTokens).set({ revokedAt: now }).where(and(eq(feedTokens.sourceId, id), isNull(feedTokens.revokedAt)));
+      return row;
+    });
+  }
+
+  // Due and lease are judged by the database's clock, so instances with skewed clocks still agree;
+  // SKIP LOCKED lets instances that tick together each take different sources instead of waiting.
+  async claimDueFeedSources(input: { owner: string; now: number; leaseMarginMs: number; limit: number }): Promise<FeedSource[]> {
+    const now = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
+    return this.db
+      .update(feedSources)
+      .set({
+        leaseOwner: input.owner,
+        leaseUntil: sql`${now} + (${feedSources.retries} + 1) * ${feedSources.timeoutMs} + ${input.leaseMarginMs}`,
+        nextRunAt: sql`${now} + ${feedSources.intervalMs}`,
+      })
+      .where(
+        inArray(
+          feedSources.id,
+          this.db
+            .select({ id: feedSources.id })
+            .from(feedSources)
+            .where(
+              and(
+                isNull(feedSources.removedAt),
+                isNotNull(feedSources.intervalMs),
+                lte(feedSources.nextRunAt, now),
+                or(isNull(feedSources.leaseUntil), lte(feedSources.leaseUntil, now)),
+              ),
+            )
+            .orderBy(asc(feedSources.nextRunAt))
+            .limit(input.limit)
+            .for("update", { skipLocked: true }),
+        ),
+      )
+      .returning();
+  }
+
+  async claimFeedSource(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<FeedSource | null> {
+    const now = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
+    const [row] = await this.db
+      .update(feedSources)
+      .set({ leaseOwner: input.owner, leaseUntil: sql`${now} + ${input.leaseMs}` })
+      .where(and(eq(feedSources.id, input.id), isNull(feedSources.removedAt), or(isNull(feedSources.leaseUntil), lte(feedSources.leaseUntil, now))))
+      .returning();
+    return row ?? null;
+  }
+
+  async finishFeedRun(input: FinishFeedRun): Promise<void> {
+    const { run } = input;
+    const finishedAt = run.startedAt + run.durationMs;
+    await this.transaction(async (tx) => {
+      await tx.insert(feedRuns).values(run);
+      const owned = input.leaseOwner === null ? sql`false` : sql`${feedSources.leaseOwner} = ${input.leaseOwner}`;
+      await tx
+        .update(feedSources)
+        .set({
+          lastRunAt: finishedAt,
+          ...(run.status !== "failed" ? { lastSuccessAt: finishedAt } : {}),
+          ...(input.validators !== undefined ? { etag: input.validators.etag, lastModified: input.validators.lastModified } : {}),
+          leaseOwner: sql`CASE WHEN ${owned} THEN NULL ELSE ${feedSources.leaseOwner} END`,
+          leaseUntil: sql`CASE WHEN ${owned} THEN NULL ELSE ${feedSources.leaseUntil} END`,
+        })
+        .where(eq(feedSources.id, run.sourceId));
+      if (input.importedFile !== undefined) {
+        await tx.insert(feedSourceFiles).values({ sourceId: run.sourceId, ...input.importedFile, runId: run.id }).onConflictDoNothing();
+      }
+    });
+  }
+
+  async releaseFeedLease(sourceId: string, owner: string): Promise<void> {
+    await this.db.update(feedSources).set({ leaseOwner: null, leaseUntil: null }).where(and(eq(feedSources.id, sourceId), eq(feedSources.leaseOwner, owner)));
+  }
+
+  async renewFeedLease(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<boolean> {
+    const now = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
+    const renewed = await this.db
+      .update(feedSources)
+      .set({ leaseUntil: sql`${now} + ${input.leaseMs}` })
+      .where(and(eq(feedSources.id, input.id), eq(feedSources.leaseOwner, input.owner)))
+      .returning({ id: feedSources.id });
+    return renewed.length === 1;
+  }
+
+  async listFeedRuns(sourceId: string, query: { limit: number; after?: string }): Promise<Page<FeedRun>> {
+    const rows = await this.db
+      .select()
+      .from(feedRuns)
+      .where(and(eq(feedRuns.sourceId, sourceId), query.after === undefined ? undefined : lt(feedRuns.id, query.after)))
+      .orderBy(desc(feedRuns.id))
+      .limit(query.limit + 1);
+    return page(rows, query.limit);
+  }
+
+  async hasImportedFeedFile(sourceId: string, file: { name: string; size: number; modifiedAt: number }): Promise<boolean> {
+    const [row] = await this.db
+      .select({ runId: feedSourceFiles.runId })
+      .from(feedSourceFiles)
+      .where(and(eq(feedSourceFiles.sourceId, sourceId), eq(feedSourceFiles.name, file.name), eq(feedSourceFiles.size, file.size), eq(feedSourceFiles.modifiedAt, file.modifiedAt)));
+    return row !== undefined;
+  }
+
+  async insertFeedToken(token: NewFeedToken): Promise<FeedTokenRecord> {
+    await this.db.insert(feedTokens).values(token);
+    const { secretHash: _secret, ...record } = token;
+    return { ...record, revokedAt: null, lastUsedAt: null };
+  }
+
+  async findFeedTokenCredential(id: string): Promise<FeedTokenCredential | null> {
+    const [row] = await this.db
+      .select({ id: feedTokens.id, sourceId: feedTokens.sourceId, scope: feedTokens.scope, secretHash: feedTokens.secretHash, revokedAt: feedTokens.revokedAt })
+      .from(feedTokens)
+      .where(eq(feedTokens.id, id));
+    return row ?? null;
+  }
+
+  async listFeedTokens(): Promise<FeedTokenRecord[]> {
+    return this.db.select(feedTokenColumns).from(feedTokens).orderBy(asc(feedTokens.id));
+  }
+
+  async revokeFeedToken(id: string, now: number): Promise<FeedTokenRecord | null> {
+    const [row] = await this.db
+      .update(feedTokens)
+      .set({ revokedAt: now })
+      .where(and(eq(feedTokens.id, id), isNull(feedTokens.revokedAt)))
+      .returning(feedTokenColumns);
+    return row ?? null;
+  }
+
+  async feedFreshness(freshSince: number): Promise<SourceFreshness[]> {
+    return this.db
+      .select({
+        sourceId: sql<string>`${offers.sourceId}`,
+        offers: sql<number>`count(*)::int`,
+        freshOffers: sql<number>`(count(*) FILTER (WHERE ${offers.observedAt} >= ${freshSince}))::int`,
+      })
+      .from(offers)
+      .where(isNotNull(offers.sourceId))
+      .groupBy(offers.sourceId);
+  }
+
+  async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
+    return this.db
+      .select({
+        gtin: offerPriceHistory.gtin,
+        merchantId: offerPriceHistory.merchantId,
+        priceAmount: offerPriceHistory.priceAmount,
+        currency: offerPriceHistory.currency,
+        shippingAmount: offerPriceHistory.shippingAmount,
+        availability: offerPriceHistory.availability,
+        observedAt: offerPriceHistory.observedAt,
+        sourceId: offerPriceHistory.sourceId,
+      })
+      .from(offerPriceHistory)
+      .where(and(eq(offerPriceHistory.gtin, gtin), merchantId === undefined ? undefined : eq(offerPriceHistory.merchantId, merchantId)))
+      .orderBy(asc(offerPriceHistory.observedAt), asc(offerPriceHistory.id));
+  }
+
+  async prunePriceHistory(before: number): Promise<number> {
+    // An offer's newest row stays whatever its age: it is the price its next change replaces.
+    const newest = this.db.select({ id: sql`max(${offerPriceHistory.id})` }).from(offerPriceHistory).groupBy(offerPriceHistory.gtin, offerPriceHistory.merchantId);
+    const deleted = await this.db
+      .delete(offerPriceHistory)
+      .where(and(lt(offerPriceHistory.observedAt, before), notInArray(offerPriceHistory.id, newest)))
+      .returning({ id: offerPriceHistory.id });
+    return deleted.length;
+  }
+
   async getStripeCustomerId(organizationId: string): Promise<string | null> {
     const [row] = await this.db.select({ id: organizations.stripeCustomerId }).from(organizations).where(eq(organizations.id, organizationId));
     return row?.id ?? null;
@@ -1153,11 +1597,17 @@ type MergedOffer = typeof offers.$inferInsert;
 function mergeFeedRecords(records: FeedRecord[]): {
   products: Array<FeedRecord["product"]>;
   merchants: Array<{ id: string; name?: string }>;
-  offers: MergedOffer[];
+  /**
+   * The offers in rounds: the first record of each (gtin, merchant) in the first round, its second
+   * in the second, and so on. One INSERT … ON CONFLICT may touch a row only once, and applying the
+   * rounds in order is applying the records one by one: the price history triggers see each change.
+   */
+  offerRounds: MergedOffer[][];
 } {
   const productsByGTIN = new Map<string, FeedRecord["product"]>();
   const merchantsById = new Map<string, { id: string; name?: string }>();
-  const offersByKey = new Map<string, MergedOffer>();
+  const offerRounds: Array<Map<string, MergedOffer>> = [];
+  const occurrences = new Map<string, number>();
   for (const { product, offer } of records) {
     const known = productsByGTIN.get(product.gtin);
     productsByGTIN.set(product.gtin, {
@@ -1170,16 +1620,16 @@ function mergeFeedRecords(records: FeedRecord[]): {
     const name = offer.merchantName ?? merchantsById.get(offer.merchantId)?.name;
     merchantsById.set(offer.merchantId, name === undefined ? { id: offer.merchantId } : { id: offer.merchantId, name });
     const key = `${product.gtin}\u0000${offer.merchantId}`;
-    const previous = offersByKey.get(key);
-    // Equal observations: the later record wins, as the upsert's `>=` would make it.
-    if (previous !== undefined && previous.observedAt > offer.observedAt) continue;
+    const round = occurrences.get(key) ?? 0;
+    occurrences.set(key, round + 1);
     const { merchantName: _name, ...fields } = offer;
-    offersByKey.set(key, { gtin: product.gtin, ...fields });
+    if (offerRounds.length === round) offerRounds.push(new Map());
+    offerRounds[round]!.set(key, { gtin: product.gtin, ...fields });
   }
   const byKey = <T>(key: (row: T) => string) => (a: T, b: T) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0);
   return {
     products: [...productsByGTIN.values()].sort(byKey((p) => p.gtin)),
     merchants: [...merchantsById.values()].sort(byKey((m) => m.id)),
-    offers: [...offersByKey.values()].sort(byKey((o) => `${o.gtin}\u0000${o.merchantId}`)),
+    offerRounds: offerRounds.map((round) => [...round.values()].sort(byKey((o) => `${o.gtin}\u0000${o.merchantId}`))),
   };
 }

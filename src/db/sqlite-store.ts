@@ -1,6 +1,7 @@
 import { Database } from "bun:sqlite";
 import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
+import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
 import { page, toKeyRecord } from "./rows";
 import type {
@@ -17,22 +18,27 @@ import type {
   SubscriptionRecord,
 } from "./billing-records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
+import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applySQLiteMigrations } from "./migrate";
+import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import * as schema from "./schema/sqlite";
-import { SYSTEM_USER_ID } from "./store";
+import { BILLED_REASON, hourStartOf, periodStartOf, SYSTEM_USER_ID, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
 import type {
   ApiKeyRecord,
   Balance,
+  DisputeReport,
   Bucket,
   FeedRecord,
   IdempotencyClaim,
   Invitation,
+  KeyControls,
   KeyCredential,
   LedgerTransaction,
   NewApiKey,
   OfferRecord,
   Organization,
   Page,
+  PaymentReversalResult,
   ProductRecord,
   Reservation,
   SessionRecord,
@@ -45,21 +51,27 @@ import type {
   User,
 } from "./store";
 
-const { organizations, users, sessions, apiKeys, products, merchants, offers, creditBuckets, creditTransactions } = schema;
+const { organizations, users, sessions, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions } = schema;
 const { invitations, idempotencyRecords } = schema;
-const { orders, subscriptions, invoices, payments, providerEvents } = schema;
+const { orders, subscriptions, invoices, payments, paymentReversals, providerEvents } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
 
 
 
-/** Opens (and creates) a SQLite database: WAL, a busy timeout for concurrent CLI writers, foreign keys on. */
+/** Opens (and creates) a SQLite database: WAL, a busy timeout for concurrent CLI writers, foreign keys on, rarer checkpoints. */
 export function openSQLite(path: string): Database {
   const database = new Database(path, { create: true, strict: true });
+  // First, so the statements below wait out a passing lock (another connection recovering the WAL a
+  // killed process left, a checkpoint) instead of failing at once with "database is locked".
+  database.exec("PRAGMA busy_timeout = 5000");
   database.exec("PRAGMA journal_mode = WAL");
   database.exec("PRAGMA synchronous = NORMAL");
-  database.exec("PRAGMA busy_timeout = 5000");
   database.exec("PRAGMA foreign_keys = ON");
+  // Checkpoint every 10 000 WAL pages (about 40 MB) rather than SQLite's 1 000: billed look-ups rewrite
+  // the same few pages (the organization, its bucket, the ledger's last index pages) in every commit,
+  // and a checkpoint copies each page once however often it changed, so fewer checkpoints copy far less.
+  database.exec("PRAGMA wal_autocheckpoint = 10000");
   return database;
 }
 
@@ -77,16 +89,82 @@ const keyRecordColumns = {
   replacedBy: apiKeys.replacedBy,
   createdAt: apiKeys.createdAt,
   lastUsedAt: apiKeys.lastUsedAt,
+  expiresAt: apiKeys.expiresAt,
+  monthlyCreditLimit: apiKeys.monthlyCreditLimit,
+  rateLimit: apiKeys.rateLimit,
   createdById: users.id,
   createdByName: users.name,
   createdByEmail: users.email,
 };
 
 
+const bucketColumns = {
+  id: creditBuckets.id,
+  organizationId: creditBuckets.organizationId,
+  source: creditBuckets.source,
+  granted: creditBuckets.granted,
+  remaining: creditBuckets.remaining,
+  expiresAt: creditBuckets.expiresAt,
+  createdAt: creditBuckets.createdAt,
+};
+
 // Soonest-expiring first; buckets that never expire last; then oldest first.
 const FEFO = [sql`${creditBuckets.expiresAt} IS NULL`, asc(creditBuckets.expiresAt), asc(creditBuckets.id)] as const;
 
 const PRODUCT_CACHE_SIZE = 100_000;
+
+const FEED_SOURCE_SELECT = `SELECT id, name, kind, location, format, interval_ms AS intervalMs, timeout_ms AS timeoutMs, retries, etag,
+  last_modified AS lastModified, next_run_at AS nextRunAt, lease_owner AS leaseOwner, lease_until AS leaseUntil, last_run_at AS lastRunAt,
+  last_success_at AS lastSuccessAt, created_at AS createdAt, removed_at AS removedAt FROM feed_sources`;
+const FEED_RUN_SELECT = `SELECT id, source_id AS sourceId, trigger, status, started_at AS startedAt, duration_ms AS durationMs, file, http_status AS httpStatus,
+  attempts, records_read AS recordsRead, products, offers, rejected_count AS rejectedCount, rejected, error FROM feed_runs`;
+const FEED_TOKEN_SELECT = `SELECT id, source_id AS sourceId, scope, name, created_at AS createdAt, revoked_at AS revokedAt, last_used_at AS lastUsedAt FROM feed_tokens`;
+
+/** How long a write waits for a write lock that another process holds, retrying between event-loop turns. */
+export const LOCK_WAIT_MS = 3_000;
+/**
+ * How long one attempt may block the event loop in SQLite's own busy handler. bun:sqlite is
+ * synchronous: a long busy_timeout would freeze every request and timer while another process
+ * (an operator's import) holds the write lock.
+ */
+const BUSY_TIMEOUT_MS = 5;
+
+function isLocked(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
+}
+
+/** Runs `attempt` again, with growing pauses, while the database is locked by another connection, for up to LOCK_WAIT_MS. */
+async function whileLocked<T>(attempt: () => T | Promise<T>): Promise<T> {
+  const deadline = performance.now() + LOCK_WAIT_MS;
+  for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!isLocked(error) || performance.now() + pause > deadline) throw error;
+    }
+    await Bun.sleep(pause);
+  }
+}
+
+/**
+ * The store with every method retried while the database is locked. A method that failed with
+ * SQLITE_BUSY wrote nothing (each one writes in at most one transaction), so running it again is safe.
+ * Debits are retried inside the group commit instead.
+ */
+function retryingWhileLocked(store: SQLiteStore): SQLiteStore {
+  return new Proxy(store, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== "function" || property === "commitReservation") return value;
+      return (...args: unknown[]) => {
+        const result = Reflect.apply(value, target, args);
+        if (!(result instanceof Promise)) return result;
+        return result.catch((error: unknown) => (isLocked(error) ? whileLocked(() => Reflect.apply(value, target, args)) : Promise.reject(error)));
+      };
+    },
+  });
+}
 
 export class SQLiteStore implements Store {
   readonly dialect = "sqlite";
@@ -99,7 +177,8 @@ export class SQLiteStore implements Store {
   static open(databaseUrl: string): SQLiteStore {
     const database = openSQLite(sqlitePathFromURL(databaseUrl));
     applySQLiteMigrations(database);
-    return new SQLiteStore(database);
+    database.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    return retryingWhileLocked(new SQLiteStore(database));
   }
 
   /** The raw connection, for `backup` and for tests that inspect or corrupt state on purpose. */
@@ -109,14 +188,13 @@ export class SQLiteStore implements Store {
 
   private closed = false;
 
+  // No explicit checkpoint: SQLite checkpoints and deletes the -wal when the last connection to the
+  // file closes, and a CLI run that closes beside a serving process must not stall its writers (a
+  // TRUNCATE checkpoint holds the write lock until every reader is done).
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    try {
-      this.database.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-    } finally {
-      this.database.close();
-    }
+    this.database.close();
   }
 
   async isReachable(): Promise<boolean> {
@@ -158,6 +236,9 @@ export class SQLiteStore implements Store {
   private readonly keyCache = new Map<string, KeyCredential>();
   private readonly productCache = new Map<string, { product: ProductRecord; offers: OfferRecord[] } | null>();
   private readonly bucketCache = new Map<string, Array<{ id: string; remaining: number; expiresAt: number | null }>>();
+  /** Per key: its monthly credit limit (null: none) and what it spent in one month, as committed. */
+  private readonly keyLimitCache = new Map<string, number | null>();
+  private readonly keySpentCache = new Map<string, { month: string; spent: number }>();
   private seenDataVersion = -1;
   private seenChanges = -1;
   private readonly dataVersion = this.lazy(() => this.database.query<{ data_version: number }, []>("PRAGMA data_version"));
@@ -171,6 +252,8 @@ export class SQLiteStore implements Store {
       this.keyCache.clear();
       this.productCache.clear();
       this.bucketCache.clear();
+      this.keyLimitCache.clear();
+      this.keySpentCache.clear();
       this.seenDataVersion = version;
       this.seenChanges = changes;
     }
@@ -224,7 +307,16 @@ export class SQLiteStore implements Store {
 
   private readonly credentialByHash = this.lazy(() =>
     this.db
-      .select({ id: apiKeys.id, organizationId: apiKeys.organizationId, keyPrefix: apiKeys.keyPrefix, keyHash: apiKeys.keyHash, status: apiKeys.status })
+      .select({
+        id: apiKeys.id,
+        organizationId: apiKeys.organizationId,
+        keyPrefix: apiKeys.keyPrefix,
+        keyHash: apiKeys.keyHash,
+        status: apiKeys.status,
+        expiresAt: apiKeys.expiresAt,
+        monthlyCreditLimit: apiKeys.monthlyCreditLimit,
+        rateLimit: apiKeys.rateLimit,
+      })
       .from(apiKeys)
       .where(eq(apiKeys.keyHash, sql.placeholder("hash")))
       .prepare(),
@@ -279,9 +371,31 @@ export class SQLiteStore implements Store {
         .all();
       if (changed.length !== 1) return false;
       tx.insert(apiKeys).values({ ...replacement, status: "ACTIVE" }).run();
+      // The replacement is the same fence: what the key spent counts against the new one's limit.
+      tx.run(sql`INSERT INTO api_key_monthly_usage (key_id, month, spent) SELECT ${replacement.id}, month, spent FROM api_key_monthly_usage WHERE key_id = ${id}`);
       return true;
     });
     return rotated ? this.getApiKeyById(replacement.id) : null;
+  }
+
+  async updateApiKeyControls(organizationId: string, id: string, controls: Partial<KeyControls>): Promise<ApiKeyRecord | null> {
+    const changed = this.db
+      .update(apiKeys)
+      .set({ ...controls, status: "ACTIVE" })
+      .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
+      .returning({ id: apiKeys.id })
+      .all();
+    return changed.length === 1 ? this.getApiKey(organizationId, id) : null;
+  }
+
+  async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
+    if (keyIds.length === 0) return new Map();
+    const rows = this.db
+      .select({ keyId: apiKeyMonthlyUsage.keyId, spent: apiKeyMonthlyUsage.spent })
+      .from(apiKeyMonthlyUsage)
+      .where(and(inArray(apiKeyMonthlyUsage.keyId, keyIds), eq(apiKeyMonthlyUsage.month, month)))
+      .all();
+    return new Map(rows.map((row) => [row.keyId, row.spent]));
   }
 
   async touchApiKeys(lastUsed: Map<string, number>): Promise<void> {
@@ -298,80 +412,45 @@ export class SQLiteStore implements Store {
   }
 
   // Absent optional fields (null placeholders) keep what is stored; offers keep the newer observation.
-  private readonly upsertProduct = this.lazy(() =>
-    this.db
-      .insert(products)
-      .values({
-        gtin: sql.placeholder("gtin"),
-        title: sql`coalesce(${sql.placeholder("title")}, '')`,
-        brand: sql.placeholder("brand"),
-        imageUrl: sql.placeholder("imageUrl"),
-        updatedAt: sql.placeholder("now"),
-      })
-      .onConflictDoUpdate({
-        target: products.gtin,
-        set: {
-          title: sql`coalesce(${sql.placeholder("title")}, ${products.title})`,
-          brand: sql`coalesce(excluded.brand, ${products.brand})`,
-          imageUrl: sql`coalesce(excluded.image_url, ${products.imageUrl})`,
-          updatedAt: sql`excluded.updated_at`,
-        },
-      })
-      .prepare(),
-  );
+  // Imports are the one bulk write: plain bun:sqlite statements with positional parameters (drizzle's
+  // prepared statements map named placeholders on every call, which cost more than the insert), and
+  // each product and merchant upserted once per batch. Offers are applied one by one, in order, so
+  // the price history triggers see every change a batch makes.
+  private readonly importStatements = this.lazy(() => ({
+    product: this.database.prepare<unknown, [string, string | null, string | null, string | null, number]>(
+      `INSERT INTO products (gtin, title, brand, image_url, updated_at) VALUES (?1, coalesce(?2, ''), ?3, ?4, ?5)
+       ON CONFLICT (gtin) DO UPDATE SET title = coalesce(?2, title), brand = coalesce(excluded.brand, brand),
+         image_url = coalesce(excluded.image_url, image_url), updated_at = excluded.updated_at`,
+    ),
+    merchant: this.database.prepare<unknown, [string, string | null]>(
+      "INSERT INTO merchants (id, name) VALUES (?1, coalesce(?2, ?1)) ON CONFLICT (id) DO UPDATE SET name = coalesce(?2, name)",
+    ),
+    offer: this.database.prepare<unknown, [string, string, number, string, number | null, string, string, string | null, number, string | null]>(
+      `INSERT INTO offers (gtin, merchant_id, price_amount, currency, shipping_amount, availability, condition, url, observed_at, source_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (gtin, merchant_id) DO UPDATE SET price_amount = excluded.price_amount, currency = excluded.currency,
+         shipping_amount = excluded.shipping_amount, availability = excluded.availability, condition = excluded.condition,
+         url = excluded.url, observed_at = excluded.observed_at, source_id = excluded.source_id
+       WHERE excluded.observed_at >= offers.observed_at`,
+    ),
+  }));
 
-  private readonly upsertMerchant = this.lazy(() =>
-    this.db
-      .insert(merchants)
-      .values({ id: sql.placeholder("id"), name: sql`coalesce(${sql.placeholder("name")}, ${sql.placeholder("id")})` })
-      .onConflictDoUpdate({ target: merchants.id, set: { name: sql`coalesce(${sql.placeholder("name")}, ${merchants.name})` } })
-      .prepare(),
-  );
-
-  private readonly upsertOffer = this.lazy(() =>
-    this.db
-      .insert(offers)
-      .values({
-        gtin: sql.placeholder("gtin"),
-        merchantId: sql.placeholder("merchantId"),
-        priceAmount: sql.placeholder("priceAmount"),
-        currency: sql.placeholder("currency"),
-        shippingAmount: sql.placeholder("shippingAmount"),
-        availability: sql.placeholder("availability"),
-        condition: sql.placeholder("condition"),
-        url: sql.placeholder("url"),
-        observedAt: sql.placeholder("observedAt"),
-      })
-      .onConflictDoUpdate({
-        target: [offers.gtin, offers.merchantId],
-        set: {
-          priceAmount: sql`excluded.price_amount`,
-          currency: sql`excluded.currency`,
-          shippingAmount: sql`excluded.shipping_amount`,
-          availability: sql`excluded.availability`,
-          condition: sql`excluded.condition`,
-          url: sql`excluded.url`,
-          observedAt: sql`excluded.observed_at`,
-        },
-        setWhere: sql`excluded.observed_at >= ${offers.observedAt}`,
-      })
-      .prepare(),
-  );
-
-  async applyFeedRecords(records: FeedRecord[], now: number): Promise<{ products: number; offers: number }> {
+  async applyFeedRecords(records: FeedRecord[], now: number, options: { sourceId?: string } = {}): Promise<{ products: number; offers: number }> {
+    const sourceId = options.sourceId ?? null;
+    const { products: mergedProducts, merchants: mergedMerchants } = mergeProductsAndMerchants(records);
+    const statements = this.importStatements();
     return this.write(() => {
       let offerCount = 0;
+      for (const product of mergedProducts) statements.product.run(product.gtin, product.title ?? null, product.brand ?? null, product.imageUrl ?? null, now);
+      for (const merchant of mergedMerchants) statements.merchant.run(merchant.id, merchant.name ?? null);
       for (const { product, offer } of records) {
-        this.upsertProduct().run({ gtin: product.gtin, title: product.title ?? null, brand: product.brand ?? null, imageUrl: product.imageUrl ?? null, now });
         if (offer === undefined) continue;
-        this.upsertMerchant().run({ id: offer.merchantId, name: offer.merchantName ?? null });
-        this.upsertOffer().run({ gtin: product.gtin, ...offer });
+        statements.offer.run(product.gtin, offer.merchantId, offer.priceAmount, offer.currency, offer.shippingAmount, offer.availability, offer.condition, offer.url, offer.observedAt, sourceId);
         offerCount++;
       }
       return { products: records.length, offers: offerCount };
     });
   }
-
 
   private readonly productByGTIN = this.lazy(() =>
     this.db
@@ -537,6 +616,42 @@ export class SQLiteStore implements Store {
   // debited only when a usage row is written, in the same transaction.
   private readonly holds = new Map<string, number>();
   private readonly heldReservations = new Map<string, { organizationId: string; amount: number; allocations: Array<{ bucketId: string; amount: number }>; keyId: string | null; requestId: string }>();
+  /** Credits held per key by its requests in flight (for monthly credit limits). */
+  private readonly keyHolds = new Map<string, number>();
+
+  private readonly keyLimitById = this.lazy(() =>
+    this.database.prepare<{ limit: number | null }, [string]>("SELECT monthly_credit_limit AS \"limit\" FROM api_keys WHERE id = ?1"),
+  );
+  private readonly keySpentById = this.lazy(() =>
+    this.database.prepare<{ spent: number }, [string, string]>("SELECT spent FROM api_key_monthly_usage WHERE key_id = ?1 AND month = ?2"),
+  );
+
+  /** The key's monthly credit limit as stored now (the caches are exact: any change clears them). */
+  private keyLimitOf(keyId: string): number | null {
+    let limit = this.keyLimitCache.get(keyId);
+    if (limit === undefined) {
+      limit = this.keyLimitById().get(keyId)?.limit ?? null;
+      this.keyLimitCache.set(keyId, limit);
+    }
+    return limit;
+  }
+
+  /** What the key's committed debits of `month` add up to. */
+  private keySpentIn(keyId: string, month: string): number {
+    let cached = this.keySpentCache.get(keyId);
+    if (cached === undefined || cached.month !== month) {
+      cached = { month, spent: this.keySpentById().get(keyId, month)?.spent ?? 0 };
+      this.keySpentCache.set(keyId, cached);
+    }
+    return cached.spent;
+  }
+
+  private changeKeyHold(keyId: string | null, delta: number): void {
+    if (keyId === null) return;
+    const held = (this.keyHolds.get(keyId) ?? 0) + delta;
+    if (held === 0) this.keyHolds.delete(keyId);
+    else this.keyHolds.set(keyId, held);
+  }
 
   /** Spendable buckets (unexpired, FEFO) with what requests in flight hold already taken out. */
   private spendableBuckets(organizationId: string, now: number): Array<{ id: string; free: number }> {
@@ -561,11 +676,17 @@ export class SQLiteStore implements Store {
     else this.holds.set(bucketId, held);
   }
 
-  // Invariant: the credits held never exceed a bucket's remaining credits.
+  // Invariant: the credits held never exceed a bucket's remaining credits, and a key's spending in
+  // the month plus what its requests hold never exceed its monthly limit. Both are checked and the
+  // holds taken in one synchronous step, so no other request runs in between.
   async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
     const buckets = this.spendableBuckets(input.organizationId, input.now);
     const available = buckets.reduce((sum, bucket) => sum + bucket.free, 0);
     if (available < input.amount) return { ok: false, available };
+    const keyLimit = input.keyId === null ? null : this.keyLimitOf(input.keyId);
+    if (keyLimit !== null && this.keySpentIn(input.keyId!, utcMonth(input.now)) + (this.keyHolds.get(input.keyId!) ?? 0) + input.amount > keyLimit) {
+      return { ok: false, available, keyLimit };
+    }
     const allocations: Array<{ bucketId: string; amount: number }> = [];
     let missing = input.amount;
     for (const bucket of buckets) {
@@ -577,7 +698,8 @@ export class SQLiteStore implements Store {
     }
     const reservationId = newId("res", input.now);
     this.heldReservations.set(reservationId, { organizationId: input.organizationId, amount: input.amount, allocations, keyId: input.keyId, requestId: input.requestId });
-    return { ok: true, reservationId };
+    this.changeKeyHold(input.keyId, input.amount);
+    return { ok: true, reservationId, available: available - input.amount };
   }
 
   private pendingCommits: Array<{ reservationId: string; usage: UsageRecord; done: (error: unknown) => void }> = [];
@@ -589,7 +711,7 @@ export class SQLiteStore implements Store {
   commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
     if (!this.heldReservations.has(reservationId)) return Promise.resolve(false);
     return new Promise<boolean>((resolve, reject) => {
-      if (this.pendingCommits.length === 0) setImmediate(() => this.flushCommits());
+      if (this.pendingCommits.length === 0) setImmediate(() => void this.flushCommits());
       this.pendingCommits.push({ reservationId, usage, done: (error) => (error === false ? resolve(false) : error === undefined ? resolve(true) : reject(error)) });
     });
   }
@@ -606,9 +728,27 @@ export class SQLiteStore implements Store {
     this.db.select({ ledgerBalance: organizations.ledgerBalance }).from(organizations).where(eq(organizations.id, sql.placeholder("organizationId"))).prepare(),
   );
 
-  // Invariant: the buckets' debits, the usage rows and the running ledger sum of a batch commit
-  // together, so each request is billed exactly once and balanceAfter follows the ledger order.
+  // The usage row of every billed look-up: bun:sqlite's own prepared statement, without drizzle's
+  // per-call placeholder mapping (this runs once per billed request).
+  private readonly insertUsage = this.lazy(() =>
+    this.database.prepare<unknown, [string, string, number, number, string | null, string | null, string, string | null, string, number]>(
+      `INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
+       VALUES (?1, ?2, 'usage', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`,
+    ),
+  );
+
+  private readonly addKeySpending = this.lazy(() =>
+    this.database.prepare<unknown, [string, string, number]>(
+      `INSERT INTO api_key_monthly_usage (key_id, month, spent) VALUES (?1, ?2, ?3)
+       ON CONFLICT (key_id, month) DO UPDATE SET spent = spent + excluded.spent`,
+    ),
+  );
+
+  // Invariant: the buckets' debits, the usage rows, the running ledger sum and the keys' monthly
+  // spending of a batch commit together, so each request is billed exactly once, balanceAfter
+  // follows the ledger order and a key's spending is what its usage rows add up to.
   private debitBatch(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
+    const keySpending = new Map<string, { keyId: string; month: string; amount: number }>();
     const bucketDebits = new Map<string, number>();
     const ledgerBalances = new Map<string, number>();
     for (const { reservationId, usage } of items) {
@@ -616,26 +756,92 @@ export class SQLiteStore implements Store {
       for (const allocation of reservation.allocations) bucketDebits.set(allocation.bucketId, (bucketDebits.get(allocation.bucketId) ?? 0) + allocation.amount);
       const balanceAfter = (ledgerBalances.get(reservation.organizationId) ?? this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!.ledgerBalance) - reservation.amount;
       ledgerBalances.set(reservation.organizationId, balanceAfter);
-      this.insertTransaction().run({
-        id: newId("txn", usage.now),
-        organizationId: reservation.organizationId,
-        type: "usage",
-        amount: -reservation.amount,
+      this.insertUsage().run(
+        newId("txn", usage.now),
+        reservation.organizationId,
+        -reservation.amount,
         balanceAfter,
-        bucketId: reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
-        keyId: reservation.keyId,
-        requestId: reservation.requestId,
-        gtin: usage.gtin,
-        description: usage.description,
-        createdAt: usage.now,
-      });
+        reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
+        reservation.keyId,
+        reservation.requestId,
+        usage.gtin,
+        usage.description,
+        usage.now,
+      );
       if (usage.idempotency !== undefined) this.completeIdempotencyRecord(usage.idempotency);
+      if (reservation.keyId !== null) {
+        const month = utcMonth(usage.now);
+        const spending = keySpending.get(`${reservation.keyId} ${month}`);
+        if (spending === undefined) keySpending.set(`${reservation.keyId} ${month}`, { keyId: reservation.keyId, month, amount: reservation.amount });
+        else spending.amount += reservation.amount;
+      }
     }
+    for (const { keyId, month, amount } of keySpending.values()) this.addKeySpending().run(keyId, month, amount);
     for (const [bucketId, amount] of bucketDebits) this.adjustBucket().run({ bucketId, delta: -amount });
     for (const [organizationId, ledgerBalance] of ledgerBalances) this.setLedgerBalance().run({ organizationId, ledgerBalance });
+    this.countBilledUsage(items);
   }
 
-  private flushCommits(): void {
+  // Adds to a usage counter row (requests and credits), creating it at zero first.
+  private readonly upsertUsageCounter = this.lazy(() =>
+    this.database.prepare<unknown, [string, number, number, string, string, number, number]>(
+      `INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+       ON CONFLICT (organization_id, period_ms, period_start, key_id, reason) DO UPDATE SET requests = requests + excluded.requests, credits = credits + excluded.credits`,
+    ),
+  );
+
+  /** Adds to the hour's row and the day's row of a count. */
+  private addUsageCount(organizationId: string, hourStart: number, keyId: string, reason: string, requests: number, credits: number): void {
+    for (const periodMs of USAGE_PERIODS_MS) this.upsertUsageCounter().run(organizationId, periodMs, periodStartOf(hourStart, periodMs), keyId, reason, requests, credits);
+  }
+
+  /** The billed look-ups of a debit batch into the hourly counters, one upsert per row touched, in the debit's transaction. */
+  private countBilledUsage(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
+    const counts = new Map<string, { organizationId: string; hourStart: number; keyId: string; requests: number; credits: number }>();
+    for (const { reservationId, usage } of items) {
+      const reservation = this.heldReservations.get(reservationId)!;
+      const hourStart = hourStartOf(usage.now);
+      const keyId = reservation.keyId ?? "";
+      const id = `${reservation.organizationId}\u0000${hourStart}\u0000${keyId}`;
+      const count = counts.get(id);
+      if (count === undefined) counts.set(id, { organizationId: reservation.organizationId, hourStart, keyId, requests: 1, credits: reservation.amount });
+      else {
+        count.requests += 1;
+        count.credits += reservation.amount;
+      }
+    }
+    for (const count of counts.values()) this.addUsageCount(count.organizationId, count.hourStart, count.keyId, BILLED_REASON, count.requests, count.credits);
+  }
+
+  async addUsageCounts(counts: UsageCount[]): Promise<void> {
+    if (counts.length === 0) return;
+    this.writeKeepingCaches(() => {
+      for (const count of counts) this.addUsageCount(count.organizationId, count.hourStart, count.keyId, count.reason, count.requests, 0);
+    });
+  }
+
+  async usageTotals(organizationId: string, query: { from: number; to: number; periodMs: number; byKey: boolean }): Promise<UsageTotal[]> {
+    const statement = query.byKey ? this.usageTotalsByKey() : this.usageTotalsByReason();
+    return statement.all(organizationId, query.periodMs, query.from, query.to);
+  }
+
+  private readonly usageTotalsByReason = this.lazy(() =>
+    this.database.prepare<UsageTotal, [string, number, number, number]>(
+      `SELECT period_start AS periodStart, '' AS keyId, reason, sum(requests) AS requests, sum(credits) AS credits
+       FROM usage_counters WHERE organization_id = ?1 AND period_ms = ?2 AND period_start >= ?3 AND period_start < ?4
+       GROUP BY period_start, reason ORDER BY period_start, reason`,
+    ),
+  );
+
+  private readonly usageTotalsByKey = this.lazy(() =>
+    this.database.prepare<UsageTotal, [string, number, number, number]>(
+      `SELECT period_start AS periodStart, key_id AS keyId, reason, requests, credits
+       FROM usage_counters WHERE organization_id = ?1 AND period_ms = ?2 AND period_start >= ?3 AND period_start < ?4
+       ORDER BY period_start, key_id, reason`,
+    ),
+  );
+
+  private async flushCommits(): Promise<void> {
     // One reservation committed twice at once is debited once: the later calls answer false.
     const seen = new Set<string>();
     const batch = this.pendingCommits.filter((item) => !seen.has(item.reservationId) && seen.add(item.reservationId));
@@ -643,22 +849,42 @@ export class SQLiteStore implements Store {
     const repeated = this.pendingCommits.filter((item) => !kept.has(item));
     this.pendingCommits = [];
     for (const item of repeated) item.done(false);
-    const settle = (item: (typeof batch)[number], error?: unknown) => {
-      if (error === undefined) this.debitCachedBuckets(item.reservationId);
-      if (error === undefined) this.dropReservation(item.reservationId);
-      item.done(error);
+    const debit = async (items: typeof batch) => {
+      // The sweep of a crashed request's holds cannot happen here, but a release can: debit only what is still held.
+      const held = items.filter((item) => this.heldReservations.has(item.reservationId));
+      for (const item of items) if (!held.includes(item)) item.done(false);
+      if (held.length === 0) return;
+      // A request whose Idempotency-Key claim was taken over meanwhile is not billed (the claim fences the debit).
+      const owned = await whileLocked(() => {
+        const owning = this.writeKeepingCaches(() => {
+          const owning = held.filter((item) => this.ownsClaim(item.usage));
+          this.debitBatch(owning);
+          return owning;
+        });
+        // In the same synchronous step as the commit: no request may see the debit in the database
+        // while its hold still counts (it would count twice against the balance or the key's limit).
+        for (const item of owning) {
+          this.debitCachedBuckets(item.reservationId);
+          this.spendCachedKey(item.reservationId, item.usage.now);
+          this.dropReservation(item.reservationId);
+        }
+        return owning;
+      });
+      for (const item of held) if (!owned.includes(item)) item.done(false);
+      for (const item of owned) item.done(undefined);
     };
     try {
-      this.writeKeepingCaches(() => this.debitBatch(batch));
-      batch.forEach((item) => settle(item));
-    } catch {
-      // One bad debit must not fail its neighbours: retry each alone and fail only the culprit.
-      for (const item of batch) {
+      await debit(batch);
+    } catch (error) {
+      // A lock that outlasted LOCK_WAIT_MS fails the whole batch; any other error is one bad debit,
+      // which must not fail its neighbours: retry each alone and fail only the culprit.
+      for (const item of batch.filter((candidate) => this.heldReservations.has(candidate.reservationId))) {
         try {
-          this.writeKeepingCaches(() => this.debitBatch([item]));
-          settle(item);
-        } catch (error) {
-          settle(item, error);
+          if (isLocked(error)) throw error;
+          await debit([item]);
+        } catch (itemError) {
+          // Not debited: the caller gives the held credits back (lookUpPrice releases on any failed commit).
+          item.done(itemError);
         }
       }
     }
@@ -676,24 +902,79 @@ export class SQLiteStore implements Store {
     }
   }
 
+  /** After a committed debit, the key's cached monthly spending takes it too. */
+  private spendCachedKey(reservationId: string, now: number): void {
+    const reservation = this.heldReservations.get(reservationId)!;
+    if (reservation.keyId === null) return;
+    const cached = this.keySpentCache.get(reservation.keyId);
+    if (cached === undefined) return;
+    if (cached.month === utcMonth(now)) cached.spent += reservation.amount;
+    else this.keySpentCache.delete(reservation.keyId);
+  }
+
   private dropReservation(reservationId: string): boolean {
     const reservation = this.heldReservations.get(reservationId);
     if (reservation === undefined) return false;
     this.heldReservations.delete(reservationId);
     for (const allocation of reservation.allocations) this.changeHold(allocation.bucketId, -allocation.amount);
+    this.changeKeyHold(reservation.keyId, -reservation.amount);
     return true;
   }
 
-  async releaseReservation(reservationId: string): Promise<boolean> {
+  async releaseReservation(reservationId: string, now: number): Promise<boolean> {
+    const reservation = this.heldReservations.get(reservationId);
+    if (reservation === undefined) return false;
+    // Paid before the holds drop, in the same synchronous step, so no request can spend what a refund is owed.
+    if (reservation.allocations.some((allocation) => this.clawbackOwedOf().get({ bucketId: allocation.bucketId })!.owed > 0)) {
+      this.write(() => this.payClawbacks(reservation.organizationId, reservation.allocations, now));
+    }
     return this.dropReservation(reservationId);
   }
 
-  async recoverInFlightWork(_now: number): Promise<void> {
-    this.write((tx) => tx.delete(idempotencyRecords).where(eq(idempotencyRecords.status, "in-progress")).run());
+  private readonly clawbackOwedOf = this.lazy(() =>
+    this.db.select({ owed: creditBuckets.clawbackOwed }).from(creditBuckets).where(eq(creditBuckets.id, sql.placeholder("bucketId"))).prepare(),
+  );
+
+  private readonly payClawback = this.lazy(() =>
+    this.db
+      .update(creditBuckets)
+      .set({ remaining: sql`${creditBuckets.remaining} - ${sql.placeholder("paid")}`, clawbackOwed: sql`${creditBuckets.clawbackOwed} - ${sql.placeholder("paid")}` })
+      .where(eq(creditBuckets.id, sql.placeholder("bucketId")))
+      .prepare(),
+  );
+
+  // Invariant: a refund's claim on held credits is paid from exactly what comes back to the bucket,
+  // with one `refund` row in the same transaction; credits a request committed are usage, not owed.
+  private payClawbacks(organizationId: string, givenBack: Array<{ bucketId: string; amount: number }>, now: number): void {
+    const paid: Array<{ bucketId: string; amount: number }> = [];
+    for (const { bucketId, amount } of givenBack) {
+      const pay = Math.min(this.clawbackOwedOf().get({ bucketId })!.owed, amount);
+      if (pay === 0) continue;
+      this.payClawback().run({ bucketId, paid: pay });
+      paid.push({ bucketId, amount: pay });
+    }
+    const total = paid.reduce((sum, item) => sum + item.amount, 0);
+    if (total === 0) return;
+    const bucketId = paid.length === 1 ? paid[0]!.bucketId : null;
+    this.appendLedger({ organizationId, type: "refund", amount: -total, bucketId, description: "Refund: credits a request in flight gave back", createdAt: now });
+  }
+
+  async recoverInFlightWork(now: number): Promise<void> {
+    this.write((tx) => {
+      tx.delete(idempotencyRecords).where(eq(idempotencyRecords.status, "in-progress")).run();
+      // The holds of the previous process died with it: what a refund was owed from them is back in its bucket.
+      const owing = tx
+        .select({ id: creditBuckets.id, organizationId: creditBuckets.organizationId, remaining: creditBuckets.remaining })
+        .from(creditBuckets)
+        .where(gt(creditBuckets.clawbackOwed, 0))
+        .all();
+      for (const bucket of owing) this.payClawbacks(bucket.organizationId, [{ bucketId: bucket.id, amount: bucket.remaining }], now);
+      tx.update(creditBuckets).set({ clawbackOwed: 0 }).where(gt(creditBuckets.clawbackOwed, 0)).run();
+    });
   }
 
   /** Holds are in memory and die with the process, so nothing is ever left to sweep. */
-  async releaseStaleReservations(_olderThan: number): Promise<number> {
+  async releaseStaleReservations(_now: number): Promise<number> {
     return 0;
   }
 
@@ -701,22 +982,21 @@ export class SQLiteStore implements Store {
     return this.spendableBuckets(organizationId, now).reduce((sum, bucket) => sum + bucket.free, 0);
   }
 
+  // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a
+  // reader, so the operator CLI can read beside a serving process without touching its credits.
   async getBalance(organizationId: string, now: number): Promise<Balance> {
-    return this.write((tx) => {
-      this.writeOffExpired(organizationId, now);
-      // Spent, written-off and clawed-back buckets are history: the ledger tells it, the balance does not list them.
-      const buckets = tx
-        .select()
-        .from(creditBuckets)
-        .where(and(eq(creditBuckets.organizationId, organizationId), gt(creditBuckets.remaining, 0)))
-        .orderBy(...FEFO)
-        .all()
-        .map((bucket) => ({ ...bucket, remaining: bucket.remaining - (this.holds.get(bucket.id) ?? 0) }));
-      let reserved = 0;
-      for (const reservation of this.heldReservations.values()) if (reservation.organizationId === organizationId) reserved += reservation.amount;
-      const available = buckets.reduce((sum, b) => sum + (b.expiresAt === null || b.expiresAt > now ? b.remaining : 0), 0);
-      return { available, reserved, buckets };
-    });
+    // Spent, expired, written-off and clawed-back buckets are history: the ledger tells it, the balance does not list them.
+    const buckets = this.db
+      .select(bucketColumns)
+      .from(creditBuckets)
+      .where(and(eq(creditBuckets.organizationId, organizationId), gt(creditBuckets.remaining, 0), or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, now))))
+      .orderBy(...FEFO)
+      .all()
+      .map((bucket) => ({ ...bucket, remaining: bucket.remaining - (this.holds.get(bucket.id) ?? 0) }));
+    let reserved = 0;
+    for (const reservation of this.heldReservations.values()) if (reservation.organizationId === organizationId) reserved += reservation.amount;
+    const available = buckets.reduce((sum, b) => sum + b.remaining, 0);
+    return { available, reserved, buckets };
   }
 
   // Raw SQL for the index hint: with one type the (org, type, createdAt, id) index answers a page
@@ -869,7 +1149,7 @@ export class SQLiteStore implements Store {
       const reusable =
         existing === undefined ||
         existing.expiresAt <= input.now ||
-        (existing.status === "in-progress" && existing.createdAt < input.abandonedBefore);
+        (existing.status === "in-progress" && existing.createdAt < input.now - input.abandonAfterMs);
       if (!reusable) return { claimed: false, record: existing };
       const claim = {
         scope: input.scope,
@@ -878,12 +1158,13 @@ export class SQLiteStore implements Store {
         status: "in-progress" as const,
         responseStatus: null,
         responseBody: null,
+        // One serve process owns a SQLite file, so its clock is the one every claim is judged by.
         createdAt: input.now,
-        expiresAt: input.expiresAt,
+        expiresAt: input.now + input.ttlMs,
       };
       if (existing === undefined) tx.insert(idempotencyRecords).values(claim).run();
       else tx.update(idempotencyRecords).set(claim).where(where).run();
-      return { claimed: true };
+      return { claimed: true, claimedAt: claim.createdAt };
     });
   }
 
@@ -895,15 +1176,26 @@ export class SQLiteStore implements Store {
     this.db
       .update(idempotencyRecords)
       .set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody })
-      .where(and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash)))
+      .where(this.ownClaim(input))
       .run();
   }
 
-  async releaseIdempotencyKey(scope: string, keyHash: string): Promise<void> {
-    this.db
-      .delete(idempotencyRecords)
-      .where(and(eq(idempotencyRecords.scope, scope), eq(idempotencyRecords.keyHash, keyHash), eq(idempotencyRecords.status, "in-progress")))
-      .run();
+  /** The in-progress claim a request made at `claimedAt` (see IdempotencyClaim), if it is still that request's. */
+  private ownClaim(claim: { scope: string; keyHash: string; claimedAt: number }) {
+    return and(
+      eq(idempotencyRecords.scope, claim.scope),
+      eq(idempotencyRecords.keyHash, claim.keyHash),
+      eq(idempotencyRecords.status, "in-progress"),
+      eq(idempotencyRecords.createdAt, claim.claimedAt),
+    );
+  }
+
+  private ownsClaim(usage: UsageRecord): boolean {
+    return usage.idempotency === undefined || this.db.select({ scope: idempotencyRecords.scope }).from(idempotencyRecords).where(this.ownClaim(usage.idempotency)).get() !== undefined;
+  }
+
+  async releaseIdempotencyKey(input: Parameters<Store["releaseIdempotencyKey"]>[0]): Promise<void> {
+    this.db.delete(idempotencyRecords).where(this.ownClaim(input)).run();
   }
 
   async deleteExpiredIdempotencyRecords(now: number): Promise<number> {
@@ -974,7 +1266,10 @@ export class SQLiteStore implements Store {
         .get();
       if (order === undefined) return unchanged;
       const bucket = input.grant === null ? null : this.insertGrant(tx, order.organizationId, input.grant, now);
-      if (bucket !== null && input.payment !== null) this.insertPayment(tx, order.organizationId, bucket, input.payment, now);
+      if (bucket !== null && input.payment !== null) {
+        this.insertPayment(tx, order.organizationId, bucket, input.payment, now);
+        this.settlePayment(tx, input.payment.ref, REVERSED_BEFORE_PAID, now);
+      }
       let subscription: SubscriptionRecord | null = null;
       if (input.subscription !== null) {
         subscription = tx
@@ -1010,35 +1305,72 @@ export class SQLiteStore implements Store {
       if (!this.claimEvent(tx, input.event, input.now)) return { applied: false, bucket: null };
       const bucket = this.insertGrant(tx, input.organizationId, input.grant, input.now);
       this.insertPayment(tx, input.organizationId, bucket, input.payment, input.now);
+      this.settlePayment(tx, input.payment.ref, REVERSED_BEFORE_PAID, input.now);
       return { applied: true, bucket };
     });
   }
 
-  // Invariant: a refund takes only what its bucket still holds (never below zero), with one `refund`
-  // ledger row; the payment's refunded amount only moves forward, so no refund is taken twice.
-  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }) {
-    return this.write((tx) => {
-      const none = { applied: false, clawedBack: 0, organizationId: null };
-      const payment = tx.select().from(payments).where(eq(payments.ref, input.ref)).get();
-      if (payment === undefined || !this.claimEvent(tx, input.event, input.now)) return none;
-      const refundedAmount = Math.min(input.refundedAmount, payment.amount);
-      if (refundedAmount <= payment.refundedAmount) return { ...none, organizationId: payment.organizationId };
-      // Credits in proportion to the money refunded (all of them for a full refund), in integers.
-      const refundedCredits =
-        refundedAmount === payment.amount || payment.amount === 0 ? payment.credits : Number((BigInt(payment.credits) * BigInt(refundedAmount)) / BigInt(payment.amount));
-      tx.update(payments).set({ refundedAmount, refundedCredits }).where(eq(payments.ref, payment.ref)).run();
-      // Credits past their expiry are not the customer's any more: write them off first, as expiry.
-      this.writeOffExpired(payment.organizationId, input.now);
-      const bucket = tx.select({ remaining: creditBuckets.remaining }).from(creditBuckets).where(eq(creditBuckets.id, payment.bucketId)).get()!;
-      // Credits held by requests in flight are about to be spent: only the free part can be clawed back.
-      const free = bucket.remaining - (this.holds.get(payment.bucketId) ?? 0);
-      const take = Math.min(Math.max(refundedCredits - payment.refundedCredits, 0), free);
-      if (take > 0) {
-        this.adjustBucket().run({ bucketId: payment.bucketId, delta: -take });
-        this.appendLedger({ organizationId: payment.organizationId, type: "refund", amount: -take, bucketId: payment.bucketId, description: input.description, createdAt: input.now });
-      }
-      return { applied: true, clawedBack: take, organizationId: payment.organizationId };
+  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<PaymentReversalResult> {
+    return this.reversePayment(input.event, input.ref, { refundedAmount: input.refundedAmount }, input.description, input.now);
+  }
+
+  async disputePayment(input: { event: ProviderEvent | null; ref: string; dispute: DisputeReport; now: number }): Promise<PaymentReversalResult> {
+    return this.reversePayment(input.event, input.ref, { dispute: input.dispute }, DISPUTED, input.now);
+  }
+
+  /** Records a refund or dispute report under its payment ref (known yet or not) and settles the payment, with the event row. */
+  private reversePayment(event: ProviderEvent | null, ref: string, report: { refundedAmount?: number; dispute?: DisputeReport }, description: string, now: number): PaymentReversalResult {
+    return this.write((tx): PaymentReversalResult => {
+      const payment = tx.select({ organizationId: payments.organizationId }).from(payments).where(eq(payments.ref, ref)).get();
+      const unchanged = { applied: false, clawedBack: 0, reinstated: 0, organizationId: payment?.organizationId ?? null };
+      if (!this.claimEvent(tx, event, now)) return unchanged;
+      const current = tx.select().from(paymentReversals).where(eq(paymentReversals.ref, ref)).get();
+      const next = mergeReversal(current, report);
+      if (next === null) return unchanged;
+      tx.insert(paymentReversals).values({ ref, ...next, updatedAt: now }).onConflictDoUpdate({ target: paymentReversals.ref, set: { ...next, updatedAt: now } }).run();
+      return { applied: true, ...this.settlePayment(tx, ref, description, now) };
     });
+  }
+
+  // Invariant: a payment's bucket gives up (or gets back) exactly what its reversal claims beyond (or
+  // below) what was claimed before, with one ledger row, never below zero and never the credits held
+  // by requests in flight; grants call this too, so a reversal that came first settles with them.
+  private settlePayment(tx: DB, ref: string, description: string, now: number): { clawedBack: number; reinstated: number; organizationId: string | null } {
+    const payment = tx.select().from(payments).where(eq(payments.ref, ref)).get();
+    if (payment === undefined) return { clawedBack: 0, reinstated: 0, organizationId: null };
+    const reversal = tx.select().from(paymentReversals).where(eq(paymentReversals.ref, ref)).get();
+    const target = reversal === undefined ? { amount: 0, credits: 0 } : creditsTakenBack(payment, reversal);
+    const unchanged = { clawedBack: 0, reinstated: 0, organizationId: payment.organizationId };
+    if (target.credits === payment.refundedCredits) return unchanged;
+    tx.update(payments).set({ refundedAmount: target.amount, refundedCredits: target.credits }).where(eq(payments.ref, ref)).run();
+    // Credits past their expiry are not the customer's any more: write them off first, as expiry.
+    this.writeOffExpired(payment.organizationId, now);
+    const bucket = tx
+      .select({ remaining: creditBuckets.remaining, owed: creditBuckets.clawbackOwed, expiresAt: creditBuckets.expiresAt })
+      .from(creditBuckets)
+      .where(eq(creditBuckets.id, payment.bucketId))
+      .get()!;
+    const held = this.holds.get(payment.bucketId) ?? 0;
+    const taken = tx
+      .select({ taken: sql<number>`coalesce(-sum(${creditTransactions.amount}), 0)` })
+      .from(creditTransactions)
+      .where(and(eq(creditTransactions.bucketId, payment.bucketId), inArray(creditTransactions.type, ["refund", "adjustment"])))
+      .get()!.taken;
+    const { delta, owed } = settleBucket({
+      previous: payment.refundedCredits,
+      target: target.credits,
+      free: bucket.remaining - held,
+      held,
+      owed: bucket.owed,
+      taken,
+      expired: bucket.expiresAt !== null && bucket.expiresAt <= now,
+    });
+    tx.update(creditBuckets).set({ remaining: bucket.remaining + delta, clawbackOwed: owed }).where(eq(creditBuckets.id, payment.bucketId)).run();
+    if (delta !== 0) {
+      const row = delta < 0 ? { type: "refund" as const, description } : { type: "adjustment" as const, description: REINSTATED };
+      this.appendLedger({ organizationId: payment.organizationId, amount: delta, bucketId: payment.bucketId, createdAt: now, ...row });
+    }
+    return { clawedBack: Math.max(-delta, 0), reinstated: Math.max(delta, 0), organizationId: payment.organizationId };
   }
 
   async hasPayment(ref: string): Promise<boolean> {
@@ -1123,6 +1455,198 @@ export class SQLiteStore implements Store {
     );
   }
 
+  // --- feeds (issue 20) ---
+  // Plain SQL through bun:sqlite's statement cache: these run a few times a minute, not per request.
+
+  async createFeedSource(source: NewFeedSource): Promise<FeedSource | null> {
+    return this.write(() => {
+      const taken = this.database.query<{ id: string }, [string]>("SELECT id FROM feed_sources WHERE name = ?").get(source.name);
+      if (taken !== null) return null;
+      this.database
+        .query(
+          `INSERT INTO feed_sources (id, name, kind, location, format, interval_ms, timeout_ms, retries, next_run_at, created_at)
+           VALUES ($id, $name, $kind, $location, $format, $intervalMs, $timeoutMs, $retries, $nextRunAt, $createdAt)`,
+        )
+        .run({ ...source, nextRunAt: source.intervalMs === null ? null : source.createdAt });
+      return this.feedSourceById(source.id);
+    });
+  }
+
+  private feedSourceById(id: string): FeedSource | null {
+    return this.database.query<FeedSource, [string]>(`${FEED_SOURCE_SELECT} WHERE id = ?`).get(id);
+  }
+
+  async getFeedSource(idOrName: string): Promise<FeedSource | null> {
+    return this.database.query<FeedSource, [string, string]>(`${FEED_SOURCE_SELECT} WHERE id = ? OR (name = ? AND removed_at IS NULL)`).get(idOrName, idOrName);
+  }
+
+  async listFeedSources(): Promise<FeedSource[]> {
+    return this.database.query<FeedSource, []>(`${FEED_SOURCE_SELECT} WHERE removed_at IS NULL ORDER BY id`).all();
+  }
+
+  async removeFeedSource(id: string, now: number): Promise<FeedSource | null> {
+    return this.write(() => {
+      // The name is freed (suffixed with the id) so a new source may take it; runs keep pointing at the id.
+      const changed = this.database
+        .query("UPDATE feed_sources SET removed_at = ?, name = name || '#' || id, next_run_at = NULL WHERE id = ? AND removed_at IS NULL")
+        .run(now, id).changes;
+      if (changed === 0) return null;
+      this.database.query("UPDATE feed_tokens SET revoked_at = ? WHERE source_id = ? AND revoked_at IS NULL").run(now, id);
+      return this.feedSourceById(id);
+    });
+  }
+
+  // One serve process per SQLite file (serve's lock), so its own clock is the store's clock.
+  async claimDueFeedSources(input: { owner: string; now: number; leaseMarginMs: number; limit: number }): Promise<FeedSource[]> {
+    // Asked every second: look first without the write lock, which an operator's import may be holding.
+    const anyDue = this.database
+      .query("SELECT 1 FROM feed_sources WHERE removed_at IS NULL AND interval_ms IS NOT NULL AND next_run_at <= ? AND (lease_until IS NULL OR lease_until <= ?) LIMIT 1")
+      .get(input.now, input.now);
+    if (anyDue === null) return [];
+    return this.write(() => {
+      const due = this.database
+        .query<{ id: string }, [number, number, number]>(
+          `SELECT id FROM feed_sources WHERE removed_at IS NULL AND interval_ms IS NOT NULL AND next_run_at <= ?
+             AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_run_at LIMIT ?`,
+        )
+        .all(input.now, input.now, input.limit);
+      const claimed: FeedSource[] = [];
+      for (const { id } of due) {
+        this.database
+          .query("UPDATE feed_sources SET lease_owner = ?, lease_until = ? + (retries + 1) * timeout_ms, next_run_at = ? + interval_ms WHERE id = ?")
+          .run(input.owner, input.now + input.leaseMarginMs, input.now, id);
+        claimed.push(this.feedSourceById(id)!);
+      }
+      return claimed;
+    });
+  }
+
+  async claimFeedSource(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<FeedSource | null> {
+    return this.write(() => {
+      const changed = this.database
+        .query("UPDATE feed_sources SET lease_owner = ?, lease_until = ? WHERE id = ? AND removed_at IS NULL AND (lease_until IS NULL OR lease_until <= ?)")
+        .run(input.owner, input.now + input.leaseMs, input.id, input.now).changes;
+      return changed === 0 ? null : this.feedSourceById(input.id);
+    });
+  }
+
+  async finishFeedRun(input: FinishFeedRun): Promise<void> {
+    const { run } = input;
+    this.write(() => {
+      this.database
+        .query(
+          `INSERT INTO feed_runs (id, source_id, trigger, status, started_at, duration_ms, file, http_status, attempts, records_read, products, offers, rejected_count, rejected, error)
+           VALUES ($id, $sourceId, $trigger, $status, $startedAt, $durationMs, $file, $httpStatus, $attempts, $recordsRead, $products, $offers, $rejectedCount, $rejected, $error)`,
+        )
+        .run({ ...run, rejected: JSON.stringify(run.rejected) });
+      const succeeded = run.status !== "failed";
+      this.database
+        .query(
+          `UPDATE feed_sources SET last_run_at = $finishedAt,
+             last_success_at = CASE WHEN $succeeded THEN $finishedAt ELSE last_success_at END,
+             etag = CASE WHEN $hasValidators THEN $etag ELSE etag END,
+             last_modified = CASE WHEN $hasValidators THEN $lastModified ELSE last_modified END,
+             lease_owner = CASE WHEN lease_owner = $owner THEN NULL ELSE lease_owner END,
+             lease_until = CASE WHEN lease_owner = $owner THEN NULL ELSE lease_until END
+           WHERE id = $sourceId`,
+        )
+        .run({
+          finishedAt: run.startedAt + run.durationMs,
+          succeeded: succeeded ? 1 : 0,
+          hasValidators: input.validators === undefined ? 0 : 1,
+          etag: input.validators?.etag ?? null,
+          lastModified: input.validators?.lastModified ?? null,
+          owner: input.leaseOwner,
+          sourceId: run.sourceId,
+        });
+      if (input.importedFile !== undefined) {
+        this.database
+          .query("INSERT OR IGNORE INTO feed_source_files (source_id, name, size, modified_at, run_id) VALUES (?, ?, ?, ?, ?)")
+          .run(run.sourceId, input.importedFile.name, input.importedFile.size, input.importedFile.modifiedAt, run.id);
+      }
+    });
+  }
+
+  async releaseFeedLease(sourceId: string, owner: string): Promise<void> {
+    this.write(() => this.database.query("UPDATE feed_sources SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?").run(sourceId, owner));
+  }
+
+  async renewFeedLease(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<boolean> {
+    return this.write(() => this.database.query("UPDATE feed_sources SET lease_until = ? WHERE id = ? AND lease_owner = ?").run(input.now + input.leaseMs, input.id, input.owner).changes === 1);
+  }
+
+  async listFeedRuns(sourceId: string, query: { limit: number; after?: string }): Promise<Page<FeedRun>> {
+    const rows = this.database
+      .query<FeedRun & { rejected: string }, [string, string | null, string | null, number]>(
+        `${FEED_RUN_SELECT} WHERE source_id = ? AND (? IS NULL OR id < ?) ORDER BY id DESC LIMIT ?`,
+      )
+      .all(sourceId, query.after ?? null, query.after ?? null, query.limit + 1);
+    return page(rows.map((row) => ({ ...row, rejected: JSON.parse(row.rejected) as FeedRun["rejected"] })), query.limit);
+  }
+
+  async hasImportedFeedFile(sourceId: string, file: { name: string; size: number; modifiedAt: number }): Promise<boolean> {
+    return (
+      this.database
+        .query("SELECT 1 FROM feed_source_files WHERE source_id = ? AND name = ? AND size = ? AND modified_at = ?")
+        .get(sourceId, file.name, file.size, file.modifiedAt) !== null
+    );
+  }
+
+  async insertFeedToken(token: NewFeedToken): Promise<FeedTokenRecord> {
+    this.write(() =>
+      this.database
+        .query("INSERT INTO feed_tokens (id, source_id, scope, name, secret_hash, created_at) VALUES ($id, $sourceId, $scope, $name, $secretHash, $createdAt)")
+        .run({ ...token }),
+    );
+    const { secretHash: _secret, ...record } = token;
+    return { ...record, revokedAt: null, lastUsedAt: null };
+  }
+
+  async findFeedTokenCredential(id: string): Promise<FeedTokenCredential | null> {
+    return this.database
+      .query<FeedTokenCredential, [string]>("SELECT id, source_id AS sourceId, scope, secret_hash AS secretHash, revoked_at AS revokedAt FROM feed_tokens WHERE id = ?")
+      .get(id);
+  }
+
+  async listFeedTokens(): Promise<FeedTokenRecord[]> {
+    return this.database.query<FeedTokenRecord, []>(`${FEED_TOKEN_SELECT} ORDER BY id`).all();
+  }
+
+  async revokeFeedToken(id: string, now: number): Promise<FeedTokenRecord | null> {
+    return this.write(() => {
+      const changed = this.database.query("UPDATE feed_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL").run(now, id).changes;
+      return changed === 0 ? null : this.database.query<FeedTokenRecord, [string]>(`${FEED_TOKEN_SELECT} WHERE id = ?`).get(id);
+    });
+  }
+
+  async feedFreshness(freshSince: number): Promise<SourceFreshness[]> {
+    return this.database
+      .query<SourceFreshness, [number]>(
+        "SELECT source_id AS sourceId, count(*) AS offers, count(*) FILTER (WHERE observed_at >= ?) AS freshOffers FROM offers WHERE source_id IS NOT NULL GROUP BY source_id",
+      )
+      .all(freshSince);
+  }
+
+  async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
+    return this.database
+      .query<PriceHistoryEntry, [string, string | null, string | null]>(
+        `SELECT gtin, merchant_id AS merchantId, price_amount AS priceAmount, currency, shipping_amount AS shippingAmount, availability,
+                observed_at AS observedAt, source_id AS sourceId
+         FROM offer_price_history WHERE gtin = ? AND (? IS NULL OR merchant_id = ?) ORDER BY observed_at, id`,
+      )
+      .all(gtin, merchantId ?? null, merchantId ?? null);
+  }
+
+  async prunePriceHistory(before: number): Promise<number> {
+    // An offer's newest row stays whatever its age: it is the price its next change replaces.
+    return this.write(
+      () =>
+        this.database
+          .query("DELETE FROM offer_price_history WHERE observed_at < ? AND id NOT IN (SELECT max(id) FROM offer_price_history GROUP BY gtin, merchant_id)")
+          .run(before).changes,
+    );
+  }
+
   async getStripeCustomerId(organizationId: string): Promise<string | null> {
     return this.db.select({ id: organizations.stripeCustomerId }).from(organizations).where(eq(organizations.id, organizationId)).get()?.id ?? null;
   }
@@ -1186,4 +1710,27 @@ function toTransaction(row: TransactionRow): LedgerTransaction {
     description: row.description,
     createdAt: row.created_at,
   };
+}
+
+/**
+ * The products and merchants of a batch, each once, with what applying the records one by one would
+ * leave: the last given title, brand, image and merchant name win, absent ones keep the stored value.
+ */
+function mergeProductsAndMerchants(records: FeedRecord[]): { products: Array<FeedRecord["product"]>; merchants: Array<{ id: string; name?: string }> } {
+  const products = new Map<string, FeedRecord["product"]>();
+  const merchantsById = new Map<string, { id: string; name?: string }>();
+  for (const { product, offer } of records) {
+    const known = products.get(product.gtin);
+    if (known === undefined) products.set(product.gtin, { ...product });
+    else {
+      if (product.title !== undefined) known.title = product.title;
+      if (product.brand !== undefined) known.brand = product.brand;
+      if (product.imageUrl !== undefined) known.imageUrl = product.imageUrl;
+    }
+    if (offer === undefined) continue;
+    const merchant = merchantsById.get(offer.merchantId);
+    if (merchant === undefined) merchantsById.set(offer.merchantId, offer.merchantName === undefined ? { id: offer.merchantId } : { id: offer.merchantId, name: offer.merchantName });
+    else if (offer.merchantName !== undefined) merchant.name = offer.merchantName;
+  }
+  return { products: [...products.values()], merchants: [...merchantsById.values()] };
 }

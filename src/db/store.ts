@@ -13,6 +13,7 @@ import type {
   RenewSubscriptionInput,
   SubscriptionRecord,
 } from "./billing-records";
+import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 
 export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
 export type BucketSource = "pack" | "subscription" | "grant" | "trial";
@@ -47,10 +48,25 @@ export interface ApiKeyRecord {
   createdBy: { id: string; name: string; email: string | null };
   createdAt: number;
   lastUsedAt: number | null;
+  expiresAt: number | null;
+  monthlyCreditLimit: number | null;
+  rateLimit: number | null;
 }
 
-/** The few columns the bearer guard needs, read on every data request. */
-export interface KeyCredential {
+/**
+ * A key's own fences (issue 19); null means none: no expiry, only the organization's balance, the
+ * service's RATE_LIMIT.
+ */
+export interface KeyControls {
+  expiresAt: number | null;
+  /** Credits the key may spend per calendar month (UTC). */
+  monthlyCreditLimit: number | null;
+  /** Requests per second on the data endpoint. */
+  rateLimit: number | null;
+}
+
+/** The few columns the bearer guard and the data endpoint need, read on every data request. */
+export interface KeyCredential extends KeyControls {
   id: string;
   organizationId: string;
   keyPrefix: string;
@@ -58,7 +74,7 @@ export interface KeyCredential {
   status: KeyStatus;
 }
 
-export interface NewApiKey {
+export interface NewApiKey extends Partial<KeyControls> {
   id: string;
   organizationId: string;
   name: string;
@@ -159,10 +175,32 @@ export interface UsageRecord {
   gtin: string | null;
   description: string;
   now: number;
-  idempotency?: { scope: string; keyHash: string; responseStatus: number; responseBody: string };
+  idempotency?: IdempotencyAnswer;
 }
 
-export type Reservation = { ok: true; reservationId: string } | { ok: false; available: number };
+/**
+ * `available`: the organization's available balance, after this reservation's hold when it is ok.
+ * A refusal by the key's monthly credit limit (the balance sufficed) names that limit in `keyLimit`.
+ */
+export type Reservation = { ok: true; reservationId: string; available: number } | { ok: false; available: number; keyLimit?: number };
+
+/** A dispute of a payment as the provider reports it. */
+export interface DisputeReport {
+  id: string;
+  amount: number;
+  status: "open" | "won" | "lost";
+}
+
+/**
+ * What a refund or dispute report did: `applied` when it was news (not a replay, nor an older state);
+ * credits clawed back or reinstated now (both 0 while the payment is not known yet).
+ */
+export interface PaymentReversalResult {
+  applied: boolean;
+  clawedBack: number;
+  reinstated: number;
+  organizationId: string | null;
+}
 
 export interface Store {
   readonly dialect: "sqlite" | "postgres";
@@ -185,13 +223,27 @@ export interface Store {
   listApiKeys(organizationId: string, query: { limit: number; after?: string }): Promise<Page<ApiKeyRecord>>;
   /** ACTIVE → REVOKED if still ACTIVE; null when the key is missing or not ACTIVE. */
   revokeApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null>;
-  /** Atomically ACTIVE → ROTATED (replacedBy = replacement.id) and insert the replacement; null when not ACTIVE. */
+  /**
+   * Atomically ACTIVE → ROTATED (replacedBy = replacement.id) and insert the replacement, which takes
+   * over the key's controls and its monthly spending; null when not ACTIVE.
+   */
   rotateApiKey(organizationId: string, id: string, replacement: NewApiKey): Promise<ApiKeyRecord | null>;
+  /**
+   * Sets the given controls of an ACTIVE key (absent ones are kept); null when the key is missing
+   * or not ACTIVE.
+   */
+  updateApiKeyControls(organizationId: string, id: string, controls: Partial<KeyControls>): Promise<ApiKeyRecord | null>;
+  /** Credits each of these keys spent in `month` ("YYYY-MM", UTC): committed debits only. */
+  monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>>;
   /** Written-behind lastUsedAt: only moves forward. */
   touchApiKeys(lastUsed: Map<string, number>): Promise<void>;
 
-  /** Upserts valid feed records in one transaction; offers keep the newer observedAt. */
-  applyFeedRecords(records: FeedRecord[], now: number): Promise<{ products: number; offers: number }>;
+  /**
+   * Upserts valid feed records in one transaction; offers keep the newer observedAt. `sourceId`
+   * marks the offers written as that feed source's (per-source freshness); without it they are the
+   * operator's. Price history rows are written by triggers on the offers table.
+   */
+  applyFeedRecords(records: FeedRecord[], now: number, options?: { sourceId?: string }): Promise<{ products: number; offers: number }>;
   findProductWithOffers(gtin: string): Promise<{ product: ProductRecord; offers: OfferRecord[] } | null>;
   countProducts(): Promise<number>;
 
@@ -207,26 +259,53 @@ export interface Store {
   }): Promise<Bucket>;
   /**
    * Holds `amount` credits of the organization's spendable buckets, soonest-expiring first, for a
-   * request in flight; refuses without holding anything when the available balance is short.
+   * request in flight; refuses without holding anything when the available balance is short, or when
+   * the key's monthly credit limit (read by the store itself, so a change applies at once) cannot
+   * take it: what the key spent in `now`'s month plus what its requests in flight hold plus `amount`
+   * must stay within the limit. The debit adds to the key's monthly spending in its own transaction.
    * Held credits are not available to other requests (SQLite: in this process's memory; PostgreSQL:
    * reservation rows, so every instance sees them).
    */
   reserveCredits(input: { organizationId: string; amount: number; keyId: string | null; requestId: string; now: number }): Promise<Reservation>;
   /** Debits the held credits with one usage ledger row, in one transaction; false when already committed or released. */
   commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean>;
-  /** Gives a reservation's credits back to their buckets; false when it was already committed or released. */
-  releaseReservation(reservationId: string): Promise<boolean>;
+  /**
+   * Gives a reservation's credits back to their buckets; false when it was already committed or
+   * released. What a refund is owed from those buckets (see refundPayment) is paid first, with a
+   * `refund` ledger row dated `now`, in the same transaction.
+   */
+  releaseReservation(reservationId: string, now: number): Promise<boolean>;
   /**
    * Called once when `serve` starts: gives back what a crashed predecessor left in flight. SQLite
-   * (one serving process per file): every in-progress Idempotency-Key claim, at once. PostgreSQL
-   * (other instances may be serving): stale reservations only; claims age out on their own.
+   * (one serving process per file, enforced by `serve`'s lock): every in-progress Idempotency-Key
+   * claim at once, and what refunds were owed from the holds that died with it. PostgreSQL (other
+   * instances may be serving): stale reservations only; claims age out on their own.
    */
   recoverInFlightWork(now: number): Promise<void>;
-  /** Releases reservations older than `olderThan`, left by a crashed instance (nothing to do where holds live in memory). */
-  releaseStaleReservations(olderThan: number): Promise<number>;
+  /**
+   * Releases reservations older than STALE_RESERVATION_MS by the store's own clock (PostgreSQL's,
+   * shared by every instance), left by a crashed instance; nothing to do where holds live in memory.
+   * `now` dates the rows a release writes.
+   */
+  releaseStaleReservations(now: number): Promise<number>;
   availableCredits(organizationId: string, now: number): Promise<number>;
+  /**
+   * A pure read (the operator CLI runs it beside `serve`): spendable credits of unexpired buckets and
+   * the credits held by requests in flight. Expired credits not yet written off by expireBuckets
+   * are in neither, so the ledger sum equals available + reserved once the expiry job has run.
+   */
   getBalance(organizationId: string, now: number): Promise<Balance>;
   listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>>;
+  /**
+   * Adds written-behind request counts (unbilled outcomes) to the hourly usage counters. Billed
+   * look-ups are counted by commitReservation itself, in the debit's transaction.
+   */
+  addUsageCounts(counts: UsageCount[]): Promise<void>;
+  /**
+   * The usage counters of the periods of `periodMs` (an hour or a UTC day: both are kept) starting
+   * in `from` ≤ start < `to`, per period, reason and, with `byKey`, key. Reads the counters only, never the ledger.
+   */
+  usageTotals(organizationId: string, query: { from: number; to: number; periodMs: number; byKey: boolean }): Promise<UsageTotal[]>;
   /** Writes off every expired bucket with an `expiry` ledger row; returns how many were written off. */
   expireBuckets(now: number): Promise<number>;
 
@@ -258,11 +337,11 @@ export interface Store {
    * replaces one that expired or was abandoned in progress (createdAt < abandonedBefore). Otherwise
    * returns the record that is there, untouched.
    */
-  claimIdempotencyKey(input: { scope: string; keyHash: string; requestHash: string; now: number; expiresAt: number; abandonedBefore: number }): Promise<IdempotencyClaim>;
-  /** Stores the answer of a claimed request and marks it done. */
-  completeIdempotencyKey(input: { scope: string; keyHash: string; responseStatus: number; responseBody: string }): Promise<void>;
-  /** Drops an in-progress claim (the request failed), so the same key can be retried. */
-  releaseIdempotencyKey(scope: string, keyHash: string): Promise<void>;
+  claimIdempotencyKey(input: { scope: string; keyHash: string; requestHash: string; now: number; ttlMs: number; abandonAfterMs: number }): Promise<IdempotencyClaim>;
+  /** Stores the answer of a claimed request and marks it done, if the claim `claimedAt` is still this request's. */
+  completeIdempotencyKey(input: IdempotencyAnswer): Promise<void>;
+  /** Drops an in-progress claim (the request failed), so the same key can be retried; never another request's later claim. */
+  releaseIdempotencyKey(input: { scope: string; keyHash: string; claimedAt: number }): Promise<void>;
   deleteExpiredIdempotencyRecords(now: number): Promise<number>;
   // --- billing ---
   createOrder(order: NewOrder): Promise<Order>;
@@ -278,10 +357,21 @@ export interface Store {
   /** Grants credits paid outside an order (a Stripe subscription invoice) exactly once per event. */
   applyPaidGrant(input: { event: ProviderEvent; organizationId: string; grant: CreditGrant; payment: PaymentInput; now: number }): Promise<{ applied: boolean; bucket: Bucket | null }>;
   /**
-   * Claws back the unspent credits of a refunded payment with a `refund` ledger row. The refunded
-   * amount is cumulative and only moves forward, so a replay or an older event takes nothing more.
+   * Records the cumulative refunded amount of a payment and settles the payment's credits against
+   * it: the unspent credits of what was refunded are clawed back with a `refund` ledger row. The
+   * amount only moves forward, so a replay or an older event takes nothing more. The payment may not
+   * be known yet (providers deliver in any order): the refund is kept under its ref, and the grant
+   * that records the payment later settles against it in its own transaction. Credits held by
+   * requests in flight are not taken: those that requests commit were spent; those they release are
+   * owed to the refund (the bucket's clawback), paid by the release itself.
    */
-  refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<{ applied: boolean; clawedBack: number; organizationId: string | null }>;
+  refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<PaymentReversalResult>;
+  /**
+   * Records the dispute of a payment and settles its credits like refundPayment: an open or lost
+   * dispute withholds its amount (claw-back), a won one gives back the credits it took. Won and lost
+   * are final, so an older "open" report arriving late changes nothing.
+   */
+  disputePayment(input: { event: ProviderEvent | null; ref: string; dispute: DisputeReport; now: number }): Promise<PaymentReversalResult>;
   hasPayment(ref: string): Promise<boolean>;
   /** Records an event that has no effect here, so that it is acknowledged once; false if seen before. */
   recordProviderEvent(event: ProviderEvent, now: number): Promise<boolean>;
@@ -297,11 +387,86 @@ export interface Store {
   /** active → canceled; the current period's credits stay until they expire. Null when not active or not the organization's. */
   cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null>;
 
+  // --- feeds (issue 20) ---
+  /** Null when the name is taken (by a source not removed). */
+  createFeedSource(source: NewFeedSource): Promise<FeedSource | null>;
+  /** A source by id or by name, removed ones included. */
+  getFeedSource(idOrName: string): Promise<FeedSource | null>;
+  /** Sources not removed, oldest first. */
+  listFeedSources(): Promise<FeedSource[]>;
+  /** Marks a source removed (its runs and offers stay; its tokens stop working); null when missing or already removed. */
+  removeFeedSource(id: string, now: number): Promise<FeedSource | null>;
+  /**
+   * Claims the scheduled sources that are due by the store's clock (PostgreSQL's, shared by every
+   * instance) and not leased: each claimed source gets `owner`'s lease, for its worst case
+   * ((retries + 1) × timeout) plus `leaseMarginMs`, and its next run one interval later, in one
+   * statement, so of several instances exactly one runs each period of a source.
+   */
+  claimDueFeedSources(input: { owner: string; now: number; leaseMarginMs: number; limit: number }): Promise<FeedSource[]>;
+  /** Leases one source for a run the operator asked for; null when another run holds it (or it is removed). */
+  claimFeedSource(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<FeedSource | null>;
+  /** Stores a run's report, updates the source (last run, last success, validators) and releases `leaseOwner`'s lease, in one transaction. */
+  finishFeedRun(input: FinishFeedRun): Promise<void>;
+  /** Ends `owner`'s lease on a source without a run (a directory scan that found nothing new). */
+  releaseFeedLease(sourceId: string, owner: string): Promise<void>;
+  /** Extends `owner`'s lease to `leaseMs` from now (the database's clock on PostgreSQL); false when `owner` no longer holds it. */
+  renewFeedLease(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<boolean>;
+  listFeedRuns(sourceId: string, query: { limit: number; after?: string }): Promise<Page<FeedRun>>;
+  hasImportedFeedFile(sourceId: string, file: { name: string; size: number; modifiedAt: number }): Promise<boolean>;
+  insertFeedToken(token: NewFeedToken): Promise<FeedTokenRecord>;
+  findFeedTokenCredential(id: string): Promise<FeedTokenCredential | null>;
+  listFeedTokens(): Promise<FeedTokenRecord[]>;
+  /** Sets revokedAt once; null when the token does not exist or was already revoked. */
+  revokeFeedToken(id: string, now: number): Promise<FeedTokenRecord | null>;
+  /** Offers per source and how many are observed at or after `freshSince`. */
+  feedFreshness(freshSince: number): Promise<SourceFreshness[]>;
+  /** Price history of one product (one offer with `merchantId`), oldest first. */
+  listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]>;
+  /** Deletes the price history observed before `before`; returns how many rows. */
+  prunePriceHistory(before: number): Promise<number>;
+
   getStripeCustomerId(organizationId: string): Promise<string | null>;
   /** Sets the organization's Stripe customer if it has none; returns the one that is stored. */
   setStripeCustomerId(organizationId: string, customerId: string): Promise<string>;
   findOrganizationByStripeCustomer(customerId: string): Promise<Organization | null>;
 }
+
+export const HOUR_MS = 3_600_000;
+export const DAY_MS = 24 * HOUR_MS;
+/** The periods each usage count is added to: its hour and its UTC day. */
+export const USAGE_PERIODS_MS = [HOUR_MS, DAY_MS] as const;
+
+/** The start of the period of `periodMs` (UTC-aligned) that holds `at`. */
+export function periodStartOf(at: number, periodMs: number): number {
+  return at - (((at % periodMs) + periodMs) % periodMs);
+}
+
+/** The start of the UTC hour of `at`: the hour a usage counter row belongs to. */
+export function hourStartOf(at: number): number {
+  return periodStartOf(at, HOUR_MS);
+}
+
+/** Requests of one outcome to add to a usage counter row. */
+export interface UsageCount {
+  organizationId: string;
+  /** '' when no key is known. */
+  keyId: string;
+  hourStart: number;
+  reason: string;
+  requests: number;
+}
+
+/** One summed row of usage counters: a period (its start), a reason and, when asked, a key (else ''). */
+export interface UsageTotal {
+  periodStart: number;
+  keyId: string;
+  reason: string;
+  requests: number;
+  credits: number;
+}
+
+/** The reason billed look-ups are counted under (in the debit's transaction). */
+export const BILLED_REASON = "fresh-offer";
 
 /** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
 export const STALE_RESERVATION_MS = 60_000;
@@ -335,4 +500,20 @@ export interface IdempotencyRecord {
   expiresAt: number;
 }
 
-export type IdempotencyClaim = { claimed: true } | { claimed: false; record: IdempotencyRecord };
+/**
+ * `claimedAt` is the claim's own time, which fences it: completing or releasing a claim, and the debit
+ * that completes it, take effect only while the record still carries that time, so a request whose
+ * claim was taken over (abandoned, then claimed again) can neither answer for the new one nor bill.
+ * Ages are judged by the store's clock: PostgreSQL's for every instance alike, so clock skew between
+ * instances cannot make a running request look abandoned; SQLite's single serve process's own.
+ */
+export type IdempotencyClaim = { claimed: true; claimedAt: number } | { claimed: false; record: IdempotencyRecord };
+
+/** The stored answer of a claimed request. */
+export interface IdempotencyAnswer {
+  scope: string;
+  keyHash: string;
+  claimedAt: number;
+  responseStatus: number;
+  responseBody: string;
+}

@@ -69,8 +69,28 @@ export const apiKeys = pgTable(
     createdBy: text("created_by").notNull().references(() => users.id),
     createdAt: epochMs("created_at").notNull(),
     lastUsedAt: epochMs("last_used_at"),
+    /** Per-key controls (issue 19); null: none. From then on the key is refused (401). */
+    expiresAt: epochMs("expires_at"),
+    /** Credits the key may spend per calendar month (UTC); null: only the organization's balance limits it. */
+    monthlyCreditLimit: credits("monthly_credit_limit"),
+    /** Requests per second on the data endpoint; null: the service's RATE_LIMIT. */
+    rateLimit: integer("rate_limit"),
   },
   (table) => [uniqueIndex("api_keys_key_hash_unique").on(table.keyHash), index("api_keys_org_idx").on(table.organizationId, table.id)],
+);
+
+/**
+ * Credits each key spent per calendar month (UTC, `month` = "YYYY-MM"), moved by the debit's own
+ * transaction: the monthly credit limit and `creditsSpentThisMonth` read one row, never the ledger.
+ */
+export const apiKeyMonthlyUsage = pgTable(
+  "api_key_monthly_usage",
+  {
+    keyId: text("key_id").notNull().references(() => apiKeys.id),
+    month: text("month").notNull(),
+    spent: credits("spent").notNull().default(0),
+  },
+  (table) => [primaryKey({ columns: [table.keyId, table.month] })],
 );
 
 export const products = pgTable("products", {
@@ -98,8 +118,10 @@ export const offers = pgTable(
     condition: text("condition", { enum: ["new", "used", "refurbished"] }).notNull(),
     url: text("url"),
     observedAt: epochMs("observed_at").notNull(),
+    /** The feed source that last wrote the offer (null: the operator's `import`, demo data); per-source freshness counts by it. */
+    sourceId: text("source_id"),
   },
-  (table) => [primaryKey({ columns: [table.gtin, table.merchantId] })],
+  (table) => [primaryKey({ columns: [table.gtin, table.merchantId] }), index("offers_source_idx").on(table.sourceId, table.observedAt)],
 );
 
 export const creditBuckets = pgTable(
@@ -110,6 +132,8 @@ export const creditBuckets = pgTable(
     source: text("source", { enum: ["pack", "subscription", "grant", "trial"] }).notNull(),
     granted: credits("granted").notNull(),
     remaining: credits("remaining").notNull(),
+    /** Credits a refund claimed while reservations held them: a release pays them off (a `refund` row) before anyone can spend them. */
+    clawbackOwed: credits("clawback_owed").notNull().default(0),
     expiresAt: epochMs("expires_at"),
     createdAt: epochMs("created_at").notNull(),
   },
@@ -155,7 +179,7 @@ export const reservations = pgTable(
     requestId: text("request_id").notNull(),
     createdAt: epochMs("created_at").notNull(),
   },
-  (table) => [index("reservations_org_idx").on(table.organizationId), index("reservations_created_idx").on(table.createdAt)],
+  (table) => [index("reservations_org_idx").on(table.organizationId), index("reservations_created_idx").on(table.createdAt), index("reservations_key_idx").on(table.keyId)],
 );
 
 /**
@@ -277,9 +301,140 @@ export const payments = pgTable("payments", {
   createdAt: epochMs("created_at").notNull(),
 });
 
+/**
+ * What the provider took back from a payment, keyed by its ref and kept even before the payment is
+ * known here (providers deliver events in any order): the payment's grant settles against it whenever
+ * both are present.
+ */
+export const paymentReversals = pgTable("payment_reversals", {
+  ref: text("ref").primaryKey(),
+  /** Highest cumulative refunded amount seen; it only moves forward. */
+  refundedAmount: integer("refunded_amount").notNull().default(0),
+  disputeId: text("dispute_id"),
+  disputeAmount: integer("dispute_amount").notNull().default(0),
+  /** open and lost hold the disputed amount back; won gives it back. won and lost are final. */
+  disputeStatus: text("dispute_status", { enum: ["open", "won", "lost"] }),
+  updatedAt: epochMs("updated_at").notNull(),
+});
+
 /** Provider events already applied: inserted in the same transaction as their effect, so each applies once. */
 export const providerEvents = pgTable("provider_events", {
   id: text("id").primaryKey(),
   type: text("type").notNull(),
   receivedAt: epochMs("received_at").notNull(),
 });
+
+// --- feeds (issue 20) ---
+
+/** A feed the operator declared: a URL pulled on a schedule, a directory scanned for new files, or a push endpoint. */
+export const feedSources = pgTable(
+  "feed_sources",
+  {
+    id: text("id").primaryKey(),
+    name: text("name").notNull(),
+    kind: text("kind", { enum: ["url", "directory", "push"] }).notNull(),
+    location: text("location"),
+    format: text("format", { enum: ["ndjson", "csv"] }),
+    intervalMs: epochMs("interval_ms"),
+    timeoutMs: epochMs("timeout_ms").notNull(),
+    retries: integer("retries").notNull(),
+    etag: text("etag"),
+    lastModified: text("last_modified"),
+    nextRunAt: epochMs("next_run_at"),
+    /** The instance running the source now and until when its claim holds, by the database's clock. */
+    leaseOwner: text("lease_owner"),
+    leaseUntil: epochMs("lease_until"),
+    lastRunAt: epochMs("last_run_at"),
+    lastSuccessAt: epochMs("last_success_at"),
+    createdAt: epochMs("created_at").notNull(),
+    removedAt: epochMs("removed_at"),
+  },
+  (table) => [uniqueIndex("feed_sources_name_unique").on(table.name), index("feed_sources_due_idx").on(table.nextRunAt)],
+);
+
+export const feedRuns = pgTable(
+  "feed_runs",
+  {
+    id: text("id").primaryKey(),
+    sourceId: text("source_id").notNull().references(() => feedSources.id),
+    trigger: text("trigger", { enum: ["schedule", "push", "manual"] }).notNull(),
+    status: text("status", { enum: ["ok", "not-modified", "failed"] }).notNull(),
+    startedAt: epochMs("started_at").notNull(),
+    durationMs: epochMs("duration_ms").notNull(),
+    file: text("file"),
+    httpStatus: integer("http_status"),
+    attempts: integer("attempts").notNull(),
+    recordsRead: bigint("records_read", { mode: "number" }).notNull(),
+    products: bigint("products", { mode: "number" }).notNull(),
+    offers: bigint("offers", { mode: "number" }).notNull(),
+    rejectedCount: bigint("rejected_count", { mode: "number" }).notNull(),
+    rejected: jsonb("rejected").$type<Array<{ line: number; error: string }>>().notNull(),
+    error: text("error"),
+  },
+  (table) => [index("feed_runs_source_idx").on(table.sourceId, table.id)],
+);
+
+export const feedTokens = pgTable(
+  "feed_tokens",
+  {
+    id: text("id").primaryKey(),
+    sourceId: text("source_id").references(() => feedSources.id),
+    scope: text("scope", { enum: ["push", "read"] }).notNull(),
+    name: text("name").notNull(),
+    secretHash: text("secret_hash").notNull(),
+    createdAt: epochMs("created_at").notNull(),
+    revokedAt: epochMs("revoked_at"),
+    lastUsedAt: epochMs("last_used_at"),
+  },
+  (table) => [index("feed_tokens_source_idx").on(table.sourceId)],
+);
+
+export const feedSourceFiles = pgTable(
+  "feed_source_files",
+  {
+    sourceId: text("source_id").notNull().references(() => feedSources.id),
+    name: text("name").notNull(),
+    size: bigint("size", { mode: "number" }).notNull(),
+    modifiedAt: epochMs("modified_at").notNull(),
+    runId: text("run_id").notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.sourceId, table.name, table.size, table.modifiedAt] })],
+);
+
+/** Every change of an offer's price, currency, shipping or availability, written by triggers on `offers` (see schema/sqlite.ts). */
+export const offerPriceHistory = pgTable(
+  "offer_price_history",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    gtin: text("gtin").notNull(),
+    merchantId: text("merchant_id").notNull(),
+    priceAmount: integer("price_amount").notNull(),
+    currency: text("currency").notNull(),
+    shippingAmount: integer("shipping_amount"),
+    availability: text("availability").notNull(),
+    observedAt: epochMs("observed_at").notNull(),
+    sourceId: text("source_id"),
+  },
+  (table) => [index("offer_price_history_offer_idx").on(table.gtin, table.merchantId, table.observedAt), index("offer_price_history_observed_idx").on(table.observedAt)],
+);
+
+/**
+ * Requests and credits per organization, period, key and reason: what the usage endpoint reads
+ * instead of the ledger. Each count goes into its hour's row (periodMs 3,600,000) and its UTC day's
+ * row (86,400,000), so a 30-day daily report reads 30 rows per key and reason, not 720. Billed look-ups are counted in their debit's transaction (so `credits` always equals
+ * the usage rows of the ledger); unbilled outcomes are written behind in batches. `keyId` is '' when
+ * no key is known.
+ */
+export const usageCounters = pgTable(
+  "usage_counters",
+  {
+    organizationId: text("organization_id").notNull(),
+    periodMs: integer("period_ms").notNull(),
+    periodStart: epochMs("period_start").notNull(),
+    keyId: text("key_id").notNull(),
+    reason: text("reason").notNull(),
+    requests: bigint("requests", { mode: "number" }).notNull().default(0),
+    credits: credits("credits").notNull().default(0),
+  },
+  (table) => [primaryKey({ columns: [table.organizationId, table.periodMs, table.periodStart, table.keyId, table.reason] })],
+);

@@ -64,8 +64,28 @@ export const apiKeys = sqliteTable(
     createdBy: text("created_by").notNull().references(() => users.id),
     createdAt: integer("created_at").notNull(),
     lastUsedAt: integer("last_used_at"),
+    /** Per-key controls (issue 19); null: none. From then on the key is refused (401). */
+    expiresAt: integer("expires_at"),
+    /** Credits the key may spend per calendar month (UTC); null: only the organization's balance limits it. */
+    monthlyCreditLimit: integer("monthly_credit_limit"),
+    /** Requests per second on the data endpoint; null: the service's RATE_LIMIT. */
+    rateLimit: integer("rate_limit"),
   },
   (table) => [uniqueIndex("api_keys_key_hash_unique").on(table.keyHash), index("api_keys_org_idx").on(table.organizationId, table.id)],
+);
+
+/**
+ * Credits each key spent per calendar month (UTC, `month` = "YYYY-MM"), moved by the debit's own
+ * transaction: the monthly credit limit and `creditsSpentThisMonth` read one row, never the ledger.
+ */
+export const apiKeyMonthlyUsage = sqliteTable(
+  "api_key_monthly_usage",
+  {
+    keyId: text("key_id").notNull().references(() => apiKeys.id),
+    month: text("month").notNull(),
+    spent: integer("spent").notNull().default(0),
+  },
+  (table) => [primaryKey({ columns: [table.keyId, table.month] })],
 );
 
 export const products = sqliteTable("products", {
@@ -93,8 +113,10 @@ export const offers = sqliteTable(
     condition: text("condition", { enum: ["new", "used", "refurbished"] }).notNull(),
     url: text("url"),
     observedAt: integer("observed_at").notNull(),
+    /** The feed source that last wrote the offer (null: the operator's `import`, demo data); per-source freshness counts by it. */
+    sourceId: text("source_id"),
   },
-  (table) => [primaryKey({ columns: [table.gtin, table.merchantId] })],
+  (table) => [primaryKey({ columns: [table.gtin, table.merchantId] }), index("offers_source_idx").on(table.sourceId, table.observedAt)],
 );
 
 export const creditBuckets = sqliteTable(
@@ -105,9 +127,13 @@ export const creditBuckets = sqliteTable(
     source: text("source", { enum: ["pack", "subscription", "grant", "trial"] }).notNull(),
     granted: integer("granted").notNull(),
     remaining: integer("remaining").notNull(),
+    /** Credits a refund claimed while requests in flight held them: a release pays them off (a `refund` row) before anyone can spend them. */
+    clawbackOwed: integer("clawback_owed").notNull().default(0),
     expiresAt: integer("expires_at"),
     createdAt: integer("created_at").notNull(),
   },
+  // Whatever process writes the file, the database itself refuses a bucket below zero: triggers in
+  // migration 0001 (SQLite cannot add a CHECK to an existing table, which payments reference).
   (table) => [index("credit_buckets_org_spendable_idx").on(table.organizationId, table.remaining)],
 );
 
@@ -267,9 +293,154 @@ export const payments = sqliteTable("payments", {
   createdAt: integer("created_at").notNull(),
 });
 
+/**
+ * What the provider took back from a payment, keyed by its ref and kept even before the payment is
+ * known here (providers deliver events in any order): the payment's grant settles against it whenever
+ * both are present.
+ */
+export const paymentReversals = sqliteTable("payment_reversals", {
+  ref: text("ref").primaryKey(),
+  /** Highest cumulative refunded amount seen; it only moves forward. */
+  refundedAmount: integer("refunded_amount").notNull().default(0),
+  disputeId: text("dispute_id"),
+  disputeAmount: integer("dispute_amount").notNull().default(0),
+  /** open and lost hold the disputed amount back; won gives it back. won and lost are final. */
+  disputeStatus: text("dispute_status", { enum: ["open", "won", "lost"] }),
+  updatedAt: integer("updated_at").notNull(),
+});
+
 /** Provider events already applied: inserted in the same transaction as their effect, so each applies once. */
 export const providerEvents = sqliteTable("provider_events", {
   id: text("id").primaryKey(),
   type: text("type").notNull(),
   receivedAt: integer("received_at").notNull(),
 });
+
+// --- feeds (issue 20) ---
+
+/** A feed the operator declared: a URL pulled on a schedule, a directory scanned for new files, or a push endpoint. */
+export const feedSources = sqliteTable(
+  "feed_sources",
+  {
+    id: text("id").primaryKey(),
+    name: text("name").notNull(),
+    kind: text("kind", { enum: ["url", "directory", "push"] }).notNull(),
+    /** The URL or the directory; null for push sources. */
+    location: text("location"),
+    /** ndjson or csv; null: from the content type or the file name. */
+    format: text("format", { enum: ["ndjson", "csv"] }),
+    /** Pull period of url and directory sources; null for push sources. */
+    intervalMs: integer("interval_ms"),
+    timeoutMs: integer("timeout_ms").notNull(),
+    retries: integer("retries").notNull(),
+    /** Validators of the last 200 answer, sent back as If-None-Match / If-Modified-Since. */
+    etag: text("etag"),
+    lastModified: text("last_modified"),
+    nextRunAt: integer("next_run_at"),
+    /** The instance running the source now and until when its claim holds (dated by the store's clock). */
+    leaseOwner: text("lease_owner"),
+    leaseUntil: integer("lease_until"),
+    lastRunAt: integer("last_run_at"),
+    lastSuccessAt: integer("last_success_at"),
+    createdAt: integer("created_at").notNull(),
+    removedAt: integer("removed_at"),
+  },
+  (table) => [uniqueIndex("feed_sources_name_unique").on(table.name), index("feed_sources_due_idx").on(table.nextRunAt)],
+);
+
+/** One run of a source (a pull, a file, a push): what it read, wrote and rejected. */
+export const feedRuns = sqliteTable(
+  "feed_runs",
+  {
+    id: text("id").primaryKey(),
+    sourceId: text("source_id").notNull().references(() => feedSources.id),
+    trigger: text("trigger", { enum: ["schedule", "push", "manual"] }).notNull(),
+    status: text("status", { enum: ["ok", "not-modified", "failed"] }).notNull(),
+    startedAt: integer("started_at").notNull(),
+    durationMs: integer("duration_ms").notNull(),
+    /** The file of a directory source, or the URL pulled. */
+    file: text("file"),
+    httpStatus: integer("http_status"),
+    attempts: integer("attempts").notNull(),
+    recordsRead: integer("records_read").notNull(),
+    products: integer("products").notNull(),
+    offers: integer("offers").notNull(),
+    rejectedCount: integer("rejected_count").notNull(),
+    /** The first rejected lines, `[{ line, error }]` (at most MAX_REPORTED_REJECTS). */
+    rejected: text("rejected", { mode: "json" }).$type<Array<{ line: number; error: string }>>().notNull(),
+    error: text("error"),
+  },
+  (table) => [index("feed_runs_source_idx").on(table.sourceId, table.id)],
+);
+
+/** Secrets that authenticate a push to one source. Only the SHA-256 of the secret is stored. */
+export const feedTokens = sqliteTable(
+  "feed_tokens",
+  {
+    id: text("id").primaryKey(),
+    sourceId: text("source_id").references(() => feedSources.id),
+    /** push: POST records to its source; read: the operator endpoints (list sources and runs). */
+    scope: text("scope", { enum: ["push", "read"] }).notNull(),
+    name: text("name").notNull(),
+    secretHash: text("secret_hash").notNull(),
+    createdAt: integer("created_at").notNull(),
+    revokedAt: integer("revoked_at"),
+    lastUsedAt: integer("last_used_at"),
+  },
+  (table) => [index("feed_tokens_source_idx").on(table.sourceId)],
+);
+
+/** Files of a directory source already imported: a file is imported once per (name, size, mtime). */
+export const feedSourceFiles = sqliteTable(
+  "feed_source_files",
+  {
+    sourceId: text("source_id").notNull().references(() => feedSources.id),
+    name: text("name").notNull(),
+    size: integer("size").notNull(),
+    modifiedAt: integer("modified_at").notNull(),
+    runId: text("run_id").notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.sourceId, table.name, table.size, table.modifiedAt] })],
+);
+
+/**
+ * Every change of an offer's price, currency, shipping or availability (and its first observation),
+ * written by triggers on `offers` (migration 0005) whatever process writes the offer; an identical
+ * repeat writes nothing. Pruned by age with `history prune`.
+ */
+export const offerPriceHistory = sqliteTable(
+  "offer_price_history",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    gtin: text("gtin").notNull(),
+    merchantId: text("merchant_id").notNull(),
+    priceAmount: integer("price_amount").notNull(),
+    currency: text("currency").notNull(),
+    shippingAmount: integer("shipping_amount"),
+    availability: text("availability").notNull(),
+    observedAt: integer("observed_at").notNull(),
+    sourceId: text("source_id"),
+  },
+  (table) => [index("offer_price_history_offer_idx").on(table.gtin, table.merchantId, table.observedAt), index("offer_price_history_observed_idx").on(table.observedAt)],
+);
+
+/**
+ * Requests and credits per organization, period, key and reason: what the usage endpoint reads
+ * instead of the ledger. Each count goes into its hour's row (periodMs 3,600,000) and its UTC day's
+ * row (86,400,000), so a 30-day daily report reads 30 rows per key and reason, not 720. Billed look-ups are counted in their debit's transaction (so `credits` always equals
+ * the usage rows of the ledger); unbilled outcomes are written behind in batches. `keyId` is '' when
+ * no key is known.
+ */
+export const usageCounters = sqliteTable(
+  "usage_counters",
+  {
+    organizationId: text("organization_id").notNull(),
+    periodMs: integer("period_ms").notNull(),
+    periodStart: integer("period_start").notNull(),
+    keyId: text("key_id").notNull(),
+    reason: text("reason").notNull(),
+    requests: integer("requests").notNull().default(0),
+    credits: integer("credits").notNull().default(0),
+  },
+  (table) => [primaryKey({ columns: [table.organizationId, table.periodMs, table.periodStart, table.keyId, table.reason] })],
+);

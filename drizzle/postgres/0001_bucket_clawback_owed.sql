@@ -1,0 +1,1 @@
+ALTER TABLE "credit_buckets" ADD COLUMN "clawback_owed" bigint DEFAULT 0 NOT NULL;

@@ -1,0 +1,1 @@
+ALTER TABLE `credit_buckets` ADD `clawback_owed` integer DEFAULT 0 NOT NULL;
