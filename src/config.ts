@@ -1,5 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
+import { resolve } from "node:path";
 import { parseDuration } from "./lib/duration";
 import type { LogLevel } from "./lib/logger";
 
@@ -8,24 +9,25 @@ const digits = (description: string) => Type.Optional(Type.String({ pattern: "^\
 /** The environment variables the service reads; every value is a string, checked before it is used. */
 export const EnvironmentSchema = Type.Object({
   PORT: digits("HTTP port (8080)"),
-  DATABASE_URL: Type.Optional(Type.String({ pattern: "^(sqlite:|postgres(ql)?://)", description: "sqlite:PATH or postgres://…" })),
-  PUBLIC_URL: Type.Optional(Type.String({ pattern: "^https?://", description: "Public base URL" })),
-  ERROR_TYPE_BASE: Type.Optional(Type.String({ pattern: "^https?://" })),
-  PRICE_ENV: Type.Optional(Type.Union([Type.Literal("development"), Type.Literal("production")])),
-  FRESHNESS_WINDOW: Type.Optional(Type.String({ pattern: "^\\s*\\d+(ms|s|m|h|d)?\\s*$" })),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: "^(sqlite:|postgres(ql)?://)", description: "sqlite:PATH or postgres://… (sqlite:./data/price-service.db)" })),
+  PUBLIC_URL: Type.Optional(Type.String({ pattern: "^https?://", description: "Public origin: links, CSRF origin check (http://localhost:PORT)" })),
+  ERROR_TYPE_BASE: Type.Optional(Type.String({ pattern: "^https?://", description: "Base of problem type URIs (PUBLIC_URL/problems)" })),
+  PRICE_ENV: Type.Optional(Type.Union([Type.Literal("development"), Type.Literal("production")], { description: "development or production (production)" })),
+  FRESHNESS_WINDOW: Type.Optional(Type.String({ pattern: "^\\s*\\d+(ms|s|m|h|d)?\\s*$", description: "Offers observed within it are fresh: 90s, 15m, 24h, 7d (24h)" })),
   CREDIT_COST: digits("Credits per billed look-up (1)"),
-  KEY_PREFIX: Type.Optional(Type.String({ pattern: "^[a-z][a-z0-9]{0,6}_$" })),
-  OIDC_ISSUER: Type.Optional(Type.String({ pattern: "^https?://" })),
-  OIDC_CLIENT_ID: Type.Optional(Type.String()),
-  OIDC_CLIENT_SECRET: Type.Optional(Type.String()),
-  BILLING_PROVIDER: Type.Optional(Type.Union([Type.Literal("local"), Type.Literal("stripe")])),
-  STRIPE_SECRET_KEY: Type.Optional(Type.String()),
-  STRIPE_WEBHOOK_SECRET: Type.Optional(Type.String()),
-  CATALOG_FILE: Type.Optional(Type.String()),
+  KEY_PREFIX: Type.Optional(Type.String({ pattern: "^[a-z][a-z0-9]{0,6}_$", description: "Prefix of API key secrets (pps_)" })),
+  OIDC_ISSUER: Type.Optional(Type.String({ pattern: "^https?://", description: "OpenID Connect issuer for dashboard sign-in (none: sign-in is off in production)" })),
+  OIDC_CLIENT_ID: Type.Optional(Type.String({ description: "OpenID Connect client id" })),
+  OIDC_CLIENT_SECRET: Type.Optional(Type.String({ description: "OpenID Connect client secret" })),
+  BILLING_PROVIDER: Type.Optional(Type.Union([Type.Literal("local"), Type.Literal("stripe")], { description: "local or stripe (local)" })),
+  STRIPE_SECRET_KEY: Type.Optional(Type.String({ description: "Stripe secret key (BILLING_PROVIDER=stripe)" })),
+  STRIPE_WEBHOOK_SECRET: Type.Optional(Type.String({ description: "Stripe webhook signing secret (BILLING_PROVIDER=stripe)" })),
+  CATALOG_FILE: Type.Optional(Type.String({ description: "JSON catalog of packs and plans (built-in)" })),
   TRIAL_CREDITS: digits("Credits granted to a new organization (0)"),
-  RATE_LIMIT: Type.Optional(Type.String({ pattern: "^\\s*\\d+/(s|m)\\s*$" })),
+  RATE_LIMIT: Type.Optional(Type.String({ pattern: "^\\s*\\d+/(s|m)\\s*$", description: "Per-key rate limit on the data endpoint, N/s or N/m (100/s)" })),
   BODY_LIMIT: digits("Largest request body in bytes (1 MiB)"),
-  LOG_LEVEL: Type.Optional(Type.Union([Type.Literal("debug"), Type.Literal("info"), Type.Literal("warn"), Type.Literal("error"), Type.Literal("silent")])),
+  FEED_BODY_LIMIT: digits("Largest feed body (push, pull or file) in bytes, after gzip (100 MiB)"),
+  LOG_LEVEL: Type.Optional(Type.Union([Type.Literal("debug"), Type.Literal("info"), Type.Literal("warn"), Type.Literal("error"), Type.Literal("silent")], { description: "debug, info, warn, error or silent (info)" })),
 });
 
 export type Environment = "development" | "production";
@@ -50,6 +52,7 @@ export interface Config {
   trialCredits: number;
   rateLimit: { limit: number; windowMs: number };
   bodyLimitBytes: number;
+  feedBodyLimitBytes: number;
   logLevel: LogLevel;
 }
 
@@ -112,10 +115,7 @@ export function loadConfig(source: Source = process.env): Config {
   }
   const env = oneOf(source, "PRICE_ENV", ["development", "production"] as const, "production");
   const port = integer(source, "PORT", 8080, 0, 65535);
-  const databaseUrl = optional(source, "DATABASE_URL") ?? "sqlite:./data/price-service.db";
-  if (!/^(sqlite:|postgres:\/\/|postgresql:\/\/)/.test(databaseUrl)) {
-    throw new ConfigError("DATABASE_URL", `must start with sqlite: or postgres://`);
-  }
+  const databaseUrl = absoluteSQLitePath(optional(source, "DATABASE_URL") ?? DEFAULT_DATABASE_URL);
   const publicUrl = (optional(source, "PUBLIC_URL") ?? `http://localhost:${port}`).replace(/\/+$/, "");
   url("PUBLIC_URL", publicUrl);
   const errorTypeBase = (optional(source, "ERROR_TYPE_BASE") ?? `${publicUrl}/problems`).replace(/\/+$/, "");
@@ -170,6 +170,29 @@ export function loadConfig(source: Source = process.env): Config {
     trialCredits: integer(source, "TRIAL_CREDITS", 0, 0, 1_000_000_000),
     rateLimit,
     bodyLimitBytes: integer(source, "BODY_LIMIT", 1_048_576, 1024, 1_073_741_824),
+    feedBodyLimitBytes: integer(source, "FEED_BODY_LIMIT", 104_857_600, 1024, 1_099_511_627_776),
     logLevel: (optional(source, "LOG_LEVEL") ?? "info") as LogLevel,
   };
+}
+
+/** The default database, relative to the working directory of the command (CONTRACT.md). */
+export const DEFAULT_DATABASE_URL = "sqlite:./data/price-service.db";
+
+/**
+ * One rule for where the database is: a relative sqlite: path is resolved once, against the working
+ * directory, and from then on the URL names an absolute path (the one every command prints).
+ */
+function absoluteSQLitePath(databaseUrl: string): string {
+  if (!/^(sqlite:|postgres:\/\/|postgresql:\/\/)/.test(databaseUrl)) {
+    throw new ConfigError("DATABASE_URL", `must start with sqlite: or postgres://`);
+  }
+  if (!databaseUrl.startsWith("sqlite:")) return databaseUrl;
+  const path = databaseUrl.replace(/^sqlite:(\/\/)?/, "");
+  return path === "" || path === ":memory:" ? databaseUrl : `sqlite:${resolve(path)}`;
+}
+
+/** Where the database named by a URL lives, for messages: the absolute file, or the URL without its password. */
+export function describeDatabase(databaseUrl: string): string {
+  if (databaseUrl.startsWith("sqlite:")) return databaseUrl.replace(/^sqlite:(\/\/)?/, "");
+  return databaseUrl.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@");
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bun
 import { VERSION } from "./app";
-import { type Command, type CommandContext, UsageError } from "./cli/command";
+import { type Command, type CommandContext, programName, UsageError } from "./cli/command";
 import { backupCommand } from "./cli/commands/backup";
 import { creditsCommand } from "./cli/commands/credits";
+import { feedsCommand } from "./cli/commands/feeds";
 import { healthcheckCommand } from "./cli/commands/healthcheck";
+import { historyCommand } from "./cli/commands/history";
 import { importCommand } from "./cli/commands/import";
 import { keysCommand } from "./cli/commands/keys";
 import { migrateCommand } from "./cli/commands/migrate";
@@ -11,61 +13,107 @@ import { ordersCommand } from "./cli/commands/orders";
 import { orgsCommand } from "./cli/commands/orgs";
 import { seedCommand } from "./cli/commands/seed";
 import { serveCommand } from "./cli/commands/serve";
-import { ConfigError, loadConfig } from "./config";
+import { ConfigError, DEFAULT_DATABASE_URL, describeDatabase, EnvironmentSchema, loadConfig } from "./config";
 import type { Store } from "./db/store";
 import { openStore } from "./services";
 
-const COMMANDS: Command[] = [serveCommand, migrateCommand, seedCommand, importCommand, orgsCommand, keysCommand, creditsCommand, ordersCommand, backupCommand, healthcheckCommand];
+const COMMANDS: Command[] = [serveCommand, migrateCommand, seedCommand, importCommand, feedsCommand, historyCommand, orgsCommand, keysCommand, creditsCommand, ordersCommand, backupCommand, healthcheckCommand];
 
-/** Flags that override an environment variable, for every command. */
+/** Flags that override an environment variable, for every command, before or after the command's name. */
 const GLOBAL_FLAGS: Record<string, string> = { "--port": "PORT", "--database-url": "DATABASE_URL", "--public-url": "PUBLIC_URL" };
 
+const ENVIRONMENT_HELP = Object.entries(EnvironmentSchema.properties)
+  .map(([name, schema]) => `  ${name.padEnd(22)} ${(schema as { description?: string }).description ?? ""}`.trimEnd())
+  .join("\n");
+
+const GLOBAL_HELP = `Global options (before or after the command):
+  --database-url URL     database (sets DATABASE_URL); default ${DEFAULT_DATABASE_URL}, resolved against the working directory
+  --port N               HTTP port (sets PORT)
+  --public-url URL       public base URL (sets PUBLIC_URL)
+  --dev                  development mode (sets PRICE_ENV=development)
+  --json                 print the result as JSON
+  --verbose              print the database in use on standard error
+  --help, -h             this help; COMMAND --help for a command's options
+  --version              print the version`;
+
+const EXIT_CODES = `Exit codes: 0 success, 1 failure (a refused or failed operation), 2 usage error (unknown command or option, invalid value or configuration).`;
+
 function help(): string {
+  const name = programName();
   const lines = COMMANDS.map((c) => `  ${c.name.padEnd(11)} ${c.summary}`);
-  return `price-service ${VERSION}: product price data API\n\nUsage: price-service <command> [options]\n\nCommands:\n${lines.join("\n")}\n\nGlobal options: --database-url URL, --port N, --public-url URL, --dev, --version, --help\nEvery command takes --help; most take --json. Configuration comes from the environment (see README).`;
+  return `price-service ${VERSION}: product price data API\n\nUsage: ${name} <command> [options]\n\nCommands:\n${lines.join("\n")}\n\n${GLOBAL_HELP}\n\nEnvironment variables:\n${ENVIRONMENT_HELP}\n\n${EXIT_CODES}`;
 }
 
-/** Splits global flags (which become environment overrides) from the command's own arguments. */
-function extractGlobals(args: string[]): { env: Record<string, string>; rest: string[] } {
-  const env: Record<string, string> = {};
-  const rest: string[] = [];
+function commandHelp(command: Command): string {
+  const name = programName();
+  const usage = command.usage.split("\n").map((line) => `  ${name} ${line.trim()}`).join("\n");
+  return `${command.summary}\n\nUsage:\n${usage}${command.details ? `\n\n${command.details}` : ""}\n\n${GLOBAL_HELP}\n\n${EXIT_CODES}`;
+}
+
+interface Globals {
+  env: Record<string, string>;
+  verbose: boolean;
+  help: boolean;
+  version: boolean;
+  rest: string[];
+}
+
+/** Splits global flags (environment overrides, --help, --verbose), wherever they are, from the command and its own arguments. */
+function extractGlobals(args: string[]): Globals {
+  const globals: Globals = { env: {}, verbose: false, help: false, version: false, rest: [] };
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
     const [flag, inline] = arg.split(/=(.*)/s, 2) as [string, string | undefined];
-    if (flag === "--dev") env.PRICE_ENV = "development";
+    if (arg === "--") {
+      globals.rest.push(...args.slice(index));
+      break;
+    }
+    if (flag === "--dev") globals.env.PRICE_ENV = "development";
+    else if (arg === "--verbose") globals.verbose = true;
+    else if (arg === "--help" || arg === "-h") globals.help = true;
+    else if (arg === "--version") globals.version = true;
     else if (flag in GLOBAL_FLAGS) {
       const value = inline ?? args[++index];
       if (value === undefined) throw new UsageError(`${flag} needs a value`);
-      env[GLOBAL_FLAGS[flag]!] = value;
-    } else rest.push(arg);
+      globals.env[GLOBAL_FLAGS[flag]!] = value;
+    } else globals.rest.push(arg);
   }
-  return { env, rest };
+  return globals;
 }
 
-export async function main(argv: string[], out: (text: string) => void = (text) => console.log(text)): Promise<number> {
-  const [name, ...args] = argv;
-  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    out(help());
-    return name === undefined ? 1 : 0;
-  }
-  if (name === "--version" || name === "-v") {
+export async function main(
+  argv: string[],
+  out: (text: string) => void = (text) => console.log(text),
+  err: (text: string) => void = (text) => console.error(text),
+): Promise<number> {
+  const globals = extractGlobals(argv);
+  // The command is the first word; a command's own flags (--json) may come before it too.
+  const at = globals.rest.findIndex((arg) => !arg.startsWith("-"));
+  const name = at === -1 ? undefined : globals.rest[at];
+  const args = globals.rest.filter((_, index) => index !== at);
+  if (globals.version) {
     out(VERSION);
     return 0;
   }
+  if (name === undefined && args.length > 0) throw new UsageError(`no command given; see ${programName()} --help`);
+  if (name === undefined || name === "help") {
+    out(help());
+    return name === undefined && !globals.help ? 2 : 0;
+  }
   const command = COMMANDS.find((c) => c.name === name);
-  if (command === undefined) throw new UsageError(`unknown command "${name}"; see price-service --help`);
-  if (args.includes("--help") || args.includes("-h")) {
-    out(`${command.summary}\n\nUsage:\n  ${command.usage}`);
+  if (command === undefined) throw new UsageError(`unknown command "${name}"; see ${programName()} --help`);
+  if (globals.help) {
+    out(commandHelp(command));
     return 0;
   }
-  const { env, rest } = extractGlobals(args);
-  const config = loadConfig({ ...process.env, ...env });
+  const config = loadConfig({ ...process.env, ...globals.env });
+  if (globals.verbose) err(`price-service: database ${describeDatabase(config.databaseUrl)}`);
   let store: Store | null = null;
   const context: CommandContext = {
-    args: rest,
+    args,
     config,
     out,
-    store: async () => (store ??= await openStore(config.databaseUrl)),
+    store: async () => (store ??= await openStore(config.databaseUrl, { create: command.createsDatabase === true })),
   };
   try {
     return (await command.run(context)) ?? 0;
@@ -74,20 +122,19 @@ export async function main(argv: string[], out: (text: string) => void = (text) 
   }
 }
 
+/** The exit code for an error: 2 for a mistake in the command line or configuration, 1 for everything else. */
+export function exitCodeFor(error: unknown): number {
+  return error instanceof UsageError || error instanceof ConfigError ? 2 : 1;
+}
+
 if (import.meta.main) {
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (error: unknown) => {
       const message =
-        error instanceof ConfigError
-          ? `invalid configuration: ${error.message}`
-          : error instanceof UsageError || (error instanceof Error && error.name === "TypeError" && "code" in error)
-            ? error.message
-            : error instanceof Error
-              ? error.message
-              : String(error);
+        error instanceof ConfigError ? `invalid configuration: ${error.message}` : error instanceof Error ? error.message : String(error);
       console.error(`price-service: ${message.split("\n")[0]}`);
-      process.exit(error instanceof UsageError || error instanceof ConfigError ? 2 : 1);
+      process.exit(exitCodeFor(error));
     },
   );
 }

@@ -4,10 +4,15 @@ import type { Services } from "./services";
 import { STALE_RESERVATION_MS } from "./db/store";
 
 const KEY_USAGE_FLUSH_MS = 1000;
+/** Unbilled requests reach the usage counters at most about this late (plus the flush's own time). */
+export const USAGE_COUNTER_FLUSH_MS = 1000;
 const EXPIRY_SWEEP_MS = 60_000;
 const RESERVATION_SWEEP_MS = 30_000;
 const RATE_LIMIT_PRUNE_MS = 60_000;
 const RENEWAL_SWEEP_MS = 60_000;
+/** How often an instance looks for due feed sources; a source's own interval (at least 1 s) says when it is due. */
+const FEED_TICK_MS = 1000;
+const FEED_SILENCE_CHECK_MS = 60_000;
 export { STALE_RESERVATION_MS };
 const BODY_BACKSTOP_FACTOR = 4;
 /** How long stop() waits for requests in flight before closing their connections: under Docker's 10 s stop timeout. */
@@ -25,14 +30,16 @@ export interface RunningServer {
  * own limit, past which it answers a bare 413 before the app sees the request, is only a backstop.
  */
 export function listenOptions(config: Config, options: { port: number; hostname?: string }) {
-  return { port: options.port, hostname: options.hostname ?? "0.0.0.0", maxRequestBodySize: config.bodyLimitBytes * BODY_BACKSTOP_FACTOR };
+  // The feed push streams bodies up to FEED_BODY_LIMIT (checked by its handler, after gzip); the backstop must let them through.
+  const backstop = Math.max(config.bodyLimitBytes * BODY_BACKSTOP_FACTOR, config.feedBodyLimitBytes * 2);
+  return { port: options.port, hostname: options.hostname ?? "0.0.0.0", maxRequestBodySize: backstop };
 }
 
 /** Starts the HTTP server and the periodic jobs. `serve` and the end-to-end tests both use this. */
 export async function startServer(services: Services, options: { port: number; hostname?: string; shutdownGraceMs?: number }): Promise<RunningServer> {
-  const { store, clock, logger, keyUsage, config, payments } = services;
+  const { store, clock, logger, keyUsage, usageCounters, config, payments } = services;
   await store.recoverInFlightWork(clock.now());
-  await store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS);
+  await store.releaseStaleReservations(clock.now());
   await payments.renewSubscriptions(clock.now());
   const app = createApp(services);
   app.listen(listenOptions(config, options));
@@ -42,13 +49,17 @@ export async function startServer(services: Services, options: { port: number; h
     job().catch((error: unknown) => logger.error(`${name} failed`, { error: String(error) }));
   const timers = [
     setInterval(guard("lastUsedAt flush", () => keyUsage.flush()), KEY_USAGE_FLUSH_MS),
+    setInterval(guard("usage counter flush", () => usageCounters.flush()), USAGE_COUNTER_FLUSH_MS),
     setInterval(guard("expiry sweep", () => store.expireBuckets(clock.now())), EXPIRY_SWEEP_MS),
-    setInterval(guard("reservation sweep", () => store.releaseStaleReservations(clock.now() - STALE_RESERVATION_MS)), RESERVATION_SWEEP_MS),
+    setInterval(guard("reservation sweep", () => store.releaseStaleReservations(clock.now())), RESERVATION_SWEEP_MS),
     setInterval(guard("rate limit prune", async () => services.rateLimiter.prune(clock.now())), RATE_LIMIT_PRUNE_MS),
     setInterval(guard("idempotency sweep", () => store.deleteExpiredIdempotencyRecords(clock.now())), EXPIRY_SWEEP_MS),
     setInterval(guard("session sweep", () => store.deleteDeadSessions(clock.now())), EXPIRY_SWEEP_MS),
     setInterval(guard("subscription renewal", () => payments.renewSubscriptions(clock.now())), RENEWAL_SWEEP_MS),
+    setInterval(guard("feed scheduler", () => services.feeds.tick()), FEED_TICK_MS),
+    setInterval(guard("feed silence check", () => services.feeds.warnAboutSilentSources()), FEED_SILENCE_CHECK_MS),
   ];
+  void guard("feed silence check", () => services.feeds.warnAboutSilentSources())();
 
   let stopping: Promise<void> | null = null;
   return {
@@ -68,7 +79,9 @@ export async function startServer(services: Services, options: { port: number; h
         clearTimeout(grace);
         // Elysia runs afterResponse hooks (the access log) in a setImmediate after each response: let the last ones run.
         await new Promise((resolve) => setImmediate(resolve));
+        await services.feeds.drain();
         await keyUsage.flush();
+        await usageCounters.flush();
         logger.flush();
         await store.close();
       })();

@@ -8,12 +8,16 @@ import type { Logger } from "./lib/logger";
 import Stripe from "stripe";
 import { createServiceMetrics, type ServiceMetrics } from "./lib/service-metrics";
 import { KeyUsageRecorder } from "./modules/keys/key-usage";
+import { UsageCounterRecorder } from "./modules/billing/usage-counters";
 import { MemoryRateLimiter, type RateLimiter } from "./http/rate-limit";
 import { createOIDCVerifier, type OIDCVerifier } from "./modules/auth/oidc";
 import { type Catalog, loadCatalog } from "./modules/billing/catalog";
 import { LocalProvider } from "./modules/billing/providers/local";
 import type { PaymentProvider } from "./modules/billing/providers/provider";
 import { StripeProvider } from "./modules/billing/providers/stripe";
+import { FeedScheduler } from "./modules/feeds/scheduler";
+import { countRun } from "./modules/feeds/freshness";
+import packageJSON from "../package.json";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
 export interface Services {
@@ -22,6 +26,8 @@ export interface Services {
   clock: Clock;
   logger: Logger;
   keyUsage: KeyUsageRecorder;
+  /** Written-behind request counts of unbilled outcomes (the usage endpoint's counters). */
+  usageCounters: UsageCounterRecorder;
   rateLimiter: RateLimiter;
   /** Verifies ID tokens of OIDC_ISSUER; null when no issuer is configured (then sign-in is development-only or off). */
   oidc: OIDCVerifier | null;
@@ -30,10 +36,21 @@ export interface Services {
   /** The payment provider chosen by BILLING_PROVIDER. */
   payments: PaymentProvider;
   metrics: ServiceMetrics;
+  /** Runs the scheduled feed sources (started by `serve`). */
+  feeds: FeedScheduler;
 }
 
 /** Wires the services; the store the app sees is timed (per operation, into /metrics). */
-export function createServices(input: { config: Config; store: Store; clock: Clock; logger: Logger; oidc?: OIDCVerifier | null; stripe?: Stripe }): Services {
+export function createServices(input: {
+  config: Config;
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  oidc?: OIDCVerifier | null;
+  stripe?: Stripe;
+  /** Feed pulls: the fetch to use and the first retry pause (tests shorten it). */
+  feedPull?: { fetch?: (input: string, init: RequestInit) => Promise<Response>; retryBaseMs?: number };
+}): Services {
   const { config, clock, logger } = input;
   const metrics = createServiceMetrics();
   const store = timedStore(input.store, { duration: metrics.storeDuration, errors: metrics.storeErrors });
@@ -62,20 +79,42 @@ export function createServices(input: { config: Config; store: Store; clock: Clo
     logger,
     oidc,
     keyUsage: new KeyUsageRecorder(store, logger),
+    usageCounters: new UsageCounterRecorder(store, logger),
     rateLimiter: new MemoryRateLimiter(config.rateLimit.limit, config.rateLimit.windowMs),
     catalog,
     payments,
     metrics,
+    feeds: new FeedScheduler({
+      store,
+      clock,
+      logger,
+      freshnessWindowMs: config.freshnessWindowMs,
+      fetch: input.feedPull?.fetch ?? ((url, init) => fetch(url, init)),
+      sleep: (ms) => Bun.sleep(ms),
+      retryBaseMs: input.feedPull?.retryBaseMs ?? 1000,
+      bodyLimitBytes: config.feedBodyLimitBytes,
+      userAgent: `price-service/${packageJSON.version}`,
+      onRun: (source, run) => countRun(metrics, source.name, run),
+    }),
   };
 }
 
-/** Opens the store named by DATABASE_URL and applies pending migrations. */
-export async function openStore(databaseUrl: string): Promise<Store> {
+/** A command that may not create a database found none where the configuration points. */
+export class MissingDatabaseError extends Error {}
+
+/**
+ * Opens the store named by DATABASE_URL and applies pending migrations. Only with `create` does a
+ * missing SQLite file (and its directory) get created: a mistyped path must not look like lost data.
+ */
+export async function openStore(databaseUrl: string, options: { create: boolean } = { create: true }): Promise<Store> {
   if (databaseUrl.startsWith("sqlite:")) {
     const path = databaseUrl.replace(/^sqlite:(\/\/)?/, "");
     if (path !== "" && path !== ":memory:") {
-      const { mkdirSync } = await import("node:fs");
+      const { existsSync, mkdirSync } = await import("node:fs");
       const { dirname } = await import("node:path");
+      if (!options.create && !existsSync(path)) {
+        throw new MissingDatabaseError(`no database at ${path}; run this command where "migrate" or "serve" created it, or pass --database-url sqlite:/path/to/price-service.db`);
+      }
       mkdirSync(dirname(path), { recursive: true });
     }
     return SQLiteStore.open(databaseUrl);

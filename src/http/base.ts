@@ -1,8 +1,10 @@
-import { Elysia, ValidationError } from "elysia";
+import { Elysia, type ValidationError } from "elysia";
 import { newId } from "../lib/ids";
 import type { Logger } from "../lib/logger";
+import { allowedMethods, type Route, wrongMethod } from "./head";
 import { Problem, problemBody } from "./problem";
-import { requestLanguage } from "./request";
+import { repeatedQueryParameter, requestLanguage } from "./request";
+import { fromValidation, repeatedParameter } from "./validation";
 
 export const SECURITY_HEADERS: Record<string, string> = {
   "x-content-type-options": "nosniff",
@@ -41,22 +43,28 @@ async function assertChunkedBodyWithin(request: Request, limit: number): Promise
   }
 }
 
-export function problemResponse(problem: Problem, request: Request, requestId: string, typeBase: string): Response {
-  const body = problemBody(problem, { typeBase, language: requestLanguage(request), requestId });
-  return new Response(JSON.stringify(body), {
-    status: problem.status,
-    headers: { "content-type": "application/problem+json", ...problem.headers },
-  });
+/**
+ * RFC 9110 §11.6.1: a 401 names the scheme to use. An API key's refusal says `Bearer` itself; any
+ * other 401 is about the session cookie, which has no registered scheme: `Cookie`, with the
+ * cookie's name, as draft-broyer-http-cookie-auth proposed.
+ */
+/** The paths whose every answer is in the request's language (problems are, wherever they come from). */
+export const LOCALIZED_PATH_PREFIXES = ["/api/", "/billing/"] as const;
+
+function isLocalized(url: string): boolean {
+  return LOCALIZED_PATH_PREFIXES.some((prefix) => url.includes(prefix));
 }
 
-function fromValidation(error: ValidationError): Problem {
-  const first = error.valueError;
-  const where = first?.path ? first.path.replace(/^\//, "").replaceAll("/", ".") : error.type;
-  const reason = first?.message ?? "invalid value";
-  if (error.type === "body") {
-    return new Problem("invalid-body", { en: `Invalid value at ${where}: ${reason}.`, fr: `Valeur invalide pour ${where} : ${reason}.` }, {}, {}, 422);
-  }
-  return new Problem("invalid-parameter", { en: `Invalid ${error.type} parameter ${where}: ${reason}.`, fr: `Paramètre ${where} invalide : ${reason}.` });
+export const SESSION_CHALLENGE = 'Cookie realm="price-service", cookie-name="session"';
+
+export function problemResponse(problem: Problem, request: Request, requestId: string, typeBase: string): Response {
+  const language = requestLanguage(request);
+  const body = problemBody(problem, { typeBase, language, requestId });
+  const challenge = problem.status === 401 && !Object.keys(problem.headers).some((name) => name.toLowerCase() === "www-authenticate") ? { "www-authenticate": SESSION_CHALLENGE } : undefined;
+  return new Response(JSON.stringify(body), {
+    status: problem.status,
+    headers: { "content-type": "application/problem+json", "content-language": language, ...challenge, ...problem.headers },
+  });
 }
 
 /**
@@ -64,14 +72,20 @@ function fromValidation(error: ValidationError): Problem {
  * and the one error handler that turns every failure (thrown Problem, validation, unknown route,
  * unexpected exception) into an RFC 9457 problem. Internal messages never reach the body.
  */
-export function httpBase(options: { typeBase: string; bodyLimitBytes: number; logger: Logger; publicUrl: string }) {
+export function httpBase(options: { typeBase: string; bodyLimitBytes: number; logger: Logger; publicUrl: string; routes: () => Route[]; streamedBodyPaths?: string[] }) {
+  // Paths whose handler streams the body itself, under its own limit and media types (the feed push).
+  const streamedBodyPaths = new Set(options.streamedBodyPaths ?? []);
   const headers = securityHeaders(options.publicUrl);
+  const methodsAt = allowedMethods(options.routes);
   return new Elysia({ name: "http.base" })
     .error({ Problem })
     // Refusals throw (rather than return a response) so they pass through onError and the access log like any error.
     .onRequest(async ({ request, set }) => {
       set.headers["x-request-id"] = newId("req");
       Object.assign(set.headers, headers);
+      // Every API answer and billing page is localized (problem texts, formatted money, labels): say in which language.
+      if (isLocalized(request.url)) set.headers["content-language"] = requestLanguage(request);
+      if (streamedBodyPaths.size > 0 && streamedBodyPaths.has(new URL(request.url).pathname)) return;
       const length = Number(request.headers.get("content-length") ?? 0);
       if (length > options.bodyLimitBytes) throw payloadTooLarge();
       if (JSON_BODY_METHODS.has(request.method) && (length > 0 || request.headers.has("transfer-encoding") || request.body !== null) && new URL(request.url).pathname.startsWith("/api/")) {
@@ -83,6 +97,14 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       // A parse hook would do this later, but Elysia then breaks routes declared with `parse: "none"`.
       if (request.body !== null && !request.headers.has("content-length")) await assertChunkedBodyWithin(request, options.bodyLimitBytes);
     })
+    // Before validation, which would keep one of the values. Only routes that take query parameters;
+    // one that validates its own query (`noValidate`) checks this itself.
+    .onTransform({ as: "global" }, ({ request, route }) => {
+      const repeated = repeatedQueryParameter(request.url);
+      if (repeated === null) return;
+      const query = options.routes().find((candidate) => candidate.path === route && candidate.method === request.method)?.hooks?.query;
+      if (query !== undefined && query.noValidate !== true) throw new Problem("invalid-parameter", repeatedParameter(repeated));
+    })
     .onError({ as: "global" }, ({ code, error, request, set }) => {
       const requestId = String(set.headers["x-request-id"] ?? newId("req"));
       let problem: Problem;
@@ -90,7 +112,8 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       // Elysia wraps what a parse hook throws (the chunked body limit) in a ParseError.
       else if (code === "PARSE" && (error as Error).cause instanceof Problem) problem = (error as Error).cause as Problem;
       else if (code === "VALIDATION" && (error as ValidationError).type !== "response") problem = fromValidation(error as ValidationError);
-      else if (code === "NOT_FOUND") problem = new Problem("not-found", { en: "No route matches this method and path.", fr: "Aucune route ne correspond à cette méthode et ce chemin." });
+      // Elysia says NOT_FOUND also when the path exists under other methods: that is a 405 with Allow.
+      else if (code === "NOT_FOUND") problem = wrongMethod(methodsAt(new URL(request.url).pathname));
       // Past Bun's own backstop (maxRequestBodySize), Bun has already answered a bare 413; this is for the logs.
       else if (code === "PARSE" && String(error).includes("maxRequestBodySize")) problem = payloadTooLarge();
       else if (code === "PARSE") problem = new Problem("invalid-body", { en: "The request body is not valid JSON.", fr: "Le corps de la requête n'est pas un JSON valide." });

@@ -2,13 +2,12 @@ import { openapi } from "@elysiajs/openapi";
 import { Elysia } from "elysia";
 // Embedded by `bun build --compile`; served locally so /docs works with no network.
 import scalarBundle from "@scalar/api-reference/browser/standalone.js" with { type: "file" };
-import { ProblemSchema } from "./model";
 import { finishOpenAPIDocument } from "./openapi-document";
 import { PROBLEMS } from "./problem";
 
 const DOCS_CSP = "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
 
-export function docsRoutes(version: string, options: { typeBase: string }) {
+export function docsRoutes(version: string, options: { typeBase: string; publicUrl: string }) {
   // The generator rebuilds its document only when routes are added; finish each build once.
   const finished = new WeakMap<object, object>();
   return new Elysia({ name: "docs" })
@@ -45,12 +44,22 @@ export function docsRoutes(version: string, options: { typeBase: string }) {
               Object.keys(PROBLEMS).join(", ") +
               ".",
           },
+          tags: [
+            { name: "Products", description: "Price data by GTIN, billed in credits (API key)" },
+            { name: "Sessions", description: "Sign-in and the `session` cookie" },
+            { name: "API keys", description: "The organization's API keys (session cookie)" },
+            { name: "Billing", description: "Credits, transactions, invoices and checkout" },
+            { name: "Billing pages", description: "HTML pages of the local payment provider (development)" },
+            { name: "Webhooks", description: "Events from the payment provider" },
+            { name: "Operations", description: "Health, readiness, metrics and problem type pages" },
+            { name: "Feeds", description: "Offer feeds: pushes from price-producing systems and the operator's source reports (feed tokens)" },
+          ],
           components: {
             securitySchemes: {
-              apiKey: { type: "http", scheme: "bearer", description: "An API key, `pps_…`" },
-              session: { type: "apiKey", in: "cookie", name: "session" },
+              apiKey: { type: "http", scheme: "bearer", description: "An API key, `pps_…`, in `Authorization: Bearer <API_KEY>`" },
+              session: { type: "apiKey", in: "cookie", name: "session", description: "The session cookie set by sign-in (dashboard and key management)" },
+              feedToken: { type: "http", scheme: "bearer", description: "A feed token, `ftk_….…`, made by the operator with `price-service feeds token create` (push: one source; read: the source list and reports)" },
             },
-            schemas: { Problem: ProblemSchema as never },
           },
         },
         exclude: { paths: ["/docs/assets/scalar.js"] },

@@ -92,7 +92,7 @@ describe("withIdempotency", () => {
   });
 
   test("a claim left in progress by a request that died is taken over after a minute", async () => {
-    await store.claimIdempotencyKey({ scope: SCOPE, keyHash: hashSecret("k1"), requestHash: hashRequestBody({ a: 1 }), now: NOW, expiresAt: NOW + IDEMPOTENCY_TTL_MS, abandonedBefore: 0 });
+    await store.claimIdempotencyKey({ scope: SCOPE, keyHash: hashSecret("k1"), requestHash: hashRequestBody({ a: 1 }), now: NOW, ttlMs: IDEMPOTENCY_TTL_MS, abandonAfterMs: 60_000 });
     const work = counter();
     expect((await problemOf(withIdempotency(store, request("k1", { a: 1 }, NOW + 1000), work.run))).slug).toBe("conflict");
     expect((await withIdempotency(store, request("k1", { a: 1 }, NOW + IDEMPOTENCY_ABANDONED_MS + 1), work.run)).replayed).toBe(false);

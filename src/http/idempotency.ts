@@ -95,6 +95,7 @@ const STILL_RUNNING = {
 export interface IdempotencyRecorder {
   scope: string;
   keyHash: string;
+  claimedAt: number;
   seal(body: unknown): Promise<string>;
 }
 
@@ -117,8 +118,8 @@ export async function withIdempotency<T>(
     keyHash,
     requestHash,
     now,
-    expiresAt: now + IDEMPOTENCY_TTL_MS,
-    abandonedBefore: now - IDEMPOTENCY_ABANDONED_MS,
+    ttlMs: IDEMPOTENCY_TTL_MS,
+    abandonAfterMs: IDEMPOTENCY_ABANDONED_MS,
   });
   if (!claim.claimed) {
     const { record } = claim;
@@ -132,13 +133,13 @@ export async function withIdempotency<T>(
 
   let response: IdempotentResponse<T> & { recorded?: boolean };
   try {
-    response = await run({ scope, keyHash, seal: (body) => sealBody(body, key, scope, keyHash) });
+    response = await run({ scope, keyHash, claimedAt: claim.claimedAt, seal: (body) => sealBody(body, key, scope, keyHash) });
   } catch (error) {
-    await store.releaseIdempotencyKey(scope, keyHash);
+    await store.releaseIdempotencyKey({ scope, keyHash, claimedAt: claim.claimedAt });
     throw error;
   }
   if (response.recorded !== true) {
-    await store.completeIdempotencyKey({ scope, keyHash, responseStatus: response.status, responseBody: await sealBody(response.body, key, scope, keyHash) });
+    await store.completeIdempotencyKey({ scope, keyHash, claimedAt: claim.claimedAt, responseStatus: response.status, responseBody: await sealBody(response.body, key, scope, keyHash) });
   }
   return { status: response.status, body: response.body, replayed: false };
 }

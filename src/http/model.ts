@@ -1,6 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { t } from "elysia";
-import { PROBLEMS, type ProblemSlug } from "./problem";
+import { wholeNumber } from "./validation";
+import { Problem, PROBLEMS, type ProblemSlug } from "./problem";
 
 /**
  * An integer in a JSON body or response. Elysia's `t.Integer` also accepts numeric strings (for
@@ -30,8 +31,27 @@ export const MoneySchema = t.Object(
 
 export const Timestamp = t.String({ format: "date-time", examples: ["2026-11-22T10:00:00.000Z"] });
 
+/**
+ * An integer query parameter: decimal digits only, within bounds, else a 400 that says so in words.
+ * Not `t.Integer`: its string branch takes whatever `Number()` reads as an integer (`0x10`, `1e1`,
+ * a blank), and its range error names no parameter. Documented as `type: integer`
+ * (finishOpenAPIDocument drops the text branch, marked `x-decimal-text`).
+ */
+export function QueryInteger(name: string, options: { minimum: number; maximum: number; default?: number; description?: string }) {
+  const expected = wholeNumber(options.minimum, options.maximum);
+  const invalid = new Problem("invalid-parameter", { en: `${name} must be ${expected.en}.`, fr: `${name} doit être ${expected.fr}.` });
+  return t
+    .Transform(t.Union([t.String({ "x-decimal-text": true }), Type.Integer(options)], options))
+    .Decode((value) => {
+      const number = typeof value === "number" ? value : /^[0-9]{1,15}$/.test(value) ? Number(value) : Number.NaN;
+      if (!Number.isSafeInteger(number) || number < options.minimum || number > options.maximum) throw invalid;
+      return number;
+    })
+    .Encode((value) => value);
+}
+
 export const PageQuery = {
-  limit: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20, description: "Page size (1..100)" })),
+  limit: t.Optional(QueryInteger("limit", { minimum: 1, maximum: 100, default: 20, description: "Page size (1..100)" })),
   cursor: t.Optional(t.String({ maxLength: 200, description: "Opaque cursor from nextCursor" })),
 };
 

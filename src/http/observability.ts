@@ -4,8 +4,18 @@ import type { ServiceMetrics } from "../lib/service-metrics";
 import { isWellFormedKey, keyPrefixOf } from "../modules/keys/key-format";
 import { Problem } from "./problem";
 
-/** The billing `meta` of a data response (the envelope on success, the problem's extension on error). */
-function billingMeta(responseValue: unknown, error: unknown): { reason?: unknown; creditsConsumed?: unknown } | undefined {
+type BillingMeta = { reason?: unknown; creditsConsumed?: unknown };
+const notedMeta = new WeakMap<Request, BillingMeta>();
+
+/** For a route that answers with a serialized body: the billing `meta` it wrote, for the metrics and the access log. */
+export function noteBillingMeta(request: Request, meta: BillingMeta): void {
+  notedMeta.set(request, meta);
+}
+
+/** The billing `meta` of a data response (noted by the route, the envelope on success, the problem's extension on error). */
+function billingMeta(request: Request, responseValue: unknown, error: unknown): BillingMeta | undefined {
+  const noted = notedMeta.get(request);
+  if (noted !== undefined) return noted;
   const carrier = error instanceof Problem ? error.extensions : responseValue;
   if (typeof carrier !== "object" || carrier === null || !("meta" in carrier)) return undefined;
   const meta = (carrier as { meta: unknown }).meta;
@@ -38,7 +48,7 @@ export function requestObservability(options: { logger: Logger; metrics: Service
       const error = (context as { error?: unknown }).error;
       const status = responseValue instanceof Response ? responseValue.status : typeof set.status === "number" ? set.status : 200;
       const route = context.route || "unmatched";
-      const meta = billingMeta(responseValue, error);
+      const meta = billingMeta(request, responseValue, error);
       const reason = typeof meta?.reason === "string" ? meta.reason : "";
       const credits = typeof meta?.creditsConsumed === "number" ? meta.creditsConsumed : 0;
 

@@ -1,31 +1,124 @@
+import { LOCALIZED_PATH_PREFIXES } from "./base";
 import { PROBLEMS, type ProblemSlug } from "./problem";
 
 type JSONObject = Record<string, any>;
 
-const REASON_PHRASES: Record<number, string> = { 200: "OK", 201: "Created", 202: "Accepted", 204: "No Content" };
+const REASON_PHRASES: Record<number, string> = { 200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 302: "Found", 303: "See Other" };
 const GENERATED_DESCRIPTION = /^Response for status \d+$|^RFC 9457 problem details$/;
 const HTTP_METHODS = new Set(["get", "put", "post", "delete", "options", "head", "patch", "trace"]);
+// OpenAPI ignores header parameters with these names: the security schemes and media types say it.
+const RESERVED_HEADER_PARAMETERS = new Set(["authorization", "accept", "content-type"]);
+// The one body media type the service parses (src/http/base.ts answers others with 415).
+const REQUEST_MEDIA_TYPE = "application/json";
+
+/** The response headers the service sends, each described once and copied where it is sent (a `$ref` could not say `required`). */
+const RESPONSE_HEADERS: Record<string, JSONObject> = {
+  "X-Request-Id": { description: "This request's id, also in problem bodies and the logs", schema: { type: "string", examples: ["req_0mwrd57q90000brqra5jtuxfecebe"] } },
+  RateLimit: {
+    description: 'Requests left for this key (`r`, never above the policy\'s `q`) and seconds until they are all back (`t`; on a 429, the same as Retry-After), per draft-ietf-httpapi-ratelimit-headers',
+    schema: { type: "string", examples: ['"default";r=99;t=1'] },
+  },
+  "RateLimit-Policy": { description: "The quota: `q` requests per `w` seconds per API key", schema: { type: "string", examples: ['"default";q=100;w=1'] } },
+  "Retry-After": { description: "Seconds to wait before a retry can succeed", schema: { type: "integer", minimum: 1, examples: [1] } },
+  "WWW-Authenticate": {
+    description:
+      'The credentials this endpoint takes: `Bearer realm="price-service"` for an API key, `Cookie realm="price-service", cookie-name="session"` for the session cookie, both where either is taken',
+    schema: { type: "string", examples: ['Bearer realm="price-service"'] },
+  },
+  "Content-Disposition": { description: "`attachment` with a file name, for a download (CSV)", schema: { type: "string" } },
+  Vary: { description: "`Accept`: the media type depends on the request's Accept header", schema: { type: "string" } },
+  "Idempotent-Replayed": { description: "`true` when this is the stored answer to an earlier request with the same Idempotency-Key", schema: { type: "string", enum: ["true"] } },
+  "Set-Cookie": { description: "The `session` cookie (HttpOnly, SameSite=Lax), or its removal", schema: { type: "string" } },
+  Location: { description: "Where the redirect leads", schema: { type: "string", format: "uri-reference" } },
+  "Content-Language": {
+    description: "The language of the answer's texts (problem details, descriptions, formatted money): the `language` query parameter, else the best of Accept-Language, else `en`",
+    schema: { type: "string", enum: ["en", "fr"] },
+  },
+};
+
+const headerRef = (name: string, required: boolean) => ({ ...RESPONSE_HEADERS[name], required });
 
 function slugsOfStatus(status: number): ProblemSlug[] {
   return (Object.keys(PROBLEMS) as ProblemSlug[]).filter((slug) => PROBLEMS[slug].status === status || (slug === "invalid-body" && status === 422));
 }
 
 /**
- * What the generator cannot know, added to the document it builds from the route schemas: error
- * responses are `application/problem+json` with their slugs and one example per slug (typed with
- * this deployment's ERROR_TYPE_BASE); a schema's `contentMediaType` names its media type (HTML,
- * Prometheus text); generic response descriptions become the slugs or the reason phrase; body-less
- * responses lose the invalid `content` the generator gives them.
+ * Elysia's `t.Integer` and `t.Numeric`, and QueryInteger (src/http/model.ts), validate a query
+ * string through `anyOf: [{type: string, …}, {type: integer}]`. On the wire the
+ * value is the integer (JSON) or its decimal digits (query), which is what `type: integer` says.
  */
-export function finishOpenAPIDocument<T extends JSONObject>(generated: T, options: { typeBase: string }): T {
-  const document = structuredClone(generated);
-  for (const item of Object.values<JSONObject>(document.paths ?? {})) {
+function isCoercionUnion(schema: JSONObject): JSONObject | undefined {
+  if (!Array.isArray(schema.anyOf) || schema.anyOf.length !== 2) return undefined;
+  const text = schema.anyOf.find((member: JSONObject) => member.type === "string" && (member.format === "integer" || member.format === "numeric" || member["x-decimal-text"] === true));
+  const number = schema.anyOf.find((member: JSONObject) => member.type === "integer" || member.type === "number");
+  return text !== undefined && number !== undefined ? number : undefined;
+}
+
+function plainSchemas(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(plainSchemas);
+  if (value === null || typeof value !== "object") return value;
+  const number = isCoercionUnion(value as JSONObject);
+  if (number !== undefined) return plainSchemas(number);
+  // `noValidate` tells Elysia a schema is documentation only; it is no JSON Schema keyword.
+  return Object.fromEntries(Object.entries(value).filter(([key]) => key !== "noValidate").map(([key, item]) => [key, plainSchemas(item)]));
+}
+
+/** The response headers of one response, from what the operation is (see RESPONSE_HEADERS). */
+function responseHeaders(path: string, operation: JSONObject, status: number): JSONObject {
+  const headers: JSONObject = { "X-Request-Id": headerRef("X-Request-Id", true) };
+  if (status >= 400 || LOCALIZED_PATH_PREFIXES.some((prefix) => path.startsWith(prefix))) headers["Content-Language"] = headerRef("Content-Language", true);
+  if (operation.operationId === "getProductPrice") {
+    headers["RateLimit-Policy"] = headerRef("RateLimit-Policy", status !== 413 && status !== 415 && status !== 500);
+    if (status !== 400 && status !== 401 && status !== 413 && status !== 500) headers.RateLimit = headerRef("RateLimit", false);
+  }
+  if (status === 429) headers["Retry-After"] = headerRef("Retry-After", true);
+  if (status === 401) headers["WWW-Authenticate"] = headerRef("WWW-Authenticate", true);
+  if (status >= 300 && status < 400) headers.Location = headerRef("Location", true);
+  if (status < 300 && (operation.parameters ?? []).some((parameter: JSONObject) => parameter.in === "header" && parameter.name === "idempotency-key")) {
+    headers["Idempotent-Replayed"] = headerRef("Idempotent-Replayed", false);
+  }
+  if (status < 400 && (operation["x-response-headers"] ?? []).includes("Set-Cookie")) headers["Set-Cookie"] = headerRef("Set-Cookie", status < 300);
+  if (status < 300 && operation["x-alternative-content"]?.[String(status)] !== undefined) {
+    headers.Vary = headerRef("Vary", true);
+    headers["Content-Disposition"] = headerRef("Content-Disposition", false);
+  }
+  return headers;
+}
+
+/**
+ * What the generator cannot know, added to the document it builds from the route schemas: the
+ * server (PUBLIC_URL) and tags; integers as plain `type: integer`; request bodies only as JSON;
+ * no `Authorization` header parameter (the security schemes say it); error responses as
+ * `application/problem+json` with their slugs and one example per slug (typed with this
+ * deployment's ERROR_TYPE_BASE, with the response's own status); a schema's `contentMediaType`
+ * names its media type (HTML, Prometheus text); redirects and 204 have no body; every response
+ * lists the headers it carries; generic descriptions become the slugs or the reason phrase.
+ */
+export function finishOpenAPIDocument<T extends JSONObject>(generated: T, options: { typeBase: string; publicUrl: string }): T {
+  const document = plainSchemas(structuredClone(generated)) as JSONObject;
+  document.servers = [{ url: options.publicUrl, description: "This deployment (PUBLIC_URL)" }];
+  document.info = { ...document.info, contact: { name: "price-service", url: `${options.publicUrl}/docs` } };
+  const tags = new Set<string>();
+  for (const [path, item] of Object.entries<JSONObject>(document.paths ?? {})) {
     for (const [method, operation] of Object.entries<JSONObject>(item)) {
       if (!HTTP_METHODS.has(method)) continue;
+      for (const tag of operation.tags ?? []) tags.add(tag);
+      // No security requirement means a public operation; saying so keeps linters from guessing.
+      operation.security ??= [];
+      if (Array.isArray(operation.parameters)) {
+        operation.parameters = operation.parameters.filter((parameter: JSONObject) => !(parameter.in === "header" && RESERVED_HEADER_PARAMETERS.has(parameter.name.toLowerCase())));
+        if (operation.parameters.length === 0) delete operation.parameters;
+      }
+      const requestContent: JSONObject | undefined = operation.requestBody?.content;
+      if (requestContent !== undefined) {
+        // Generated bodies list every media type Elysia parses; the service takes JSON only. A route
+        // that declares its own non-JSON body (the feed push) keeps what it declared.
+        if (REQUEST_MEDIA_TYPE in requestContent) for (const mediaType of Object.keys(requestContent)) if (mediaType !== REQUEST_MEDIA_TYPE) delete requestContent[mediaType];
+      }
       for (const [statusText, response] of Object.entries<JSONObject>(operation.responses ?? {})) {
         const status = Number(statusText);
-        // The generator writes a body-less response (204) as `content: { type: "null" }`, which is not OpenAPI.
-        if (response.content !== undefined && typeof response.content.type === "string") delete response.content;
+        // The generator writes a body-less response (204) as `content: { type: "null" }`, which is not OpenAPI; redirects have no body either.
+        if ((response.content !== undefined && typeof response.content.type === "string") || (status >= 300 && status < 400)) delete response.content;
         const content: JSONObject = response.content ?? {};
         let slugs: ProblemSlug[] = [];
         for (const [mediaType, media] of Object.entries<JSONObject>(content)) {
@@ -38,6 +131,8 @@ export function finishOpenAPIDocument<T extends JSONObject>(generated: T, option
           if (status < 400) continue;
           slugs = schema["x-problem-types"] ?? slugsOfStatus(status);
           const examples: JSONObject[] = Array.isArray(schema.examples) ? schema.examples : [];
+          // The media examples below replace the schema's, which carry the slug's usual status (400 for invalid-body, sent as 422).
+          delete schema.examples;
           media.examples ??= Object.fromEntries(
             slugs.map((slug) => {
               const example = examples.find((candidate) => String(candidate.type).endsWith(`/${slug}`)) ?? {
@@ -54,8 +149,16 @@ export function finishOpenAPIDocument<T extends JSONObject>(generated: T, option
         if (typeof response.description !== "string" || GENERATED_DESCRIPTION.test(response.description)) {
           response.description = status >= 400 ? `Problem details: ${slugs.join(", ")}` : (REASON_PHRASES[status] ?? `Status ${status}`);
         }
+        // Other media types of a success response the route schema cannot say (CSV beside JSON), from `x-alternative-content`.
+        Object.assign(content, operation["x-alternative-content"]?.[statusText] ?? {});
+        if (Object.keys(content).length > 0) response.content = content;
+        response.headers = responseHeaders(path, operation, status);
       }
+      delete operation["x-response-headers"];
+      delete operation["x-alternative-content"];
     }
   }
-  return document;
+  const described: JSONObject[] = document.tags ?? [];
+  document.tags = [...described.filter((tag) => tags.has(tag.name)), ...[...tags].filter((name) => !described.some((tag) => tag.name === name)).map((name) => ({ name }))];
+  return document as T;
 }

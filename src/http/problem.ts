@@ -12,6 +12,7 @@ export const PROBLEMS = {
   "insufficient-credits": { status: 402, title: "Insufficient Credits", en: "Not enough credits to perform this request.", fr: "Crédits insuffisants pour effectuer cette requête." },
   "invalid-key-state": { status: 409, title: "Invalid Key State", en: "Only an ACTIVE key can be rotated or revoked.", fr: "Seule une clé ACTIVE peut être renouvelée ou révoquée." },
   conflict: { status: 409, title: "Conflict", en: "The request conflicts with the current state.", fr: "La requête est en conflit avec l'état actuel." },
+  "method-not-allowed": { status: 405, title: "Method Not Allowed", en: "This method is not allowed on this resource; see the Allow header.", fr: "Cette méthode n'est pas autorisée sur cette ressource ; voir l'en-tête Allow." },
   "payload-too-large": { status: 413, title: "Payload Too Large", en: "The request body is too large.", fr: "Le corps de la requête est trop volumineux." },
   "unsupported-media-type": { status: 415, title: "Unsupported Media Type", en: "The request body must be JSON.", fr: "Le corps de la requête doit être du JSON." },
   "rate-limited": { status: 429, title: "Too Many Requests", en: "Rate limit exceeded; retry later.", fr: "Limite de débit dépassée ; réessayez plus tard." },
@@ -38,7 +39,7 @@ export interface ProblemBody {
 export class Problem extends Error {
   constructor(
     readonly slug: ProblemSlug,
-    readonly detailText?: Partial<Record<Language, string>>,
+    readonly detailText?: Record<Language, string>,
     readonly extensions: Record<string, unknown> = {},
     readonly headers: Record<string, string> = {},
     readonly statusOverride?: number,
@@ -60,7 +61,7 @@ export function problemBody(
     type: `${options.typeBase}/${problem.slug}`,
     title: entry.title,
     status: problem.status,
-    detail: problem.detailText?.[options.language] ?? problem.detailText?.en ?? entry[options.language],
+    detail: problem.detailText?.[options.language] ?? entry[options.language],
     requestId: options.requestId,
     ...problem.extensions,
   };

@@ -27,7 +27,22 @@ describe("MemoryRateLimiter", () => {
     const refused = limiter.take("k", 0);
     expect(refused.allowed).toBe(false);
     expect(refused.retryAfterSeconds).toBe(1);
-    expect(rateLimitHeaders(limiter, refused)).toEqual({ "ratelimit-policy": '"default";q=60;w=60', ratelimit: '"default";r=0;t=120', "retry-after": "1" });
+    expect(rateLimitHeaders(limiter, refused)).toEqual({ "ratelimit-policy": '"default";q=60;w=60', ratelimit: '"default";r=0;t=1', "retry-after": "1" });
+  });
+
+  test("the header never reports more requests left than the quota, even with a burst in the bucket, and t names when they are all back", () => {
+    const limiter = new MemoryRateLimiter(100, 1000);
+    const first = limiter.take("k", 0);
+    expect(rateLimitHeaders(limiter, first)).toEqual({ "ratelimit-policy": '"default";q=100;w=1', ratelimit: '"default";r=100;t=0' });
+    for (let i = 0; i < 150; i++) limiter.take("k", 0);
+    expect(rateLimitHeaders(limiter, limiter.take("k", 0)).ratelimit).toBe('"default";r=48;t=1');
+  });
+
+  test("a refusal's t is its Retry-After", () => {
+    const limiter = new MemoryRateLimiter(100, 1000);
+    for (let i = 0; i < 200; i++) limiter.take("k", 0);
+    const headers = rateLimitHeaders(limiter, limiter.take("k", 0));
+    expect(headers).toEqual({ "ratelimit-policy": '"default";q=100;w=1', ratelimit: '"default";r=0;t=1', "retry-after": "1" });
   });
 
   test("prune forgets only keys whose bucket is full again", () => {

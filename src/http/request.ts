@@ -10,3 +10,15 @@ export function requestLanguage(request: Request): Language {
   }
   return languageFromHeader(request.headers.get("accept-language"));
 }
+
+/** The first query parameter given more than once (`?type=usage&type=grant`), or null. */
+export function repeatedQueryParameter(url: string): string | null {
+  const queryStart = url.indexOf("?");
+  if (queryStart === -1) return null;
+  const seen = new Set<string>();
+  for (const name of new URLSearchParams(url.slice(queryStart + 1)).keys()) {
+    if (seen.has(name)) return name;
+    seen.add(name);
+  }
+  return null;
+}

@@ -23,3 +23,18 @@ export function toISO(ms: number | null): string | null;
 export function toISO(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
 }
+
+/**
+ * The calendar month (UTC) that `ms` falls in, as "YYYY-MM": the period of a key's monthly credit
+ * limit. Judged by the server clock the caller passes, never by the database's.
+ */
+export function utcMonth(ms: number): string {
+  const date = new Date(ms);
+  return `${date.getUTCFullYear()}-${String(date.getUTCMonth() + 1).padStart(2, "0")}`;
+}
+
+/** The first instant of the calendar month (UTC) after the one `ms` falls in: when a monthly limit resets. */
+export function nextUTCMonthStart(ms: number): number {
+  const date = new Date(ms);
+  return Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1);
+}

@@ -1,6 +1,6 @@
 import { encodeBase32LowerCaseNoPadding } from "@oslojs/encoding";
 
-export type IdPrefix = "org" | "usr" | "key" | "txn" | "bkt" | "inv" | "ord" | "req" | "res" | "ses" | "sub" | "evt";
+export type IdPrefix = "org" | "usr" | "key" | "txn" | "bkt" | "inv" | "ord" | "req" | "res" | "ses" | "sub" | "evt" | "src" | "run" | "ftk";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 const pool = new Uint8Array(4096);
@@ -21,6 +21,7 @@ function randomChars(count: number): string {
 }
 
 let lastTime = 0;
+let lastTimeText = "000000000";
 let sequence = 0;
 
 /**
@@ -31,11 +32,13 @@ let sequence = 0;
 export function newId(prefix: IdPrefix, now: number = Date.now()): string {
   if (now > lastTime) {
     lastTime = now;
+    // Made once per millisecond, not per id: ids are made several times per request.
+    lastTimeText = now.toString(36).padStart(9, "0");
     sequence = 0;
   } else {
     sequence = (sequence + 1) % 1_679_616;
   }
-  return `${prefix}_${lastTime.toString(36).padStart(9, "0")}${sequence.toString(36).padStart(4, "0")}${randomChars(16)}`;
+  return `${prefix}_${lastTimeText}${sequence.toString(36).padStart(4, "0")}${randomChars(16)}`;
 }
 
 export function newRandomToken(bytes: number = 24): string {

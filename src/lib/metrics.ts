@@ -108,6 +108,32 @@ export class Gauge implements Metric {
   }
 }
 
+/** A gauge with labels whose series are replaced as a whole (a snapshot taken before a scrape). */
+export class LabeledGauge implements Metric {
+  private series: Array<{ labels: LabelValues; value: number }> = [];
+
+  constructor(
+    readonly name: string,
+    private readonly help: string,
+    private readonly labelNames: readonly string[],
+  ) {}
+
+  replace(series: Array<{ labels: LabelValues; value: number }>): void {
+    this.series = series;
+  }
+
+  value(labels: LabelValues): number | undefined {
+    const key = labels.join("\u0000");
+    return this.series.find((entry) => entry.labels.join("\u0000") === key)?.value;
+  }
+
+  render(): string {
+    let text = `# HELP ${this.name} ${this.help}\n# TYPE ${this.name} gauge\n`;
+    for (const { labels, value } of this.series) text += `${this.name}${labelText(this.labelNames, labels)} ${formatNumber(value)}\n`;
+    return text;
+  }
+}
+
 export class Registry {
   private readonly metrics: Metric[] = [];
 

@@ -1,5 +1,5 @@
 import packageJSON from "../../package.json";
-import { Counter, Gauge, Histogram, LATENCY_BUCKETS, Registry } from "./metrics";
+import { Counter, Gauge, Histogram, LabeledGauge, LATENCY_BUCKETS, Registry } from "./metrics";
 
 /** Every metric the service exports at /metrics; names are prefixed so they never clash in a shared Prometheus. */
 export function createServiceMetrics() {
@@ -16,6 +16,12 @@ export function createServiceMetrics() {
     creditsDebited: registry.register(new Counter("price_service_credits_debited_total", "Credits debited by billed look-ups")),
     storeDuration: registry.register(new Histogram("price_service_db_operation_duration_seconds", "Store calls by operation (includes the wait for a group commit)", ["operation"], LATENCY_BUCKETS)),
     storeErrors: registry.register(new Counter("price_service_db_operation_errors_total", "Store calls that threw, by operation", ["operation"])),
+    feedRuns: registry.register(new Counter("price_service_feed_runs_total", "Feed runs (pulls, files, pushes) by source and status (ok, not-modified, failed)", ["source", "status"])),
+    feedRecords: registry.register(new Counter("price_service_feed_records_total", "Feed records read by source and outcome (accepted, rejected)", ["source", "outcome"])),
+    feedLastSuccess: registry.register(new LabeledGauge("price_service_feed_last_success_timestamp_seconds", "End of the source's last successful run (ok or not-modified) since the Unix epoch; 0 if it never succeeded", ["source"])),
+    feedOffers: registry.register(new LabeledGauge("price_service_feed_offers", "Offers last written by the source", ["source"])),
+    feedFreshOffers: registry.register(new LabeledGauge("price_service_feed_fresh_offers", "Offers of the source observed within FRESHNESS_WINDOW", ["source"])),
+    feedFreshRatio: registry.register(new LabeledGauge("price_service_feed_fresh_ratio", "Share of the source's offers still fresh (0..1; 0 when it has none)", ["source"])),
     process: [
       registry.register(new Gauge("price_service_build_info", "Version of the running executable", () => 1, { version: packageJSON.version })),
       registry.register(new Gauge("process_start_time_seconds", "Start time of the process since the Unix epoch", () => startedAt)),

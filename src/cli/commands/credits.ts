@@ -1,7 +1,6 @@
-import { parseArgs } from "node:util";
 import type { BucketSource } from "../../db/store";
 import { balanceJSON, bucketJSON } from "../../modules/billing/serialize";
-import { type Command, output, requireOption, UsageError, wholeNumber } from "../command";
+import { type Command, output, requireOption, UsageError, wholeNumber, parseCommandArgs } from "../command";
 
 const SOURCES: BucketSource[] = ["grant", "trial", "pack", "subscription"];
 
@@ -10,24 +9,20 @@ export const creditsCommand: Command = {
   summary: "Grant credits and show balances",
   usage: "credits grant --org ORG_ID --amount N [--expires-at ISO] [--source grant|trial|pack|subscription] [--json]\n  credits balance --org ORG_ID [--json]",
   async run(context) {
-    const { values, positionals } = parseArgs({
-      args: context.args,
-      options: {
-        org: { type: "string" },
-        amount: { type: "string" },
-        "expires-at": { type: "string" },
-        source: { type: "string", default: "grant" },
-        json: { type: "boolean", default: false },
-      },
-      allowPositionals: true,
+    const { values, positionals } = parseCommandArgs(context, "credits", {
+      org: { type: "string" },
+      amount: { type: "string" },
+      "expires-at": { type: "string" },
+      source: { type: "string", default: "grant" },
     });
-    const store = await context.store();
     const json = values.json === true;
     const organizationId = requireOption(values, "org");
-    if ((await store.getOrganization(organizationId)) === null) throw new UsageError(`organization ${organizationId} does not exist`);
+    // A bad amount is a usage error whatever the organization: checked before the database is read.
+    const amount = positionals[0] === "grant" ? wholeNumber(requireOption(values, "amount"), "amount") : 0;
+    const store = await context.store();
+    if ((await store.getOrganization(organizationId)) === null) throw new UsageError(`organization ${organizationId} does not exist; orgs list shows the ids`);
     switch (positionals[0]) {
       case "grant": {
-        const amount = wholeNumber(requireOption(values, "amount"), "amount");
         const source = values.source as BucketSource;
         if (!SOURCES.includes(source)) throw new UsageError(`--source must be one of ${SOURCES.join(", ")}`);
         let expiresAt: number | null = null;

@@ -1,16 +1,16 @@
-import { parseArgs } from "node:util";
 import { copySQLiteToPostgres } from "../../db/copy-to-postgres";
 import { PostgresStore } from "../../db/postgres-store";
 import { SQLiteStore } from "../../db/sqlite-store";
-import { type Command, output, UsageError } from "../command";
+import { type Command, output, UsageError, parseCommandArgs } from "../command";
 
 export const migrateCommand: Command = {
   name: "migrate",
+  createsDatabase: true,
   summary: "Apply pending database migrations, or copy a SQLite database into PostgreSQL (--to)",
   usage:
     "migrate [--json]\n  migrate --to postgres://… [--json]   (copies DATABASE_URL, a SQLite database, into an empty PostgreSQL database and verifies counts and balances)",
   async run(context) {
-    const { values } = parseArgs({ args: context.args, options: { to: { type: "string" }, json: { type: "boolean", default: false } } });
+    const { values } = parseCommandArgs(context, "migrate", { to: { type: "string" } });
     const json = values.json === true;
     if (values.to !== undefined && !/^postgres(ql)?:\/\//.test(values.to)) throw new UsageError("--to must be a postgres:// URL");
     const store = await context.store();

@@ -1,10 +1,9 @@
-import { parseArgs } from "node:util";
 import type { Order } from "../../db/billing-records";
 import { systemClock, toISO } from "../../lib/clock";
 import { Problem } from "../../http/problem";
 import { bucketJSON } from "../../modules/billing/serialize";
 import { completeLocalOrder } from "../../modules/billing/service";
-import { type Command, output, UsageError, wholeNumber } from "../command";
+import { type Command, output, UsageError, wholeNumber, parseCommandArgs } from "../command";
 
 export function orderJSON(order: Order) {
   return {
@@ -32,11 +31,7 @@ export const ordersCommand: Command = {
   summary: "List checkouts and complete local ones",
   usage: "orders list [--org ORG_ID] [--limit N] [--json]\n  orders complete CHECKOUT_ID [--json]   (grants the credits once; completing again grants nothing more)",
   async run(context) {
-    const { values, positionals } = parseArgs({
-      args: context.args,
-      options: { org: { type: "string" }, limit: { type: "string", default: "100" }, json: { type: "boolean", default: false } },
-      allowPositionals: true,
-    });
+    const { values, positionals } = parseCommandArgs(context, "orders", { org: { type: "string" }, limit: { type: "string", default: "100" } });
     const json = values.json === true;
     const store = await context.store();
     switch (positionals[0]) {

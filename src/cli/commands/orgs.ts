@@ -1,23 +1,17 @@
-import { parseArgs } from "node:util";
 import { toISO } from "../../lib/clock";
 import { normalizeEmail } from "../../modules/auth/service";
-import { type Command, output, requireOption, UsageError } from "../command";
+import { type Command, output, requireOption, UsageError, parseCommandArgs, programName } from "../command";
 
 export const orgsCommand: Command = {
   name: "orgs",
   summary: "Create and list organizations, invite members",
   usage: "orgs create --name NAME [--json]\n  orgs list [--json]\n  orgs add-member --org ORG_ID --email EMAIL [--role member|owner] [--json]   (an invitation: the person joins on first sign-in)",
   async run(context) {
-    const { values, positionals } = parseArgs({
-      args: context.args,
-      options: {
-        name: { type: "string" },
-        org: { type: "string" },
-        email: { type: "string" },
-        role: { type: "string", default: "member" },
-        json: { type: "boolean", default: false },
-      },
-      allowPositionals: true,
+    const { values, positionals } = parseCommandArgs(context, "orgs", {
+      name: { type: "string" },
+      org: { type: "string" },
+      email: { type: "string" },
+      role: { type: "string", default: "member" },
     });
     const store = await context.store();
     const json = values.json === true;
@@ -32,7 +26,7 @@ export const orgsCommand: Command = {
       case "list": {
         const organizations = await store.listOrganizations();
         const items = organizations.map((o) => ({ id: o.id, name: o.name, createdAt: toISO(o.createdAt) }));
-        output(context, json, items, items.map((o) => `${o.id}\t${o.name}`).join("\n"));
+        output(context, json, items, items.length === 0 ? `no organizations yet; create one with ${programName()} orgs create --name NAME` : items.map((o) => `${o.id}\t${o.name}`).join("\n"));
         return;
       }
       case "add-member": {
@@ -41,7 +35,7 @@ export const orgsCommand: Command = {
         if (!/^[^\s@]+@[^\s@]+$/.test(email) || email.length > 254) throw new UsageError(`--email must be an email address, got "${email}"`);
         const role = values.role;
         if (role !== "member" && role !== "owner") throw new UsageError(`--role must be member or owner, got "${role}"`);
-        if ((await store.getOrganization(organizationId)) === null) throw new UsageError(`organization ${organizationId} does not exist`);
+        if ((await store.getOrganization(organizationId)) === null) throw new UsageError(`organization ${organizationId} does not exist; orgs list shows the ids`);
         // A user belongs to one organization, taken at first sign-in; an invitation cannot move them.
         const existing = await store.getUserByEmail(email);
         if (existing !== null) {

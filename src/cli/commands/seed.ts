@@ -1,20 +1,16 @@
-import { parseArgs } from "node:util";
 import { seedDemo } from "../../modules/ingest/demo-data";
-import { type Command, output, UsageError, wholeNumber } from "../command";
+import { type Command, output, UsageError, wholeNumber, parseCommandArgs } from "../command";
 
 export const seedCommand: Command = {
   name: "seed",
+  createsDatabase: true,
   summary: "Load demo data: products, offers, an organization with credits and a key",
   usage: "seed --demo [--products N] [--credits N] [--json]",
   async run(context) {
-    const { values } = parseArgs({
-      args: context.args,
-      options: {
-        demo: { type: "boolean", default: false },
-        products: { type: "string", default: "300" },
-        credits: { type: "string", default: "1000" },
-        json: { type: "boolean", default: false },
-      },
+    const { values } = parseCommandArgs(context, "seed", {
+      demo: { type: "boolean", default: false },
+      products: { type: "string", default: "300" },
+      credits: { type: "string", default: "1000" },
     });
     if (values.demo !== true) throw new UsageError("seed needs --demo");
     const seed = await seedDemo(await context.store(), {

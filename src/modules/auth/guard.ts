@@ -2,7 +2,8 @@ import type { Role, Store } from "../../db/store";
 import type { Clock } from "../../lib/clock";
 import { hashSecret, secretsMatch } from "../../lib/crypto";
 import { Problem } from "../../http/problem";
-import { checkBearerKey, unauthorizedKey } from "../keys/bearer";
+import { BEARER_CHALLENGE, checkBearerKey, unauthorizedKey } from "../keys/bearer";
+import { SESSION_CHALLENGE } from "../../http/base";
 
 /** Who is calling: a signed-in user (session cookie) or an API key (read-only billing endpoints). */
 export type Principal =
@@ -55,12 +56,15 @@ export async function authenticate(
 ): Promise<Principal> {
   const authorization = input.request.headers.get("authorization");
   if (accept.apiKey && authorization !== null) {
-    const key = await checkBearerKey(authorization, input.store, input.keyPrefix);
+    const key = await checkBearerKey(authorization, input.store, input.keyPrefix, input.clock.now());
     if (!key.ok) throw unauthorizedKey(key.detail);
     return { kind: "apiKey", keyId: key.credential.id, organizationId: key.credential.organizationId };
   }
   const found = input.sessionToken ? await resolveSession(input.store, input.sessionToken, input.clock.now()) : null;
-  if (found === null || found.user.organizationId === null) throw new Problem("unauthorized", SESSION_REQUIRED);
+  if (found === null || found.user.organizationId === null) {
+    // Both challenges where an API key would do as well (RFC 9110 §11.6.1 allows several).
+    throw new Problem("unauthorized", SESSION_REQUIRED, {}, accept.apiKey ? { "www-authenticate": `${BEARER_CHALLENGE}, ${SESSION_CHALLENGE}` } : {});
+  }
   assertSameOrigin(input.request, input.publicUrl);
   return { kind: "session", sessionId: found.session.id, userId: found.user.id, organizationId: found.user.organizationId, role: found.user.role };
 }

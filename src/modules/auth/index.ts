@@ -7,7 +7,7 @@ import { assertSameOrigin, SESSION_COOKIE } from "./guard";
 import { DevelopmentSignInBody, OIDCSignInBody, SessionResponse, SessionUserSchema } from "./model";
 import { authPlugin, sessionPrincipal } from "./plugin";
 import { developmentIdentity, type IssuedSession, refreshSession, sessionUser, signIn, signOut } from "./service";
-import { clearedSessionCookie, isSecureCookie, sessionCookie } from "./session-cookie";
+import { clearedSessionCookie, isSecureCookie, readCookie, sessionCookie } from "./session-cookie";
 
 const SIGN_IN_OFF = {
   en: "Sign-in is not configured on this service (OIDC_ISSUER is not set).",
@@ -61,6 +61,7 @@ export function authRoutes(services: Services) {
               "Exists only in development mode when OIDC_ISSUER is not set (404 otherwise). Takes the email at its word and opens the same session as /auth/oidc: first sign-in creates the user and its organization, or joins the organization that invited the email.",
             tags: ["Sessions"],
             operationId: "developmentSignIn",
+            "x-response-headers": ["Set-Cookie"],
           },
         },
       )
@@ -86,14 +87,15 @@ export function authRoutes(services: Services) {
               "Verifies the ID token against OIDC_ISSUER (discovery, JWKS, audience OIDC_CLIENT_ID, exp/iat/nbf, asymmetric algorithms only) and sets the `session` cookie (HttpOnly, SameSite=Lax, Path=/, Secure), valid 24 h. The first sign-in creates the user and either joins the organization that invited its email or creates one with the trial credits. 401 for a bad token, 403 when the token has no verified email, 409 when the email belongs to another identity, 503 when the provider is unreachable or not configured.",
             tags: ["Sessions"],
             operationId: "signInWithOIDC",
+            "x-response-headers": ["Set-Cookie"],
           },
         },
       )
       .post(
         "/refresh",
-        async ({ cookie, set, principal }) => {
+        async ({ request, set, principal }) => {
           sessionPrincipal(principal);
-          return startSession(await refreshSession(deps, { token: String(cookie[SESSION_COOKIE]?.value ?? "") }), set);
+          return startSession(await refreshSession(deps, { token: readCookie(request, SESSION_COOKIE) ?? "" }), set);
         },
         {
           auth: "session",
@@ -104,6 +106,7 @@ export function authRoutes(services: Services) {
               "Issues a new session token in the `session` cookie (the presented one stops working at once) and extends the session by 24 h, up to 30 days after sign-in. Session cookie only.",
             tags: ["Sessions"],
             operationId: "refreshSession",
+            "x-response-headers": ["Set-Cookie"],
             security: [{ session: [] }],
           },
         },
@@ -125,6 +128,7 @@ export function authRoutes(services: Services) {
             description: "Invalidates the session server-side and clears the `session` cookie. Session cookie only.",
             tags: ["Sessions"],
             operationId: "signOut",
+            "x-response-headers": ["Set-Cookie"],
             security: [{ session: [] }],
           },
         },
@@ -141,7 +145,7 @@ export function authRoutes(services: Services) {
         {
           auth: "session",
           response: { 200: SessionUserSchema, ...sessionErrors },
-          detail: { summary: "The signed-in user", tags: ["Sessions"], operationId: "getCurrentUser", security: [{ session: [] }] },
+          detail: { summary: "The signed-in user", description: "The user and organization of the `session` cookie.", tags: ["Sessions"], operationId: "getCurrentUser", security: [{ session: [] }] },
         },
       )
   );

@@ -8,7 +8,8 @@ export interface OIDCIdentity {
   /** `<iss>#<sub>`: a subject is unique only within its issuer. */
   subject: string;
   email: string | null;
-  emailVerified: boolean | null;
+  /** True only when the token's `email_verified` claim is the JSON boolean `true`. */
+  emailVerified: boolean;
   name: string | null;
 }
 
@@ -123,13 +124,33 @@ export function createOIDCVerifier(options: {
         logger.info("ID token refused", { reason: "nonce", check: "the nonce claim is not the one this sign-in sent" });
         throw new Problem("unauthorized", INVALID_TOKEN);
       }
-      const claim = (name: string): string | null => (typeof payload[name] === "string" && (payload[name] as string).trim() !== "" ? (payload[name] as string).trim() : null);
-      return {
-        subject: `${discovery.issuer}#${payload.sub}`,
-        email: claim("email"),
-        emailVerified: typeof payload.email_verified === "boolean" ? payload.email_verified : null,
-        name: claim("name") ?? claim("preferred_username"),
-      };
+      const claims = identityClaims(payload);
+      if (claims === null) {
+        logger.info("ID token refused", { reason: "claim-type", check: "sub, email, email_verified, name or preferred_username has the wrong type" });
+        throw new Problem("unauthorized", INVALID_TOKEN);
+      }
+      return { subject: `${discovery.issuer}#${claims.sub}`, email: claims.email, emailVerified: claims.emailVerified, name: claims.name };
     },
   };
+}
+
+/**
+ * The identity claims of a verified token, or null when one has the wrong type: claims are read as
+ * OIDC Core types them and never coerced. Only `email_verified: true` proves the email; absent, false,
+ * or a string such as "true" or "false" (some providers send strings) proves nothing.
+ */
+export function identityClaims(payload: JWTPayload): { sub: string; email: string | null; emailVerified: boolean; name: string | null } | null {
+  const optionalString = (value: unknown): string | null | undefined => {
+    if (value === undefined || value === null) return null;
+    if (typeof value !== "string") return undefined;
+    return value.trim() === "" ? null : value.trim();
+  };
+  const sub = optionalString(payload.sub);
+  const email = optionalString(payload.email);
+  const name = optionalString(payload.name);
+  const preferredUsername = optionalString(payload.preferred_username);
+  const verified = payload.email_verified;
+  if (sub === undefined || sub === null || email === undefined || name === undefined || preferredUsername === undefined) return null;
+  if (verified !== undefined && typeof verified !== "boolean" && typeof verified !== "string") return null;
+  return { sub, email, emailVerified: verified === true, name: name ?? preferredUsername };
 }

@@ -2,6 +2,7 @@ import { Elysia } from "elysia";
 import type { Services } from "../../services";
 import { Problem } from "../../http/problem";
 import { authenticate, type Principal, SESSION_COOKIE } from "./guard";
+import { readCookie } from "./session-cookie";
 
 /**
  * `auth: "session"` or `auth: "sessionOrKey"` on a route resolves `principal` before the handler,
@@ -13,9 +14,9 @@ export function authPlugin(services: Services) {
   const principals = new WeakMap<Request, Principal>();
   return new Elysia({ name: "auth.guard" }).macro({
     auth: (accept: "session" | "sessionOrKey") => ({
-      async transform({ request, cookie }) {
+      async transform({ request }) {
         const principal = await authenticate(
-          { request, sessionToken: cookie[SESSION_COOKIE]?.value as string | undefined, store, clock, publicUrl: config.publicUrl, keyPrefix: config.keyPrefix },
+          { request, sessionToken: readCookie(request, SESSION_COOKIE), store, clock, publicUrl: config.publicUrl, keyPrefix: config.keyPrefix },
           { session: true, apiKey: accept === "sessionOrKey" },
         );
         principals.set(request, principal);

@@ -41,8 +41,8 @@ const NO_EMAIL = {
   fr: "Le fournisseur d'identité n'a pas communiqué d'adresse e-mail ; la portée `email` est requise.",
 };
 const UNVERIFIED_EMAIL = {
-  en: "The identity provider has not verified this email address.",
-  fr: "Le fournisseur d'identité n'a pas vérifié cette adresse e-mail.",
+  en: "The identity provider has not confirmed this email address as verified (its ID token must carry email_verified: true).",
+  fr: "Le fournisseur d'identité n'a pas confirmé cette adresse e-mail comme vérifiée (son jeton d'identité doit porter email_verified: true).",
 };
 const EMAIL_TAKEN = {
   en: "This email address already belongs to another sign-in identity.",
@@ -75,8 +75,9 @@ function newSessionSecret(): string {
 export async function signIn(deps: AuthDeps, identity: OIDCIdentity, method: "oidc" | "development"): Promise<IssuedSession> {
   const { store, clock, logger } = deps;
   if (identity.email === null) throw new Problem("forbidden", NO_EMAIL);
-  // Invitations are matched by email, so an address the provider says it has not verified cannot be used.
-  if (identity.emailVerified === false) throw new Problem("forbidden", UNVERIFIED_EMAIL);
+  // Invitations and users are matched by email, so an address the provider has not asserted as
+  // verified (`email_verified: true`) must never join, link or claim anything: such a sign-in is refused.
+  if (!identity.emailVerified) throw new Problem("forbidden", UNVERIFIED_EMAIL);
   const email = normalizeEmail(identity.email);
   const name = identity.name ?? email.split("@")[0]!;
   const now = clock.now();

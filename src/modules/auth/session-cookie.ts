@@ -20,3 +20,15 @@ export function sessionCookie(token: string, expiresAt: number, now: number, sec
 export function clearedSessionCookie(secure: boolean): string {
   return `${SESSION_COOKIE}=; Max-Age=0; Expires=Thu, 01 Jan 1970 00:00:00 GMT; ${attributes(secure)}`;
 }
+
+/**
+ * The value of cookie `name` in the request's Cookie header. Read from the request itself, never from
+ * Elysia's `cookie` context: Elysia builds that context only when it finds the word `cookie` in the
+ * handler's source text, a search that minified source defeats (the built executable then handed every
+ * session route an undefined `cookie`).
+ */
+export function readCookie(request: Request, name: string): string | undefined {
+  const header = request.headers.get("cookie");
+  if (header === null) return undefined;
+  return new Bun.CookieMap(header).get(name) ?? undefined;
+}

@@ -20,10 +20,14 @@ import {
   SubscriptionCheckoutBody,
   TransactionSchema,
   TransactionsQuery,
+  UsageQuery,
+  UsageResponse,
   WebhookResponse,
 } from "./model";
+import { usageReport } from "./usage";
 import { billingPageRoutes } from "./page-routes";
-import { catalogJSON, getBalance, listInvoices, listTransactions, openPortal, startPackCheckout, startSubscriptionCheckout } from "./service";
+import { catalogJSON, getBalance, listInvoices, listTransactions, openPortal, startPackCheckout, startSubscriptionCheckout, streamTransactionsCSV } from "./service";
+import { wantsCSV } from "./negotiation";
 
 const READ_ERRORS = { ...CommonErrors, 401: ProblemSchema, 503: ProblemSchema } as const;
 const WRITE_ERRORS = { ...CommonErrors, 401: ProblemSchema, 403: ProblemSchema, 409: ProblemSchema, 503: ProblemSchema } as const;
@@ -58,15 +62,50 @@ function billingAPIRoutes(services: Services) {
         security: SESSION_OR_KEY,
       },
     })
-    .get("/transactions", ({ principal, query }) => listTransactions(services, principal.organizationId, query), {
+    .get(
+      "/transactions",
+      ({ principal, query, request, set }) => {
+        const language = requestLanguage(request);
+        set.headers.vary = "Accept";
+        if (!wantsCSV(query.format, request.headers.get("accept"))) return listTransactions(services, principal.organizationId, query, language);
+        const csv = streamTransactionsCSV(services, principal.organizationId, query, language);
+        set.headers["content-type"] = "text/csv; charset=utf-8";
+        set.headers["content-disposition"] = 'attachment; filename="transactions.csv"';
+        // A stream body: Elysia sends it as is (the 200 schema documents the JSON answer).
+        return new Response(csv, { headers: set.headers as Record<string, string> }) as unknown as ReturnType<typeof listTransactions>;
+      },
+      {
+        auth: "sessionOrKey",
+        query: TransactionsQuery,
+        response: { 200: pageOf(TransactionSchema), ...READ_ERRORS },
+        detail: {
+          summary: "Ledger transactions, newest first",
+          description:
+            "Filter by `type` and by creation time (`from` inclusive, `to` exclusive). Pages are stable while transactions are added. As CSV (`format=csv`, or `Accept: text/csv` preferred to JSON): every transaction the filters select from `cursor` on, `limit` ignored, newest first, streamed; the columns are the JSON fields, descriptions in the response language.",
+          tags: ["Billing"],
+          operationId: "listBillingTransactions",
+          security: SESSION_OR_KEY,
+          "x-alternative-content": {
+            "200": {
+              "text/csv": {
+                schema: { type: "string", description: "RFC 4180 CSV with a header line: id,type,amount,balanceAfter,bucketId,keyId,requestId,gtin,description,createdAt" },
+                example: "id,type,amount,balanceAfter,bucketId,keyId,requestId,gtin,description,createdAt\r\ntxn_0mwrd57q90000brqra5jtuxfecebe,usage,-1,41,bkt_0mwrd57q90000brqra5jtuxfecebe,key_0mwrd57q90000brqra5jtuxfecebe,req_0mwrd57q90000brqra5jtuxfecebe,04006381333931,Price look-up 04006381333931,2026-11-22T10:00:00.000Z\r\n",
+              },
+            },
+          },
+        },
+      },
+    )
+    .get("/usage", ({ principal, query }) => usageReport(services, principal.organizationId, query), {
       auth: "sessionOrKey",
-      query: TransactionsQuery,
-      response: { 200: pageOf(TransactionSchema), ...READ_ERRORS },
+      query: UsageQuery,
+      response: { 200: UsageResponse, ...READ_ERRORS },
       detail: {
-        summary: "Ledger transactions, newest first",
-        description: "Filter by `type` and by creation time (`from` inclusive, `to` exclusive). Pages are stable while transactions are added.",
+        summary: "Requests and credits per hour or day",
+        description:
+          "Data requests of the organization's keys per period (UTC hours or days) by reason, billed and unbilled, and the credits they consumed; with `groupBy=key`, also per key. Read from hourly counters: credits and billed requests are counted in the debit's own transaction, so they always equal the ledger's usage rows; unbilled requests are written behind and show up at most about 2 seconds late. A range is at most 31 days hourly, 366 days daily.",
         tags: ["Billing"],
-        operationId: "listBillingTransactions",
+        operationId: "getBillingUsage",
         security: SESSION_OR_KEY,
       },
     })
@@ -74,7 +113,7 @@ function billingAPIRoutes(services: Services) {
       auth: "sessionOrKey",
       query: InvoicesQuery,
       response: { 200: pageOf(InvoiceSchema), ...READ_ERRORS },
-      detail: { summary: "Invoices of the payment provider, newest first", tags: ["Billing"], operationId: "listBillingInvoices", security: SESSION_OR_KEY },
+      detail: { summary: "Invoices of the payment provider, newest first", description: "Paged with `limit` and `cursor`. Session cookie or API key.", tags: ["Billing"], operationId: "listBillingInvoices", security: SESSION_OR_KEY },
     })
     .post(
       "/checkout/pack",

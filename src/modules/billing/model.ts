@@ -1,6 +1,6 @@
 import type { TLiteral, TUnion } from "@sinclair/typebox";
 import { t } from "elysia";
-import { MoneySchema, PageQuery, pageOf, Timestamp } from "../../http/model";
+import { Int, MoneySchema, PageQuery, pageOf, Timestamp } from "../../http/model";
 
 export const TRANSACTION_TYPES = ["purchase", "subscription", "grant", "trial", "usage", "expiry", "refund", "adjustment"] as const;
 
@@ -20,22 +20,22 @@ const Language = t.Optional(oneOf(["en", "fr"], { description: "Language of `for
 const ReturnURL = (description: string) => t.Optional(t.String({ pattern: "^https?://[^\\s]+$", maxLength: 2000, description }));
 
 export const CatalogResponse = t.Object({
-  creditCost: t.Integer({ minimum: 1, description: "Credits per billed look-up" }),
-  freshnessWindowSeconds: t.Integer({ minimum: 1 }),
+  creditCost: Int({ minimum: 1, description: "Credits per billed look-up" }),
+  freshnessWindowSeconds: Int({ minimum: 1 }),
   packs: t.Array(
     t.Object({
       id: ItemId,
       name: t.String({ examples: ["10,000 credits"] }),
-      credits: t.Integer({ minimum: 1 }),
+      credits: Int({ minimum: 1 }),
       price: MoneySchema,
-      validityDays: t.Union([t.Integer({ minimum: 1 }), t.Null()], { description: "Days the credits stay spendable; null: they never expire" }),
+      validityDays: t.Union([Int({ minimum: 1 }), t.Null()], { description: "Days the credits stay spendable; null: they never expire" }),
     }),
   ),
   plans: t.Array(
     t.Object({
       id: t.String({ examples: ["pro-monthly"] }),
       name: t.String({ examples: ["Pro"] }),
-      creditsPerPeriod: t.Integer({ minimum: 1, description: "Granted at the start of each period, expiring at its end" }),
+      creditsPerPeriod: Int({ minimum: 1, description: "Granted at the start of each period, expiring at its end" }),
       interval: oneOf(["month", "year"]),
       price: MoneySchema,
     }),
@@ -45,23 +45,23 @@ export const CatalogResponse = t.Object({
 export const BucketSchema = t.Object({
   id: Id("bkt", "bkt_0mwrd57q90000brqra5jtuxfecebe"),
   source: oneOf(["pack", "subscription", "grant", "trial"]),
-  granted: t.Integer({ minimum: 0 }),
-  remaining: t.Integer({ minimum: 0 }),
+  granted: Int({ minimum: 0 }),
+  remaining: Int({ minimum: 0 }),
   expiresAt: t.Union([Timestamp, t.Null()]),
   createdAt: Timestamp,
 });
 
 export const BalanceResponse = t.Object({
-  available: t.Integer({ minimum: 0, description: "Spendable now" }),
-  reserved: t.Integer({ minimum: 0, description: "Held by requests in flight" }),
+  available: Int({ minimum: 0, description: "Spendable now" }),
+  reserved: Int({ minimum: 0, description: "Held by requests in flight" }),
   buckets: t.Array(BucketSchema, { description: "Buckets that still hold credits, in spending order: soonest-expiring first, never-expiring last" }),
 });
 
 export const TransactionSchema = t.Object({
   id: Id("txn", "txn_0mwrd57q90000brqra5jtuxfecebe"),
   type: oneOf(TRANSACTION_TYPES),
-  amount: t.Integer({ description: "Signed: credits in are positive, credits out negative" }),
-  balanceAfter: t.Integer({ description: "Sum of all amounts up to and including this one (available + reserved)" }),
+  amount: Int({ description: "Signed: credits in are positive, credits out negative" }),
+  balanceAfter: Int({ description: "Sum of all amounts up to and including this one (available + reserved)" }),
   bucketId: t.Union([t.String(), t.Null()]),
   keyId: t.Union([t.String(), t.Null()]),
   requestId: t.Union([t.String(), t.Null()]),
@@ -75,6 +75,7 @@ export const TransactionsQuery = t.Object({
   type: t.Optional(oneOf(TRANSACTION_TYPES, { description: "Only transactions of this type" })),
   from: t.Optional(t.String({ format: "date-time", description: "Only transactions at or after this instant (ISO 8601)" })),
   to: t.Optional(t.String({ format: "date-time", description: "Only transactions before this instant (ISO 8601, exclusive)" })),
+  format: t.Optional(oneOf(["json", "csv"], { description: "`csv`: the whole selection as a CSV download, whatever Accept says; `json`: a page of JSON. Default: by Accept (text/csv or application/json), else JSON" })),
 });
 
 export const InvoiceSchema = t.Object({
@@ -117,3 +118,45 @@ export const PortalResponse = t.Object({ url: t.String({ description: "Send the 
 export const WebhookResponse = t.Object({ received: t.Literal(true), applied: t.Boolean({ description: "False for replays and events that change nothing here" }) });
 
 export { pageOf };
+
+export const USAGE_GRANULARITIES = ["hour", "day"] as const;
+export const USAGE_GROUPINGS = ["reason", "key"] as const;
+
+export const UsageQuery = t.Object({
+  from: t.Optional(t.String({ format: "date-time", description: "Start of the range (ISO 8601), moved back to the start of its hour or UTC day. Default: 30 days (day) or 24 hours (hour) before `to`" })),
+  to: t.Optional(t.String({ format: "date-time", description: "End of the range (ISO 8601, exclusive), moved forward to the end of its hour or UTC day. Default: the end of the current period" })),
+  granularity: t.Optional(oneOf(USAGE_GRANULARITIES, { description: "Period length: `hour` (at most 31 days) or `day` (UTC days, at most 366); default `day`" })),
+  groupBy: t.Optional(oneOf(USAGE_GROUPINGS, { description: "`reason` (default): each period by reason; `key`: each period also split per API key" })),
+});
+
+const ReasonCounts = t.Record(t.String(), Int({ minimum: 0 }), {
+  description: "Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay). Reasons with no request are absent",
+  examples: [{ "fresh-offer": 120, "no-data": 4 }],
+});
+
+const UsageFigures = {
+  requests: Int({ minimum: 0, description: "Data requests answered to a key of the organization, billed or not" }),
+  billedRequests: Int({ minimum: 0, description: "Requests that consumed credits (reason `fresh-offer`)" }),
+  creditsConsumed: Int({ minimum: 0, description: "Credits debited: equal to the ledger's usage rows of the period" }),
+  reasons: ReasonCounts,
+};
+
+export const UsageResponse = t.Object({
+  from: Timestamp,
+  to: Timestamp,
+  granularity: oneOf(USAGE_GRANULARITIES),
+  groupBy: oneOf(USAGE_GROUPINGS),
+  totals: t.Object(UsageFigures),
+  periods: t.Array(
+    t.Object({
+      start: Timestamp,
+      end: Timestamp,
+      ...UsageFigures,
+      keys: t.Optional(t.Array(t.Object({ keyId: t.Union([t.String(), t.Null()]), ...UsageFigures }), { description: "With `groupBy=key`: the keys that made requests in the period" })),
+    }),
+    { description: "Every period of the range, oldest first, including those without requests" },
+  ),
+  keys: t.Optional(
+    t.Array(t.Object({ id: t.String(), name: t.String(), keyPrefix: t.String() }), { description: "With `groupBy=key`: the keys named in `periods`" }),
+  ),
+});

@@ -8,10 +8,11 @@ import { checkoutPage, invoicePage, PAGE_HEADERS, portalPage, returnPage } from 
 import { oneOf } from "./model";
 import { completeLocalOrder } from "./service";
 
-const HTML = t.String({ description: "HTML page" });
+const HTML = t.String({ contentMediaType: "text/html", description: "HTML page" });
 // An empty string, not t.Null: the OpenAPI plugin writes a void schema where a content map belongs.
 const SeeOther = (where: string) => t.String({ maxLength: 0, description: `See Other: the Location header leads to ${where}` });
-const PAGE_ERRORS = { 401: ProblemSchema, 403: ProblemSchema, 404: ProblemSchema, 500: ProblemSchema } as const;
+// 400: an id or query value the page cannot have (an id over 100 characters, say).
+const PAGE_ERRORS = { 400: ProblemSchema, 401: ProblemSchema, 403: ProblemSchema, 404: ProblemSchema, 500: ProblemSchema } as const;
 const SESSION: Array<Record<string, string[]>> = [{ session: [] }];
 const NOT_FOUND = new Problem("not-found");
 const ReturnParam = t.Optional(t.String({ pattern: "^https?://[^\\s]+$", maxLength: 2000, description: "Where the portal's back link leads" }));
@@ -32,11 +33,11 @@ export function billingPageRoutes(services: Services) {
   const { store, clock, config, payments } = services;
   const routes = new Elysia({ name: "billing.pages", prefix: "/billing" }).get(
     "/return",
-    ({ query }) => html(returnPage(query.checkout)),
+    ({ query, request }) => html(returnPage(query.checkout, requestLanguage(request))),
     {
       query: t.Object({ checkout: t.Optional(oneOf(["success", "canceled"])) }),
       response: { 200: HTML, 400: ProblemSchema, 500: ProblemSchema },
-      detail: { summary: "Landing page after a checkout or the portal", tags: ["Billing pages"], operationId: "getBillingReturnPage", security: [] },
+      detail: { summary: "Landing page after a checkout or the portal", description: "HTML page; public.", tags: ["Billing pages"], operationId: "getBillingReturnPage", security: [] },
     },
   );
   if (payments.name !== "local") return routes;
@@ -54,13 +55,13 @@ export function billingPageRoutes(services: Services) {
       "/checkout/:id",
       async ({ params, principal, request }) => {
         const order = await ownOrder(principal.organizationId, params.id);
-        return html(checkoutPage({ order, organizationName: await organizationName(order.organizationId), language: requestLanguage(request), canPay: config.env === "development" }));
+        return html(checkoutPage({ order, organizationName: await organizationName(order.organizationId), language: requestLanguage(request), catalog: services.catalog, canPay: config.env === "development" }));
       },
       {
         auth: "session",
         params: t.Object({ id: t.String({ maxLength: 100 }) }),
         response: { 200: HTML, ...PAGE_ERRORS },
-        detail: { summary: "Local checkout page", tags: ["Billing pages"], operationId: "getLocalCheckoutPage", security: SESSION },
+        detail: { summary: "Local checkout page", description: "HTML page of the local payment provider for one order of the signed-in organization; 404 for any other order.", tags: ["Billing pages"], operationId: "getLocalCheckoutPage", security: SESSION },
       },
     )
     .post(
@@ -81,7 +82,7 @@ export function billingPageRoutes(services: Services) {
         parse: "none",
         params: t.Object({ id: t.String({ maxLength: 100 }) }),
         response: { 303: SeeOther("the order's successUrl, or back to the checkout page"), ...PAGE_ERRORS },
-        detail: { summary: "Pay a local order (development mode)", tags: ["Billing pages"], operationId: "payLocalOrder", security: SESSION },
+        detail: { summary: "Pay a local order (development mode)", description: "Completes the order and redirects (303) to its successUrl; no body.", tags: ["Billing pages"], operationId: "payLocalOrder", security: SESSION },
       },
     )
     .get(
@@ -96,6 +97,7 @@ export function billingPageRoutes(services: Services) {
             organizationName: await organizationName(invoice.organizationId),
             issuer: new URL(config.publicUrl).host,
             language: requestLanguage(request),
+            catalog: services.catalog,
           }),
         );
       },
@@ -103,7 +105,7 @@ export function billingPageRoutes(services: Services) {
         auth: "session",
         params: t.Object({ id: t.String({ maxLength: 100 }) }),
         response: { 200: HTML, ...PAGE_ERRORS },
-        detail: { summary: "Printable local invoice", tags: ["Billing pages"], operationId: "getLocalInvoicePage", security: SESSION },
+        detail: { summary: "Printable local invoice", description: "HTML page of one invoice of the signed-in organization; 404 for any other invoice.", tags: ["Billing pages"], operationId: "getLocalInvoicePage", security: SESSION },
       },
     )
     .get(
@@ -120,14 +122,15 @@ export function billingPageRoutes(services: Services) {
             invoices: invoices.items,
             returnUrl: query.return ?? null,
             language: requestLanguage(request),
+            catalog: services.catalog,
           }),
         );
       },
       {
         auth: "session",
         query: t.Object({ return: ReturnParam }),
-        response: { 200: HTML, ...PAGE_ERRORS, 400: ProblemSchema },
-        detail: { summary: "Local billing portal", tags: ["Billing pages"], operationId: "getLocalBillingPortal", security: SESSION },
+        response: { 200: HTML, ...PAGE_ERRORS },
+        detail: { summary: "Local billing portal", description: "HTML page listing the organization's subscriptions and invoices.", tags: ["Billing pages"], operationId: "getLocalBillingPortal", security: SESSION },
       },
     )
     .post(
@@ -145,7 +148,7 @@ export function billingPageRoutes(services: Services) {
         parse: "none",
         params: t.Object({ id: t.String({ maxLength: 100 }) }),
         query: t.Object({ return: ReturnParam }),
-        response: { 303: SeeOther("the portal"), ...PAGE_ERRORS, 400: ProblemSchema },
+        response: { 303: SeeOther("the portal"), ...PAGE_ERRORS },
         detail: {
           summary: "Cancel a local subscription",
           description: "It renews no more; the current period's credits stay until the period ends. Canceling twice changes nothing.",

@@ -1,5 +1,8 @@
+import type { Language } from "../../http/i18n";
+import { ledgerText } from "./ledger-text";
 import type { Balance, Bucket, LedgerTransaction } from "../../db/store";
 import { toISO } from "../../lib/clock";
+import type { Catalog } from "./catalog";
 
 export function bucketJSON(bucket: Bucket) {
   return {
@@ -16,7 +19,8 @@ export function balanceJSON(balance: Balance) {
   return { available: balance.available, reserved: balance.reserved, buckets: balance.buckets.map(bucketJSON) };
 }
 
-export function transactionJSON(transaction: LedgerTransaction) {
+/** A ledger row as the API shows it, its description in `language`. */
+export function transactionJSON(transaction: LedgerTransaction, language: Language, catalog: Catalog) {
   return {
     id: transaction.id,
     type: transaction.type,
@@ -26,7 +30,7 @@ export function transactionJSON(transaction: LedgerTransaction) {
     keyId: transaction.keyId,
     requestId: transaction.requestId,
     gtin: transaction.gtin,
-    description: transaction.description,
+    description: ledgerText(transaction.description, language, catalog),
     createdAt: toISO(transaction.createdAt),
   };
 }

@@ -1,6 +1,6 @@
 import type { NewOrder, Order } from "../../db/billing-records";
 import { decodeLedgerCursor } from "../../db/cursor";
-import type { Bucket, Store, TransactionType } from "../../db/store";
+import type { Bucket, Store, TransactionQuery, TransactionType } from "../../db/store";
 import type { Config } from "../../config";
 import type { Clock } from "../../lib/clock";
 import { toISO } from "../../lib/clock";
@@ -8,7 +8,7 @@ import { newId } from "../../lib/ids";
 import { money } from "../../lib/money";
 import type { Language } from "../../http/i18n";
 import { Problem } from "../../http/problem";
-import type { Catalog } from "./catalog";
+import { type Catalog, itemName } from "./catalog";
 import { firstPeriodEnd, orderInvoice, packGrant, periodGrant } from "./grants";
 import type { PaymentProvider } from "./providers/provider";
 import { balanceJSON, transactionJSON } from "./serialize";
@@ -35,14 +35,14 @@ export function catalogJSON(deps: Pick<BillingDeps, "catalog" | "config">, langu
     freshnessWindowSeconds: Math.ceil(deps.config.freshnessWindowMs / 1000),
     packs: deps.catalog.packs.map((pack) => ({
       id: pack.id,
-      name: pack.name,
+      name: itemName(pack, language),
       credits: pack.credits,
       price: money(pack.price.amount, pack.price.currency, language),
       validityDays: pack.validityDays ?? null,
     })),
     plans: deps.catalog.plans.map((plan) => ({
       id: plan.id,
-      name: plan.name,
+      name: itemName(plan, language),
       creditsPerPeriod: plan.creditsPerPeriod,
       interval: plan.interval,
       price: money(plan.price.amount, plan.price.currency, language),
@@ -61,25 +61,66 @@ function instant(value: string | undefined, name: string): number | undefined {
   return ms;
 }
 
-export async function listTransactions(
-  deps: Pick<BillingDeps, "store">,
-  organizationId: string,
-  query: { limit?: number; cursor?: string; type?: TransactionType; from?: string; to?: string },
-) {
+type TransactionsFilter = { limit?: number; cursor?: string; type?: TransactionType; from?: string; to?: string };
+
+/** The store query of a transactions request, its parameters checked (a problem names the bad one). */
+function transactionQuery(query: TransactionsFilter, limit: number): TransactionQuery {
   if (query.cursor !== undefined && decodeLedgerCursor(query.cursor) === null) throw new Problem("invalid-parameter", INVALID_CURSOR);
   const from = instant(query.from, "from");
   const to = instant(query.to, "to");
   if (from !== undefined && to !== undefined && from > to) {
     throw new Problem("invalid-parameter", { en: "from must not be after to.", fr: "from ne doit pas être postérieur à to." });
   }
-  const page = await deps.store.listTransactions(organizationId, {
-    limit: query.limit ?? 20,
-    after: query.cursor,
-    types: query.type === undefined ? undefined : [query.type],
-    from,
-    to,
+  return { limit, after: query.cursor, types: query.type === undefined ? undefined : [query.type], from, to };
+}
+
+export async function listTransactions(deps: Pick<BillingDeps, "store" | "catalog">, organizationId: string, query: TransactionsFilter, language: Language) {
+  const page = await deps.store.listTransactions(organizationId, transactionQuery(query, query.limit ?? 20));
+  return { items: page.items.map((transaction) => transactionJSON(transaction, language, deps.catalog)), nextCursor: page.nextCursor };
+}
+
+const CSV_PAGE = 500;
+export const TRANSACTION_CSV_COLUMNS = ["id", "type", "amount", "balanceAfter", "bucketId", "keyId", "requestId", "gtin", "description", "createdAt"] as const;
+
+/**
+ * One CSV field (RFC 4180): quoted when it holds a comma, quote or line break. Text that a
+ * spreadsheet would run as a formula (=, +, -, @, tab, CR first) gets a leading apostrophe.
+ */
+export function csvField(value: string | number | null): string {
+  if (value === null) return "";
+  if (typeof value === "number") return String(value);
+  const safe = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
+}
+
+/**
+ * Every transaction the filters select (all pages from `cursor` on, `limit` ignored), newest first
+ * like the JSON list, as a CSV stream: a header line, then one line per transaction, read from the
+ * store a page at a time while the client reads, so memory stays flat whatever the ledger's size.
+ * Parameters are checked before the first byte, so a bad one is still a problem response.
+ */
+export function streamTransactionsCSV(deps: Pick<BillingDeps, "store" | "catalog">, organizationId: string, query: TransactionsFilter, language: Language): ReadableStream<Uint8Array> {
+  const first = transactionQuery(query, CSV_PAGE);
+  const encoder = new TextEncoder();
+  let after = first.after;
+  let started = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!started) {
+        started = true;
+        controller.enqueue(encoder.encode(`${TRANSACTION_CSV_COLUMNS.join(",")}\r\n`));
+      }
+      const page = await deps.store.listTransactions(organizationId, { ...first, after });
+      let text = "";
+      for (const transaction of page.items) {
+        const row = transactionJSON(transaction, language, deps.catalog);
+        text += `${TRANSACTION_CSV_COLUMNS.map((column) => csvField(row[column])).join(",")}\r\n`;
+      }
+      if (text !== "") controller.enqueue(encoder.encode(text));
+      if (page.nextCursor === null) controller.close();
+      else after = page.nextCursor;
+    },
   });
-  return { items: page.items.map(transactionJSON), nextCursor: page.nextCursor };
 }
 
 export async function listInvoices(deps: Pick<BillingDeps, "payments">, organizationId: string, query: { limit?: number; cursor?: string }, language: Language) {

@@ -12,7 +12,7 @@ import {
   PENDING_SIGN_IN_MAX_AGE_SECONDS,
 } from "../auth/code-flow";
 import { signIn } from "../auth/service";
-import { isSecureCookie, sessionCookie } from "../auth/session-cookie";
+import { isSecureCookie, readCookie, sessionCookie } from "../auth/session-cookie";
 
 export const CALLBACK_PATH = "/api/v1/auth/oidc/callback";
 const SIGN_IN_PAGE = "/dashboard/sign-in";
@@ -71,15 +71,16 @@ export function oidcSignInRoutes(services: Services) {
           description: `For browsers: redirects to OIDC_ISSUER's authorization endpoint with state, nonce and an S256 code challenge, which a short-lived HttpOnly cookie keeps for the callback. Register \`{PUBLIC_URL}${CALLBACK_PATH}\` as a redirect URI of OIDC_CLIENT_ID. 503 when no issuer is configured or it cannot be reached.`,
           tags: ["Sessions"],
           operationId: "startBrowserSignIn",
+          "x-response-headers": ["Set-Cookie"],
           security: [],
         },
       },
     )
     .get(
       CALLBACK_PATH,
-      async ({ query, cookie }) => {
+      async ({ query, request }) => {
         if (client === null || oidc === null) throw new Problem("unavailable", NOT_CONFIGURED);
-        const pending = decodePendingSignIn(cookie[PENDING_SIGN_IN_COOKIE]?.value as string | undefined);
+        const pending = decodePendingSignIn(readCookie(request, PENDING_SIGN_IN_COOKIE));
         const headers = new Headers({ "cache-control": "no-store" });
         headers.append("set-cookie", pendingCookie("", 0));
         const land = (location: string) => {
@@ -123,6 +124,7 @@ export function oidcSignInRoutes(services: Services) {
             "The issuer sends the browser here. The state must match the cookie set by /start; the code is exchanged at the token endpoint with the PKCE verifier (and OIDC_CLIENT_SECRET when set); the ID token is verified as for POST /api/v1/auth/oidc, nonce included. Then the `session` cookie is set and the browser goes to the dashboard. A failure leads to /dashboard/sign-in?error=<reason> (expired, denied, provider, unauthorized, forbidden, conflict, unavailable).",
           tags: ["Sessions"],
           operationId: "finishBrowserSignIn",
+          "x-response-headers": ["Set-Cookie"],
           security: [],
         },
       },

@@ -21,8 +21,15 @@ export function gtin13(body: string): string {
   return body + String((10 - (sum % 10)) % 10);
 }
 
-/** Deterministic demo GTINs: a 400 prefix, then a 9-digit counter. */
+/** The GTIN the API reference uses in its examples (a real Faber-Castell pencil). */
+export const DOCS_EXAMPLE_GTIN = "04006381333931";
+
+/**
+ * Deterministic demo GTINs: a 400 prefix, then a 9-digit counter. The first demo product (fresh
+ * offers) is the API reference's example, so "Test Request" with the demo key is a billed answer.
+ */
 export function demoGTIN(index: number): string {
+  if (index === 1) return DOCS_EXAMPLE_GTIN;
   return gtin13(`400${String(index).padStart(9, "0")}`).padStart(14, "0");
 }
 

@@ -10,6 +10,12 @@ export interface ImportOptions {
   now: number;
   /** Records per store transaction. */
   batchSize?: number;
+  /** Called after each batch is written, with the report so far (for a progress line). */
+  onProgress?: (report: Readonly<ImportReport>) => void;
+  /** The feed source the offers are written for (per-source freshness); none for the operator's `import`. */
+  sourceId?: string;
+  /** Rejected lines kept in the report at most (`rejectedCount` counts them all); every one by default. */
+  maxRejected?: number;
 }
 
 /** What `import --json` prints. `products` counts distinct GTINs among accepted records. */
@@ -18,6 +24,8 @@ export interface ImportReport {
   products: number;
   offers: number;
   rejected: Array<{ line: number; error: string }>;
+  /** Every rejected line, also those past `maxRejected`. */
+  rejectedCount: number;
 }
 
 const DEFAULT_BATCH_SIZE = 1000;
@@ -30,7 +38,9 @@ const DEFAULT_BATCH_SIZE = 1000;
  */
 export async function importFeed(store: Store, stream: ReadableStream<Uint8Array>, options: ImportOptions): Promise<ImportReport> {
   const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
-  const report: ImportReport = { read: 0, products: 0, offers: 0, rejected: [] };
+  const report: ImportReport = { read: 0, products: 0, offers: 0, rejected: [], rejectedCount: 0 };
+  const maxRejected = options.maxRejected ?? Number.POSITIVE_INFINITY;
+  const apply = { sourceId: options.sourceId };
   const gtins = new Set<string>();
   let batch: FeedRecord[] = [];
 
@@ -41,18 +51,19 @@ export async function importFeed(store: Store, stream: ReadableStream<Uint8Array
         ? { ok: false as const, error: numbered.error ?? "unreadable record" }
         : parseFeedRecord(numbered.value, options.now);
     if (!parsed.ok) {
-      report.rejected.push({ line: numbered.line, error: parsed.error });
+      if (report.rejectedCount++ < maxRejected) report.rejected.push({ line: numbered.line, error: parsed.error });
       continue;
     }
     gtins.add(parsed.record.product.gtin);
     if (parsed.record.offer !== undefined) report.offers++;
     batch.push(parsed.record);
     if (batch.length >= batchSize) {
-      await store.applyFeedRecords(batch, options.now);
+      await store.applyFeedRecords(batch, options.now, apply);
       batch = [];
+      options.onProgress?.(report);
     }
   }
-  if (batch.length > 0) await store.applyFeedRecords(batch, options.now);
+  if (batch.length > 0) await store.applyFeedRecords(batch, options.now, apply);
 
   report.products = gtins.size;
   return report;

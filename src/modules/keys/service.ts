@@ -1,5 +1,5 @@
-import type { ApiKeyRecord, Store } from "../../db/store";
-import { toISO } from "../../lib/clock";
+import type { ApiKeyRecord, KeyControls, Store } from "../../db/store";
+import { toISO, utcMonth } from "../../lib/clock";
 import { hashSecret } from "../../lib/crypto";
 import { newId } from "../../lib/ids";
 import { Problem } from "../../http/problem";
@@ -10,7 +10,53 @@ export interface CreatedKey {
   clearKey: string;
 }
 
-function newKeyRow(input: { organizationId: string; name: string; createdBy: string; keyPrefix: string; now: number }) {
+/** What a create or PATCH body may set: ISO timestamps as given; absent fields are left as they are, null clears. */
+export interface KeyControlsInput {
+  expiresAt?: string | null;
+  monthlyCreditLimit?: number | null;
+  rateLimit?: number | null;
+}
+
+/**
+ * The controls of a body, checked against the rules the schema cannot state: an expiry in the
+ * future (by the server clock), a rate limit no higher than the service's own (`maxRateLimit`
+ * requests per second). Either is 422 invalid-body naming the field.
+ */
+export function parseKeyControls(input: KeyControlsInput, rules: { now: number; maxRateLimit: number }): Partial<KeyControls> {
+  const controls: Partial<KeyControls> = {};
+  if (input.expiresAt !== undefined) {
+    const expiresAt = input.expiresAt === null ? null : Date.parse(input.expiresAt);
+    if (expiresAt !== null && !(expiresAt > rules.now)) {
+      throw new Problem(
+        "invalid-body",
+        { en: "expiresAt must be a date-time in the future (or null for no expiry).", fr: "expiresAt doit être une date future (ou null pour aucune expiration)." },
+        {},
+        {},
+        422,
+      );
+    }
+    controls.expiresAt = expiresAt;
+  }
+  if (input.monthlyCreditLimit !== undefined) controls.monthlyCreditLimit = input.monthlyCreditLimit;
+  if (input.rateLimit !== undefined) {
+    if (input.rateLimit !== null && input.rateLimit > rules.maxRateLimit) {
+      throw new Problem(
+        "invalid-body",
+        {
+          en: `rateLimit may be at most ${rules.maxRateLimit} requests per second, the service's own limit (or null for that limit).`,
+          fr: `rateLimit vaut au plus ${rules.maxRateLimit} requêtes par seconde, la limite du service (ou null pour cette limite).`,
+        },
+        {},
+        {},
+        422,
+      );
+    }
+    controls.rateLimit = input.rateLimit;
+  }
+  return controls;
+}
+
+function newKeyRow(input: { organizationId: string; name: string; createdBy: string; keyPrefix: string; now: number } & Partial<KeyControls>) {
   const clearKey = generateKeySecret(input.keyPrefix);
   return {
     clearKey,
@@ -22,6 +68,9 @@ function newKeyRow(input: { organizationId: string; name: string; createdBy: str
       keyHash: hashSecret(clearKey),
       createdBy: input.createdBy,
       createdAt: input.now,
+      expiresAt: input.expiresAt ?? null,
+      monthlyCreditLimit: input.monthlyCreditLimit ?? null,
+      rateLimit: input.rateLimit ?? null,
     },
   };
 }
@@ -29,7 +78,7 @@ function newKeyRow(input: { organizationId: string; name: string; createdBy: str
 /** Creates an ACTIVE key; the clear secret exists only in the return value, never in storage. */
 export async function createApiKey(
   store: Store,
-  input: { organizationId: string; name: string; createdBy: string; keyPrefix: string; now: number },
+  input: { organizationId: string; name: string; createdBy: string; keyPrefix: string; now: number } & Partial<KeyControls>,
 ): Promise<CreatedKey> {
   const { clearKey, row } = newKeyRow(input);
   return { key: await store.insertApiKey(row), clearKey };
@@ -41,6 +90,13 @@ function notActive(status: string): Problem {
   return new Problem("invalid-key-state", {
     en: `The key is ${status}; only an ACTIVE key can be rotated or revoked.`,
     fr: `La clé est ${status} ; seule une clé ACTIVE peut être renouvelée ou révoquée.`,
+  });
+}
+
+function notChangeable(status: string): Problem {
+  return new Problem("invalid-key-state", {
+    en: `The key is ${status}; only an ACTIVE key's controls can be changed.`,
+    fr: `La clé est ${status} ; seuls les réglages d'une clé ACTIVE peuvent être modifiés.`,
   });
 }
 
@@ -61,7 +117,8 @@ export async function rotateApiKey(
 ): Promise<CreatedKey> {
   const current = await keyOfOrganization(store, input.organizationId, input.id);
   if (current.status !== "ACTIVE") throw notActive(current.status);
-  const { clearKey, row } = newKeyRow({ ...input, name: current.name });
+  // The replacement keeps the key's controls (and, in the store, its monthly spending).
+  const { clearKey, row } = newKeyRow({ ...input, name: current.name, expiresAt: current.expiresAt, monthlyCreditLimit: current.monthlyCreditLimit, rateLimit: current.rateLimit });
   const key = await store.rotateApiKey(input.organizationId, input.id, row);
   // Null here means a concurrent rotate or revoke won the race.
   if (key === null) throw notActive((await keyOfOrganization(store, input.organizationId, input.id)).status);
@@ -77,7 +134,29 @@ export async function revokeApiKey(store: Store, input: { organizationId: string
   return revoked;
 }
 
-export function keyJSON(key: ApiKeyRecord) {
+/**
+ * Sets the given controls of an ACTIVE key. 404 for a key outside the organization, 409 when the
+ * key is not ACTIVE (an expired key is still ACTIVE: a later expiresAt brings it back).
+ */
+export async function updateKeyControls(store: Store, input: { organizationId: string; id: string; controls: Partial<KeyControls> }): Promise<ApiKeyRecord> {
+  const current = await keyOfOrganization(store, input.organizationId, input.id);
+  if (current.status !== "ACTIVE") throw notChangeable(current.status);
+  const updated = await store.updateApiKeyControls(input.organizationId, input.id, input.controls);
+  if (updated === null) throw notChangeable((await keyOfOrganization(store, input.organizationId, input.id)).status);
+  return updated;
+}
+
+/** The keys as the API shows them, with what each spent in `now`'s calendar month (UTC). */
+export async function keysJSON(store: Store, keys: ApiKeyRecord[], now: number): Promise<Array<ReturnType<typeof keyJSON>>> {
+  const spending = await store.monthlySpending(keys.map((key) => key.id), utcMonth(now));
+  return keys.map((key) => keyJSON(key, spending.get(key.id) ?? 0));
+}
+
+export async function oneKeyJSON(store: Store, key: ApiKeyRecord, now: number): Promise<ReturnType<typeof keyJSON>> {
+  return (await keysJSON(store, [key], now))[0]!;
+}
+
+export function keyJSON(key: ApiKeyRecord, creditsSpentThisMonth: number) {
   return {
     id: key.id,
     name: key.name,
@@ -87,5 +166,9 @@ export function keyJSON(key: ApiKeyRecord) {
     lastUsedAt: toISO(key.lastUsedAt),
     createdBy: key.createdBy,
     replacedBy: key.replacedBy,
+    expiresAt: toISO(key.expiresAt),
+    monthlyCreditLimit: key.monthlyCreditLimit,
+    rateLimit: key.rateLimit,
+    creditsSpentThisMonth,
   };
 }

@@ -2,7 +2,7 @@ import { t } from "elysia";
 import { Int, MoneySchema, ProblemSchema, problemExample, Timestamp } from "../../http/model";
 import type { ProblemSlug } from "../../http/problem";
 
-export const REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits", "unauthorized", "invalid-parameter", "rate-limited", "idempotency-conflict"] as const;
+export const REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits", "unauthorized", "invalid-parameter", "rate-limited", "idempotency-conflict", "unavailable"] as const;
 export type Reason = (typeof REASONS)[number];
 
 export const PriceMeta = t.Object({
@@ -56,9 +56,7 @@ const EXAMPLE_META = {
 
 const euros = (amount: number) => ({ amount, currency: "EUR", formatted: `€${(amount / 100).toFixed(2)}` });
 
-export const PriceEnvelope = t.Object(
-  { meta: PriceMeta, data: PriceData },
-  {
+const envelopeOptions = {
     description: "Fresh offers (`fresh-offer`, billed), or none (`no-data`, `stale-data`, not billed)",
     examples: [
       {
@@ -82,8 +80,14 @@ export const PriceEnvelope = t.Object(
         },
       },
     ],
-  },
-);
+  };
+
+export const PriceEnvelope = t.Object({ meta: PriceMeta, data: PriceData }, envelopeOptions);
+/**
+ * The same schema, documented but not checked per response (`noValidate`): the data endpoint writes
+ * its 200 body from a `meta` it builds and a `data` serialized once per product and language.
+ */
+export const PriceEnvelopeUnchecked = t.Object({ meta: PriceMeta, data: PriceData }, { ...envelopeOptions, noValidate: true });
 
 const METAS: Partial<Record<ProblemSlug, Partial<PriceMetaValue>>> = {
   "invalid-gtin": { gtin: "123", reason: "invalid-gtin" },

@@ -13,13 +13,36 @@ export interface PriceLookupDeps {
 }
 
 export interface PriceLookupResult {
-  status: 200 | 402 | 404;
+  status: 200 | 402 | 404 | 503;
   reason: Reason;
   gtin: string;
   creditsConsumed: number;
   creditsRemaining: number;
   data: PriceDataValue | null;
+  /** `data` serialized once (JSON), shared by every answer of that product and language while it holds. */
+  dataJSON: string | null;
+  /** On a 402 caused by the key's monthly credit limit (not the balance): that limit. */
+  keyLimit?: number;
 }
+
+/** What a product answers in one language, computed once: reason, `data` and its JSON. */
+interface PreparedAnswer {
+  reason: "fresh-offer" | "stale-data" | "no-data";
+  data: PriceDataValue;
+  dataJSON: string;
+  /** When it was computed, and until when it holds: the moment its first fresh offer leaves the window. */
+  computedAt: number;
+  validUntil: number;
+}
+
+/**
+ * Prepared answers per product found, keyed by the very object the store returned: a store that
+ * caches products (SQLite) hands out the same object until the product changes (an import, a
+ * commit by another connection), so a changed product is a new key and the old answers are
+ * garbage. Time alone changes an answer only when a fresh offer leaves the freshness window
+ * (stale offers never turn fresh again), so each answer says until when it holds.
+ */
+const preparedAnswers = new WeakMap<object, Partial<Record<Language, PreparedAnswer>>>();
 
 function priceData(product: ProductRecord, offers: OfferRecord[], lastObservedAt: number | null, language: Language): PriceDataValue {
   const sorted = [...offers].sort((a, b) => a.priceAmount - b.priceAmount || a.merchantId.localeCompare(b.merchantId));
@@ -47,8 +70,11 @@ function priceData(product: ProductRecord, offers: OfferRecord[], lastObservedAt
 }
 
 /**
- * The billed look-up of a valid GTIN-14 once the request is admitted: reserve the cost, look the product up, then commit the reservation for fresh data or release it for anything else. The
- * reservation is released if the look-up fails, so an error never keeps credits.
+ * The billed look-up of a valid GTIN-14 once the request is admitted: reserve the cost, look the
+ * product up, then commit the reservation for fresh data or release it for anything else.
+ * An answer claims a debit only when the debit committed: when the commit does not happen (the
+ * reservation was swept, a write failed, the database stayed locked) or anything fails after the
+ * reservation, its credits are given back at once and the answer is 503 `unavailable`, without the data.
  */
 export async function lookUpPrice(
   deps: PriceLookupDeps,
@@ -72,37 +98,63 @@ export async function lookUpPrice(
     now: clock.now(),
   });
   if (!reservation.ok) {
-    return { status: 402, reason: "insufficient-credits", gtin, creditsConsumed: 0, creditsRemaining: reservation.available, data: null };
+    return { status: 402, reason: "insufficient-credits", gtin, creditsConsumed: 0, creditsRemaining: reservation.available, data: null, dataJSON: null, keyLimit: reservation.keyLimit };
   }
 
-  let outcome: { status: 200 | 404; reason: Reason; data: PriceDataValue | null };
+  let committed = false;
   try {
-    const found = await store.findProductWithOffers(gtin);
-    const now = clock.now();
-    if (found === null) {
-      outcome = { status: 404, reason: "product-not-found", data: null };
-    } else if (found.offers.length === 0) {
-      outcome = { status: 200, reason: "no-data", data: priceData(found.product, [], null, input.language) };
-    } else {
-      const fresh = found.offers.filter((offer) => now - offer.observedAt <= deps.freshnessWindowMs);
-      const lastObservedAt = Math.max(...(fresh.length > 0 ? fresh : found.offers).map((offer) => offer.observedAt));
-      outcome =
-        fresh.length === 0
-          ? { status: 200, reason: "stale-data", data: priceData(found.product, [], lastObservedAt, input.language) }
-          : { status: 200, reason: "fresh-offer", data: priceData(found.product, fresh, lastObservedAt, input.language) };
+    const outcome = await readOffers(deps, gtin, input.language);
+    if (outcome.reason !== "fresh-offer") {
+      await store.releaseReservation(reservation.reservationId, clock.now());
+      committed = true; // nothing is held any more
+      return { ...outcome, gtin, creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
     }
+    // The held credits are already out of the available balance the reservation reported, so it is the balance after the debit.
+    const result = { ...outcome, gtin, creditsConsumed: deps.creditCost, creditsRemaining: reservation.available };
+    const idempotency = await input.recordAnswer?.(result);
+    committed = await store.commitReservation(reservation.reservationId, { gtin, description: `Price look-up ${gtin}`, now: clock.now(), idempotency });
+    if (committed) return result;
   } catch (error) {
-    await store.releaseReservation(reservation.reservationId);
-    throw error;
+    if (committed) throw error;
   }
+  // No debit: whatever is still held goes back (a release of what the sweep took already is a no-op).
+  await giveBack(store, clock, reservation.reservationId);
+  return { status: 503, reason: "unavailable", gtin, creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()).catch(() => 0), data: null, dataJSON: null };
+}
 
-  if (outcome.reason !== "fresh-offer") {
-    await store.releaseReservation(reservation.reservationId);
-    return { ...outcome, gtin, creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
+async function readOffers(deps: PriceLookupDeps, gtin: string, language: Language): Promise<{ status: 200 | 404; reason: Reason; data: PriceDataValue | null; dataJSON: string | null }> {
+  const found = await deps.store.findProductWithOffers(gtin);
+  if (found === null) return { status: 404, reason: "product-not-found", data: null, dataJSON: null };
+  const now = deps.clock.now();
+  let answers = preparedAnswers.get(found);
+  let answer = answers?.[language];
+  if (answer === undefined || now < answer.computedAt || now > answer.validUntil) {
+    answer = prepareAnswer(found, language, now, deps.freshnessWindowMs);
+    if (answers === undefined) preparedAnswers.set(found, (answers = {}));
+    answers[language] = answer;
   }
-  // The held credits are already out of the available balance, so it is the balance after the debit.
-  const result = { ...outcome, gtin, creditsConsumed: deps.creditCost, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
-  const idempotency = await input.recordAnswer?.(result);
-  await store.commitReservation(reservation.reservationId, { gtin, description: `Price look-up ${gtin}`, now: clock.now(), idempotency });
-  return result;
+  return { status: 200, reason: answer.reason, data: answer.data, dataJSON: answer.dataJSON };
+}
+
+function prepareAnswer(found: { product: ProductRecord; offers: OfferRecord[] }, language: Language, now: number, freshnessWindowMs: number): PreparedAnswer {
+  const prepared = (reason: PreparedAnswer["reason"], data: PriceDataValue, validUntil: number): PreparedAnswer => ({ reason, data, dataJSON: JSON.stringify(data), computedAt: now, validUntil });
+  if (found.offers.length === 0) return prepared("no-data", priceData(found.product, [], null, language), Infinity);
+  const fresh = found.offers.filter((offer) => now - offer.observedAt <= freshnessWindowMs);
+  const lastObservedAt = Math.max(...(fresh.length > 0 ? fresh : found.offers).map((offer) => offer.observedAt));
+  if (fresh.length === 0) return prepared("stale-data", priceData(found.product, [], lastObservedAt, language), Infinity);
+  const firstToAge = Math.min(...fresh.map((offer) => offer.observedAt)) + freshnessWindowMs;
+  return prepared("fresh-offer", priceData(found.product, fresh, lastObservedAt, language), firstToAge);
+}
+
+/**
+ * Releases a reservation whose debit did not happen. When the release's own write fails too (it pays
+ * a refund what it is owed from the held credits), it is tried again in the background until it
+ * succeeds: meanwhile the credits stay held, so they are never spent twice nor lost to the refund.
+ */
+async function giveBack(store: Store, clock: Clock, reservationId: string, delayMs = 100): Promise<void> {
+  try {
+    await store.releaseReservation(reservationId, clock.now());
+  } catch {
+    setTimeout(() => void giveBack(store, clock, reservationId, Math.min(delayMs * 2, 5_000)), delayMs).unref();
+  }
 }

@@ -1,6 +1,6 @@
 import Stripe from "stripe";
-import type { InvoiceStatus, NewOrder, Order } from "../../../db/billing-records";
-import type { Store } from "../../../db/store";
+import type { InvoiceStatus, NewOrder, Order, ProviderEvent } from "../../../db/billing-records";
+import type { DisputeReport, Store } from "../../../db/store";
 import type { Clock } from "../../../lib/clock";
 import type { Logger } from "../../../lib/logger";
 import { Problem } from "../../../http/problem";
@@ -23,6 +23,19 @@ const BAD_SIGNATURE = { en: "The Stripe-Signature header does not verify this pa
 const INVALID_CURSOR = { en: "cursor is not a nextCursor of this list.", fr: "cursor n'est pas un nextCursor de cette liste." };
 
 const STATUS: Record<string, InvoiceStatus> = { draft: "draft", open: "open", paid: "paid", void: "void", uncollectible: "open" };
+
+/** What a dispute's status means for its money; inquiries (warning_needs_response, warning_under_review) withdraw none. */
+const DISPUTE_STATUS: Partial<Record<Stripe.Dispute.Status, DisputeReport["status"]>> = {
+  needs_response: "open",
+  under_review: "open",
+  won: "won",
+  warning_closed: "won",
+  lost: "lost",
+};
+
+function wholeNumber(value: string | undefined): number | undefined {
+  return /^\d{1,10}$/.test(value ?? "") ? Number(value) : undefined;
+}
 
 function idOf(value: string | { id: string } | null | undefined): string | null {
   return value === null || value === undefined ? null : typeof value === "string" ? value : value.id;
@@ -86,7 +99,7 @@ export class StripeProvider implements PaymentProvider {
               { quantity: 1, price_data: { ...priceData, recurring: { interval: order.interval ?? "month" }, product_data: { name: `${order.itemName} (${order.credits} credits per ${order.interval})` } } },
             ],
             // invoice.paid carries these, so each period is granted without looking anything up.
-            subscription_data: { metadata: { ...metadata, planName: order.itemName, creditsPerPeriod: String(order.credits) } },
+            subscription_data: { metadata: { ...metadata, planName: order.itemName, creditsPerPeriod: String(order.credits), amountPerPeriod: String(order.amount) } },
           };
     const session = await callStripe(this.deps.logger, "checkout.sessions.create", () =>
       this.deps.stripe.checkout.sessions.create(params, { idempotencyKey: `price-service-checkout-${order.id}` }),
@@ -150,6 +163,12 @@ export class StripeProvider implements PaymentProvider {
         return this.onInvoicePaid(event, event.data.object);
       case "charge.refunded":
         return this.onChargeRefunded(event, event.data.object);
+      case "charge.dispute.created":
+      case "charge.dispute.updated":
+      case "charge.dispute.funds_withdrawn":
+      case "charge.dispute.funds_reinstated":
+      case "charge.dispute.closed":
+        return this.onDispute(event, event.data.object);
       default:
         return false;
     }
@@ -191,9 +210,20 @@ export class StripeProvider implements PaymentProvider {
       (metadata.organizationId ? await this.deps.store.getOrganization(metadata.organizationId) : null) ??
       (customerId ? await this.deps.store.findOrganizationByStripeCustomer(customerId) : null);
     if (organization === null) return this.ignore(event, "no organization for this invoice");
+    // Only the first invoice and each renewal pay a period; prorations of a plan change and manual
+    // invoices grant nothing (a change takes effect with the next period).
+    if (invoice.billing_reason !== "subscription_create" && invoice.billing_reason !== "subscription_cycle") {
+      return this.ignore(event, `a ${invoice.billing_reason ?? "manual"} invoice pays no period`);
+    }
+    if (invoice.amount_paid <= 0) return this.ignore(event, "nothing paid");
     const plan = this.deps.catalog.plans.find((candidate) => candidate.id === metadata.itemId);
-    const credits = /^\d{1,10}$/.test(metadata.creditsPerPeriod ?? "") ? Number(metadata.creditsPerPeriod) : plan?.creditsPerPeriod;
-    if (credits === undefined || credits < 1) return this.ignore(event, "no credits per period on the subscription");
+    const perPeriod = wholeNumber(metadata.creditsPerPeriod) ?? plan?.creditsPerPeriod;
+    const pricePerPeriod = wholeNumber(metadata.amountPerPeriod) ?? plan?.price.amount;
+    if (perPeriod === undefined || perPeriod < 1 || pricePerPeriod === undefined) return this.ignore(event, "no credits or price per period on the subscription");
+    // Credits follow the money: less than the period's price (a discount, the customer's balance)
+    // grants the same share of the period's credits, never more than one period.
+    const credits = invoice.amount_paid >= pricePerPeriod ? perPeriod : Number((BigInt(perPeriod) * BigInt(invoice.amount_paid)) / BigInt(pricePerPeriod));
+    if (credits < 1) return this.ignore(event, "too little paid for a credit");
     const now = this.deps.clock.now();
     const periodEnd = invoice.lines.data.find((line) => line.period?.end)?.period.end;
     const expiresAt = periodEnd ? periodEnd * 1000 : addIntervals(now, plan?.interval ?? "month", 1);
@@ -207,24 +237,60 @@ export class StripeProvider implements PaymentProvider {
     return result.applied;
   }
 
-  /** A refund claws back what is still unspent of the credits its payment granted. */
+  /**
+   * The refs under which a payment's credits are (or will be) recorded: the PaymentIntent of a pack,
+   * or the invoice a subscription period was paid by, which Stripe tells. A refund or dispute may
+   * arrive before the grant, when it is not known which of the two the payment will be recorded by
+   * (a pack's checkout creates an invoice too), so it is then kept under both; only one of them ever
+   * gets a payment.
+   */
+  private async paymentRefs(paymentIntent: string): Promise<string[]> {
+    if (await this.deps.store.hasPayment(paymentIntent)) return [paymentIntent];
+    const found = await callStripe(this.deps.logger, "invoicePayments.list", () =>
+      this.deps.stripe.invoicePayments.list({ payment: { type: "payment_intent", payment_intent: paymentIntent }, limit: 1 }),
+    );
+    const invoice = idOf(found.data[0]?.invoice);
+    if (invoice === null) return [paymentIntent];
+    return (await this.deps.store.hasPayment(invoice)) ? [invoice] : [invoice, paymentIntent];
+  }
+
+  /**
+   * Applies a refund or dispute report to each ref of its payment. Reports are idempotent (amounts
+   * only move forward, final dispute states stay), so all refs but the last take it without the
+   * event, and the last records the event: a redelivery after a failure in between repeats them all.
+   */
+  private async reverse(event: Stripe.Event, paymentIntent: string, apply: (ref: string, event: ProviderEvent | null) => Promise<{ applied: boolean }>): Promise<boolean> {
+    const refs = await this.paymentRefs(paymentIntent);
+    for (const ref of refs.slice(0, -1)) await apply(ref, null);
+    return (await apply(refs[refs.length - 1]!, { id: event.id, type: event.type })).applied;
+  }
+
+  /** A refund claws back what is still unspent of the credits its payment granted, in proportion to the money. */
   private async onChargeRefunded(event: Stripe.Event, charge: Stripe.Charge): Promise<boolean> {
     const paymentIntent = idOf(charge.payment_intent);
     if (paymentIntent === null) return this.ignore(event, "charge without a payment intent");
-    let ref: string | null = paymentIntent;
-    if (!(await this.deps.store.hasPayment(ref))) {
-      // Subscription periods are recorded by invoice id: ask Stripe which invoice this payment paid.
-      const found = await this.deps.stripe.invoicePayments.list({ payment: { type: "payment_intent", payment_intent: paymentIntent }, limit: 1 });
-      ref = idOf(found.data[0]?.invoice);
-      if (ref === null || !(await this.deps.store.hasPayment(ref))) return this.ignore(event, "refund of a payment that granted no credits");
-    }
-    const result = await this.deps.store.refundPayment({
-      event: { id: event.id, type: event.type },
-      ref,
-      refundedAmount: charge.amount_refunded,
-      description: "Payment refunded: unspent credits withdrawn",
-      now: this.deps.clock.now(),
-    });
-    return result.applied;
+    return this.reverse(event, paymentIntent, (ref, providerEvent) =>
+      this.deps.store.refundPayment({
+        event: providerEvent,
+        ref,
+        refundedAmount: charge.amount_refunded,
+        description: "Payment refunded: unspent credits withdrawn",
+        now: this.deps.clock.now(),
+      }),
+    );
+  }
+
+  /**
+   * A dispute withdraws the money from the moment it opens: its credits are clawed back like a
+   * refund's, and given back if the dispute is won. Inquiries (warning_*) move no money.
+   */
+  private async onDispute(event: Stripe.Event, dispute: Stripe.Dispute): Promise<boolean> {
+    const paymentIntent = idOf(dispute.payment_intent);
+    if (paymentIntent === null) return this.ignore(event, "dispute without a payment intent");
+    const status = event.type === "charge.dispute.funds_reinstated" ? "won" : event.type === "charge.dispute.funds_withdrawn" ? "open" : (DISPUTE_STATUS[dispute.status] ?? null);
+    if (status === null) return this.ignore(event, "an inquiry withdraws no money");
+    return this.reverse(event, paymentIntent, (ref, providerEvent) =>
+      this.deps.store.disputePayment({ event: providerEvent, ref, dispute: { id: dispute.id, amount: dispute.amount, status }, now: this.deps.clock.now() }),
+    );
   }
 }

@@ -50,6 +50,10 @@ export interface APIKey {
   lastUsedAt: string | null;
   createdBy: { id: string; name: string; email: string | null };
   replacedBy: string | null;
+  expiresAt: string | null;
+  monthlyCreditLimit: number | null;
+  rateLimit: number | null;
+  creditsSpentThisMonth: number;
 }
 
 export interface CreatedKey {
@@ -70,6 +74,12 @@ export interface Balance {
   available: number;
   reserved: number;
   buckets: Bucket[];
+}
+
+/** GET /customer/billing/usage: per period, requests (billed or not) and credits consumed. */
+export interface UsageReport {
+  totals: { requests: number; billedRequests: number; creditsConsumed: number };
+  periods: Array<{ start: string; end: string; requests: number; billedRequests: number; creditsConsumed: number }>;
 }
 
 export interface Transaction {
@@ -98,7 +108,7 @@ export interface Catalog {
 }
 
 /** Calls `/api/v1<path>`; resolves to the JSON body (null for 204), rejects with an APIError. */
-export async function call<T>(method: "GET" | "POST", path: string, options: { body?: unknown; idempotencyKey?: string } = {}): Promise<T> {
+export async function call<T>(method: "GET" | "POST" | "PATCH", path: string, options: { body?: unknown; idempotencyKey?: string } = {}): Promise<T> {
   const headers: Record<string, string> = { accept: "application/json", "accept-language": language() };
   if (options.body !== undefined) headers["content-type"] = "application/json";
   if (options.idempotencyKey !== undefined) headers["idempotency-key"] = options.idempotencyKey;

@@ -1,39 +1,22 @@
-// Credits used per day, computed in the browser from usage transactions (amounts are negative).
+// The 30-day usage chart's data: the server's daily usage report (GET /customer/billing/usage),
+// which counts every request and every credit of the organization, whatever its volume.
 
 export interface DailyUsage {
-  /** Local midnight of the day. */
+  /** UTC midnight of the day. */
   day: Date;
   credits: number;
+  /** Data requests answered that day, billed or not. */
+  requests: number;
 }
 
-/** Local midnight `days - 1` days before `now`: the first day of a window of `days` days ending today. */
+/** UTC midnight `days - 1` days before `now`: the first day of a window of `days` UTC days ending today. */
 export function windowStart(now: Date, days: number): Date {
-  return new Date(now.getFullYear(), now.getMonth(), now.getDate() - (days - 1));
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() - (days - 1)));
 }
 
-function dayKey(date: Date): string {
-  return `${date.getFullYear()}-${date.getMonth()}-${date.getDate()}`;
-}
-
-/**
- * One entry per local day of the window, oldest first, today last; days without usage are 0.
- * Transactions outside the window are ignored.
- */
-export function usageByDay(transactions: ReadonlyArray<{ amount: number; createdAt: string }>, now: Date, days: number): DailyUsage[] {
-  const start = windowStart(now, days);
-  const series: DailyUsage[] = [];
-  const index = new Map<string, DailyUsage>();
-  for (let offset = 0; offset < days; offset++) {
-    // Built from the calendar date, not by adding 24 h, so days stay whole across DST changes.
-    const entry = { day: new Date(start.getFullYear(), start.getMonth(), start.getDate() + offset), credits: 0 };
-    series.push(entry);
-    index.set(dayKey(entry.day), entry);
-  }
-  for (const transaction of transactions) {
-    const entry = index.get(dayKey(new Date(transaction.createdAt)));
-    if (entry !== undefined) entry.credits += -transaction.amount;
-  }
-  return series;
+/** One entry per period of the report, oldest first, as the server lists them (empty days included). */
+export function usageFromReport(periods: ReadonlyArray<{ start: string; creditsConsumed: number; requests: number }>): DailyUsage[] {
+  return periods.map((period) => ({ day: new Date(period.start), credits: period.creditsConsumed, requests: period.requests }));
 }
 
 /** The smallest 1, 2 or 5 × 10ⁿ at or above `value` (at least 1): a round top for the chart's scale. */

@@ -1,14 +1,12 @@
-import { type Balance, call, type Catalog, type Invoice, type Page, type Transaction, withQuery } from "../api";
+import { type Balance, call, type Catalog, type Invoice, type Page, type Transaction, type UsageReport, withQuery } from "../api";
 import { usageChart } from "../chart";
 import type { PageContext } from "../context";
 import { h, replace, srOnly } from "../dom";
 import { formatDate, formatDateTime, formatNumber, language, type MessageKey, t } from "../i18n";
-import { usageByDay, windowStart } from "../usage";
+import { usageFromReport, windowStart } from "../usage";
 import { newIdempotencyKey, pagedTable } from "../widgets";
 
 const USAGE_DAYS = 30;
-/** The chart reads at most this many pages of 100 usage transactions; beyond, it says it is partial. */
-const USAGE_MAX_PAGES = 20;
 
 function section(id: string, title: string, ...children: Array<Node | null>): HTMLElement {
   return h("section", { class: "panel", "aria-labelledby": id }, h("h2", { id }, title), ...children);
@@ -69,27 +67,17 @@ async function showBalance(context: PageContext, body: HTMLElement): Promise<voi
 }
 
 async function showUsage(body: HTMLElement): Promise<void> {
-  const now = new Date();
-  const rows: Transaction[] = [];
-  let cursor: string | null = null;
-  let pages = 0;
-  do {
-    const page: Page<Transaction> = await call<Page<Transaction>>(
-      "GET",
-      withQuery("/customer/billing/transactions", { type: "usage", from: windowStart(now, USAGE_DAYS).toISOString(), limit: 100, cursor }),
-    );
-    rows.push(...page.items);
-    cursor = page.nextCursor;
-  } while (cursor !== null && ++pages < USAGE_MAX_PAGES);
-
-  const days = usageByDay(rows, now, USAGE_DAYS);
-  const total = days.reduce((sum, entry) => sum + entry.credits, 0);
+  const report = await call<UsageReport>("GET", withQuery("/customer/billing/usage", { granularity: "day", from: windowStart(new Date(), USAGE_DAYS).toISOString() }));
+  const days = usageFromReport(report.periods);
+  const total = report.totals.creditsConsumed;
   const busiest = days.reduce((best, entry) => (entry.credits > best.credits ? entry : best), days[0]!);
-  const summary = total === 0 ? t("usageNone") : t("usageSummary", { total: formatNumber(total), day: formatDate(busiest.day), peak: formatNumber(busiest.credits) });
-  const dayLabel = new Intl.DateTimeFormat(language(), { day: "numeric", month: "short" });
+  // The report's days are UTC days: their dates are shown as such, in the reader's language.
+  const formatDay = (day: Date) => new Intl.DateTimeFormat(language(), { dateStyle: "medium", timeZone: "UTC" }).format(day);
+  const summary = total === 0 ? t("usageNone") : t("usageSummary", { total: formatNumber(total), day: formatDay(busiest.day), peak: formatNumber(busiest.credits) });
+  const dayLabel = new Intl.DateTimeFormat(language(), { day: "numeric", month: "short", timeZone: "UTC" });
   const chart = usageChart(days, {
     summary,
-    label: (entry) => t("usageBar", { day: formatDate(entry.day), n: formatNumber(entry.credits) }),
+    label: (entry) => t("usageBar", { day: formatDay(entry.day), n: formatNumber(entry.credits) }),
     axisDay: (day) => dayLabel.format(day),
     axisNumber: (value) => formatNumber(value),
   });
@@ -101,11 +89,15 @@ async function showUsage(body: HTMLElement): Promise<void> {
       "table",
       {},
       h("caption", {}, t("usageCaption")),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, t("colDay")), h("th", { scope: "col", class: "num" }, t("colCredits")))),
-      h("tbody", {}, ...days.map((entry) => h("tr", {}, h("th", { scope: "row" }, formatDate(entry.day)), h("td", { class: "num" }, formatNumber(entry.credits))))),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, t("colDay")), h("th", { scope: "col", class: "num" }, t("colRequests")), h("th", { scope: "col", class: "num" }, t("colCredits")))),
+      h(
+        "tbody",
+        {},
+        ...days.map((entry) => h("tr", {}, h("th", { scope: "row" }, formatDay(entry.day)), h("td", { class: "num" }, formatNumber(entry.requests)), h("td", { class: "num" }, formatNumber(entry.credits)))),
+      ),
     ),
   );
-  replace(body, h("p", { id: "usage-summary" }, summary), cursor !== null ? h("p", { class: "note" }, t("usagePartial", { n: formatNumber(rows.length) })) : null, chart, table);
+  replace(body, h("p", { id: "usage-summary" }, summary), chart, table);
 }
 
 /** Sends the browser to the payment provider; it comes back to this page with ?checkout=success or canceled. */

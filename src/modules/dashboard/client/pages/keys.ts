@@ -2,7 +2,7 @@ import { type APIKey, call, type CreatedKey, type Page, withQuery } from "../api
 import type { PageContext } from "../context";
 import { h, replace, srOnly } from "../dom";
 import { formatDateTime, type MessageKey, t } from "../i18n";
-import { confirmAction, copyText, newIdempotencyKey, type PagedTable, pagedTable } from "../widgets";
+import { confirmAction, copyText, newIdempotencyKey, type PagedTable, pagedTable, uniqueId } from "../widgets";
 
 /**
  * The one clear secret the dashboard holds: in memory only, until the user dismisses it or the page
@@ -41,6 +41,68 @@ function secretPanel(context: PageContext, region: HTMLElement, focus: boolean):
   if (focus) copy.focus();
 }
 
+/** What the key's controls are, one line each: its spending against its monthly limit, its expiry, its rate limit. */
+function controlsCell(key: APIKey): HTMLTableCellElement {
+  const lines: string[] = [
+    key.monthlyCreditLimit === null
+      ? t("spentNoLimit", { spent: key.creditsSpentThisMonth })
+      : t("spentOfLimit", { spent: key.creditsSpentThisMonth, limit: key.monthlyCreditLimit }),
+  ];
+  if (key.expiresAt !== null) lines.push(t(Date.parse(key.expiresAt) <= Date.now() ? "expiredOn" : "expiresOn", { date: formatDateTime(key.expiresAt) }));
+  if (key.rateLimit !== null) lines.push(t("perSecond", { n: key.rateLimit }));
+  return h("td", { class: "controls" }, ...lines.flatMap((line, index) => (index === 0 ? [line] : [h("br"), line])));
+}
+
+/** `datetime-local` speaks local time without a zone; the API speaks UTC instants. */
+function localInputValue(iso: string): string {
+  const date = new Date(iso);
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`;
+}
+
+/**
+ * A dialog to edit the key's controls; resolves with the PATCH body (empty fields clear a control),
+ * or null when cancelled.
+ */
+function editControls(key: APIKey): Promise<Record<string, string | number | null> | null> {
+  const titleId = uniqueId("dialog-title");
+  const field = (id: string, label: string, input: HTMLInputElement) => h("div", { class: "stack" }, h("label", { for: id }, label), input);
+  const expiresId = uniqueId("expires");
+  const limitId = uniqueId("limit");
+  const rateId = uniqueId("rate");
+  const expires = h("input", { id: expiresId, type: "datetime-local", value: key.expiresAt === null ? "" : localInputValue(key.expiresAt) });
+  const limit = h("input", { id: limitId, type: "number", min: 0, step: 1, inputmode: "numeric", value: key.monthlyCreditLimit === null ? "" : String(key.monthlyCreditLimit) });
+  const rate = h("input", { id: rateId, type: "number", min: 1, step: 1, inputmode: "numeric", value: key.rateLimit === null ? "" : String(key.rateLimit) });
+  const dialog = h(
+    "dialog",
+    { class: "confirm", "aria-labelledby": titleId },
+    h(
+      "form",
+      { method: "dialog", class: "stack" },
+      h("h2", { id: titleId }, t("controlsTitle", { name: key.name })),
+      h("p", { class: "muted hint" }, t("controlsHint")),
+      field(expiresId, t("fieldExpiresAt"), expires),
+      field(limitId, t("fieldMonthlyLimit"), limit),
+      field(rateId, t("fieldRateLimit"), rate),
+      h("div", { class: "actions" }, h("button", { value: "cancel", class: "secondary", formnovalidate: true }, t("cancel")), h("button", { value: "save" }, t("save"))),
+    ),
+  );
+  document.body.append(dialog);
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => {
+      const saved = dialog.returnValue === "save";
+      dialog.remove();
+      if (!saved) return resolve(null);
+      resolve({
+        expiresAt: expires.value === "" ? null : new Date(expires.value).toISOString(),
+        monthlyCreditLimit: limit.value === "" ? null : Number(limit.value),
+        rateLimit: rate.value === "" ? null : Number(rate.value),
+      });
+    });
+    dialog.showModal();
+  });
+}
+
 function keyRow(context: PageContext, key: APIKey, table: PagedTable, region: HTMLElement): HTMLTableRowElement {
   const actions = h("td", { class: "actions" });
   if (key.status === "ACTIVE") {
@@ -69,7 +131,19 @@ function keyRow(context: PageContext, key: APIKey, table: PagedTable, region: HT
         await table.reload();
       }
     });
-    actions.append(rotate, " ", revoke);
+    const edit = h("button", { type: "button", class: "secondary small" }, t("editControls"), srOnly(` ${key.name} (${key.keyPrefix})`));
+    edit.addEventListener("click", async () => {
+      const body = await editControls(key);
+      if (body === null) return;
+      try {
+        await call<APIKey>("PATCH", `/customer/api-keys/${encodeURIComponent(key.id)}`, { body });
+        context.announce(t("controlsSaved", { name: key.name }));
+      } catch (error) {
+        context.fail(error);
+      }
+      await table.reload();
+    });
+    actions.append(edit, " ", rotate, " ", revoke);
   }
   return h(
     "tr",
@@ -80,6 +154,7 @@ function keyRow(context: PageContext, key: APIKey, table: PagedTable, region: HT
     h("td", {}, key.createdBy.name),
     h("td", {}, formatDateTime(key.createdAt)),
     h("td", {}, key.lastUsedAt === null ? t("never") : formatDateTime(key.lastUsedAt)),
+    controlsCell(key),
     actions,
   );
 }
@@ -101,7 +176,7 @@ export async function renderKeys(context: PageContext, root: HTMLElement): Promi
   );
   const table = pagedTable<APIKey>({
     caption: t("keysCaption", { organization: context.user?.organization.name ?? "" }),
-    columns: [t("colName"), t("colStatus"), t("colPrefix"), t("colCreatedBy"), t("colCreated"), t("colLastUsed"), t("colActions")],
+    columns: [t("colName"), t("colStatus"), t("colPrefix"), t("colCreatedBy"), t("colCreated"), t("colLastUsed"), t("colControls"), t("colActions")],
     load: (cursor) => call<Page<APIKey>>("GET", withQuery("/customer/api-keys", { limit: 20, cursor })),
     row: (key, handle) => keyRow(context, key, handle, secretRegion),
     empty: t("noKeys"),

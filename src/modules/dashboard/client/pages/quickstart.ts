@@ -5,13 +5,16 @@ import { language, t } from "../i18n";
 import { copyText, uniqueId } from "../widgets";
 
 /** A product of the demo data (development mode), so the first call returns a billed fresh offer there. */
-export const EXAMPLE_GTIN = "4000000000013";
+export const EXAMPLE_GTIN = "4006381333931";
 const VARIABLE = "PRICE_SERVICE_KEY";
 
-/** The shell commands of the quickstart for one key: where the secret goes, a price look-up, the balance. */
+/**
+ * The shell commands of the quickstart for one key: reading the secret into a variable (it is shown
+ * only once, so the command asks for it rather than showing a placeholder), a price look-up, the balance.
+ */
 export function quickstartCommands(key: Pick<APIKey, "name" | "keyPrefix">, origin: string, lang: string, comment: string): [string, string, string] {
   return [
-    `# ${comment}\nexport ${VARIABLE}='${key.keyPrefix}…'`,
+    `# ${comment}\nread -rs ${VARIABLE} && export ${VARIABLE}`,
     `curl -sS "${origin}/api/v1/products/${EXAMPLE_GTIN}/price?language=${lang}" \\\n  -H "Authorization: Bearer $${VARIABLE}"`,
     `curl -sS "${origin}/api/v1/customer/billing/balance" \\\n  -H "Authorization: Bearer $${VARIABLE}"`,
   ];
