@@ -7,12 +7,13 @@ import { applyPostgresMigrations } from "../src/db/migrate";
 import { openPostgresClient } from "../src/db/postgres-client";
 import { PostgresStore } from "../src/db/postgres-store";
 import { SQLiteStore } from "../src/db/sqlite-store";
+import type { NewOrder } from "../src/db/billing-records";
 import { SYSTEM_USER_ID, type FeedRecord, type Store } from "../src/db/store";
 import { FakeClock } from "../src/lib/clock";
 import { createLogger } from "../src/lib/logger";
 import { createApiKey } from "../src/modules/keys/service";
 import { developmentIdentity, signIn as signInIdentity } from "../src/modules/auth/service";
-import { createServices, type Services } from "../src/services";
+import { createServices, openStore, type Services } from "../src/services";
 
 export const BASE = "http://localhost";
 
@@ -58,6 +59,11 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     const url = await createTestSchema(TEST_DATABASE_URL);
     return { url, drop: () => dropTestSchema(url) };
   }
+  return createSQLiteTestDatabase();
+}
+
+/** A SQLite file of its own, whatever TEST_DATABASE_URL says: for what only SQLite has (file locks). */
+export function createSQLiteTestDatabase(): TestDatabase {
   const directory = mkdtempSync(join(tmpdir(), "price-test-"));
   return { url: `sqlite:${join(directory, "test.db")}`, drop: async () => rmSync(directory, { recursive: true, force: true }) };
 }
@@ -227,4 +233,63 @@ export async function tableNames(store: Store): Promise<string[]> {
     store.dialect === "sqlite" ? "SELECT name FROM sqlite_master WHERE type = 'table'" : "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()",
   );
   return rows.map((row) => row.name);
+}
+
+/**
+ * Makes every reservation `ms` older by the store's own clock (PostgreSQL dates them by the database's
+ * time, which a test cannot move), as if their requests had stalled that long.
+ */
+export async function ageReservations(store: Store, ms: number): Promise<void> {
+  await queryRows(store, `UPDATE reservations SET created_at = created_at - ${Math.trunc(ms)}`);
+}
+
+/** A pending order for a pack of `credits` at `amount` cents, as checkout would store it (local provider unless told). */
+export function packOrder(input: { id: string; organizationId: string; credits: number; amount: number; now: number; provider?: "local" | "stripe"; providerRef?: string }): NewOrder {
+  return {
+    id: input.id,
+    organizationId: input.organizationId,
+    userId: null,
+    kind: "pack",
+    itemId: "pack-test",
+    itemName: "Test pack",
+    credits: input.credits,
+    interval: null,
+    validityDays: null,
+    amount: input.amount,
+    currency: "EUR",
+    provider: input.provider ?? "local",
+    providerRef: input.providerRef ?? null,
+    successUrl: null,
+    cancelUrl: null,
+    createdAt: input.now,
+  };
+}
+
+export interface TwoStores {
+  one: Store;
+  two: Store;
+  clock: FakeClock;
+  /** An organization ("Shared") both stores see. */
+  organizationId: string;
+  close(): Promise<void>;
+}
+
+/** Two stores on one fresh database, as two instances (or an instance and the CLI) serving one organization. */
+export async function twoStoresOnOneDatabase(): Promise<TwoStores> {
+  const database = await createTestDatabase();
+  const one = await openStore(database.url);
+  const two = await openStore(database.url);
+  const clock = new FakeClock();
+  const organizationId = (await one.createOrganization({ name: "Shared", now: clock.now() })).id;
+  return {
+    one,
+    two,
+    clock,
+    organizationId,
+    async close() {
+      await one.close();
+      await two.close();
+      await database.drop();
+    },
+  };
 }

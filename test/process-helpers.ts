@@ -1,10 +1,25 @@
-// Helpers for tests that run the service as its own process, as operators do: `bun src/main.ts …`.
+// Helpers for tests that run the service as its own process, as operators do: `bun src/main.ts …`,
+// or a built executable (test/e2e).
 import type { Subprocess } from "bun";
 import { SQLiteStore } from "../src/db/sqlite-store";
 import { SYSTEM_USER_ID } from "../src/db/store";
 import { createApiKey } from "../src/modules/keys/service";
 
 const ROOT = new URL("..", import.meta.url).pathname;
+
+/** What runs the service in a child process: the command line before the command's own arguments, and where it runs. */
+export interface ServiceTarget {
+  argv: string[];
+  cwd: string;
+}
+
+/** The sources, from the project's directory. */
+export const SOURCES: ServiceTarget = { argv: [process.execPath, "src/main.ts"], cwd: ROOT };
+
+/** The sources with FILE (relative to the project) loaded first, to slow or break something inside the server. */
+export function sourcesWithPreload(file: string): ServiceTarget {
+  return { argv: [process.execPath, "--preload", file, "src/main.ts"], cwd: ROOT };
+}
 
 export interface SeededDatabase {
   organizationId: string;
@@ -29,15 +44,28 @@ export async function seedDatabase(databaseUrl: string, credits: number): Promis
   return { organizationId: organization.id, keyId: created.key.id, clearKey: created.clearKey, gtin: "4006381333931" };
 }
 
+export interface CLIResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
 /** Runs the CLI as a child process to completion. */
-export function runCLI(args: string[], env: Record<string, string>): { code: number; stdout: string; stderr: string } {
-  const result = Bun.spawnSync([process.execPath, "src/main.ts", ...args], { cwd: ROOT, env: { ...process.env, ...env } });
+export function runCLI(args: string[], env: Record<string, string>): CLIResult {
+  const result = Bun.spawnSync([...SOURCES.argv, ...args], { cwd: SOURCES.cwd, env: { ...process.env, ...env } });
   return { code: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() };
 }
 
 /** Runs the CLI as a child process without blocking this one (requests from this process go on meanwhile). */
-export async function runCLIAsync(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = Bun.spawn([process.execPath, "src/main.ts", ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+export async function runCLIAsync(args: string[], env: Record<string, string>, options: { target?: ServiceTarget; stdin?: string } = {}): Promise<CLIResult> {
+  const { target = SOURCES, stdin } = options;
+  const child = Bun.spawn([...target.argv, ...args], {
+    cwd: target.cwd,
+    env: { ...process.env, ...env },
+    stdin: stdin === undefined ? "ignore" : new TextEncoder().encode(stdin),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, stdout, stderr };
 }
@@ -65,11 +93,11 @@ async function waitUntil(condition: () => boolean, timeoutMs: number, what: () =
   }
 }
 
-/** Starts `bun [--preload FILE] src/main.ts serve` on a free port and waits until it logs that it listens. */
-export async function spawnServe(options: { databaseUrl: string; preload?: string; env?: Record<string, string> }): Promise<ServeProcess> {
-  const preload = options.preload === undefined ? [] : ["--preload", options.preload];
-  const child = Bun.spawn([process.execPath, ...preload, "src/main.ts", "serve", "--port", "0"], {
-    cwd: ROOT,
+/** Starts `serve` of `target` (default: the sources) on `port` (default: one the system picks) and waits until it logs that it listens. */
+export async function spawnServe(options: { databaseUrl: string; target?: ServiceTarget; port?: number; env?: Record<string, string> }): Promise<ServeProcess> {
+  const { target = SOURCES } = options;
+  const child = Bun.spawn([...target.argv, "serve", "--port", String(options.port ?? 0)], {
+    cwd: target.cwd,
     // LOG_LEVEL info: the "listening" line carries the port the server was given.
     env: { ...process.env, PRICE_ENV: "production", RATE_LIMIT: "1000000/s", ...options.env, DATABASE_URL: options.databaseUrl, LOG_LEVEL: "info" },
     stdin: "ignore",

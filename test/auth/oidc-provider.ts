@@ -14,6 +14,8 @@ export interface TestAccount {
   email: string;
   name?: string;
   emailVerified?: boolean;
+  /** Claims set as given, overriding the ones above (`undefined` leaves a claim out), to send what odd providers send. */
+  claims?: Record<string, unknown>;
 }
 
 export interface TestOpenIDProviderOptions {
@@ -59,7 +61,7 @@ export async function startTestOpenIDProvider(accounts: Record<string, TestAccou
       return {
         accountId: id,
         async claims() {
-          return { sub: id, email: account.email, email_verified: account.emailVerified ?? true, ...(account.name ? { name: account.name } : {}) };
+          return { sub: id, email: account.email, email_verified: account.emailVerified ?? true, ...(account.name ? { name: account.name } : {}), ...account.claims };
         },
       };
     },

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { SignJWT } from "jose";
 import { createOIDCVerifier } from "../../src/modules/auth/oidc";
 import { createTestContext, json, type TestContext } from "../helpers";
 import { newSigningKey, startJWKSServer, type JWKSServer } from "./jwks-server";
@@ -123,6 +124,38 @@ describe("POST /api/v1/auth/oidc", () => {
       await expectRefused(await idp.sign({ iat: nowSeconds - 700, exp: nowSeconds + 3000 }));
     });
 
+    for (const [claim, value] of [
+      ["sub", 42],
+      ["sub", ["subject-1"]],
+      ["email", { address: "ada@example.com" }],
+      ["name", ["Ada"]],
+      ["preferred_username", 7],
+      ["email_verified", 1],
+      ["email_verified", { verified: true }],
+    ] as const) {
+      test(`a token whose ${claim} is ${JSON.stringify(value)} is refused, never coerced`, async () => {
+        await expectRefused(await idp.sign({ [claim]: value }));
+      });
+    }
+
+    test("in the code flow, a nonce claim that is an array holding the expected nonce is refused", async () => {
+      const verifier = createOIDCVerifier({ issuer: idp.issuer, clientId: CLIENT_ID, clock: context.clock, logger: context.services.logger });
+      expect(await verifier.verifyIDToken(await idp.sign({ nonce: "nonce-1" }), { nonce: "nonce-1" })).toMatchObject({ emailVerified: true });
+      await expect(verifier.verifyIDToken(await idp.sign({ nonce: ["nonce-1"] }), { nonce: "nonce-1" })).rejects.toMatchObject({ slug: "unauthorized" });
+    });
+
+    test("a token whose iat is a string is refused, never coerced", async () => {
+      const key = idp.published[0]!;
+      const claimsWithStringIat: Record<string, unknown> = { sub: "subject-1", email: "ada@example.com", email_verified: true, iat: String(nowSeconds) };
+      const token = await new SignJWT(claimsWithStringIat)
+        .setProtectedHeader({ alg: "RS256", kid: key.kid, typ: "JWT" })
+        .setIssuer(idp.issuer)
+        .setAudience(CLIENT_ID)
+        .setExpirationTime(nowSeconds + 300)
+        .sign(key.privateKey);
+      await expectRefused(token);
+    });
+
     test("a value that is not a JWT at all is refused", async () => {
       await expectRefused("not-a-jwt");
     });
@@ -155,7 +188,7 @@ describe("POST /api/v1/auth/oidc", () => {
     test("a token whose email the provider has not verified is 403 forbidden", async () => {
       const response = await exchange(await idp.sign({ email_verified: false }));
       expect(response.status).toBe(403);
-      expect((await json(response)).detail).toBe("The identity provider has not verified this email address.");
+      expect((await json(response)).detail).toBe("The identity provider has not confirmed this email address as verified (its ID token must carry email_verified: true).");
     });
 
     test("another subject with an email that is already taken is 409 conflict", async () => {

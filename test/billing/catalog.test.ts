@@ -64,6 +64,20 @@ describe("GET /api/v1/customer/billing/catalog", () => {
     expect((await json(response)).type).toEndWith("/problems/invalid-parameter");
   });
 
+  test("in French the packs and plans have French names, and a CATALOG_FILE item without one keeps its name", async () => {
+    context = await createTestContext();
+    const response = await context.request(`${BILLING}/catalog`, { headers: { "accept-language": "fr" } });
+    expect(response.headers.get("content-language")).toBe("fr");
+    const body = await json(response);
+    expect(body.packs.map((pack: { name: string }) => pack.name)).toEqual(["1\u202f000 crédits", "10\u202f000 crédits", "100\u202f000 crédits"]);
+    expect(body.plans.find((plan: { id: string }) => plan.id === "pro-yearly").name).toBe("Pro, annuel");
+    await context.close();
+    const path = catalogFile({ packs: [{ id: "p", name: "Pack", credits: 1, price: { amount: 1, currency: "EUR" } }], plans: [] });
+    context = await createTestContext({ CATALOG_FILE: path });
+    expect((await json(await context.request(`${BILLING}/catalog?language=fr`))).packs[0].name).toBe("Pack");
+    expect((await context.request(`${BILLING}/catalog`)).headers.get("content-language")).toBe("en");
+  });
+
   test("CATALOG_FILE replaces the built-in catalog", async () => {
     const path = catalogFile({
       packs: [{ id: "tiny", name: "Tiny", credits: 50, price: { amount: 199, currency: "USD" }, validityDays: 30 }],

@@ -16,6 +16,7 @@ test("the OpenAPI document stays valid and documents every billing route with it
       "getBillingBalance",
       "getBillingCatalog",
       "getBillingReturnPage",
+      "getBillingUsage",
       "getLocalBillingPortal",
       "getLocalCheckoutPage",
       "getLocalInvoicePage",
@@ -30,6 +31,7 @@ test("the OpenAPI document stays valid and documents every billing route with it
     const byId = Object.fromEntries(billing.map((op) => [op.operationId, op]));
     expect(byId.getBillingCatalog!.security).toEqual([]);
     expect(byId.getBillingBalance!.security).toEqual([{ session: [] }, { apiKey: [] }]);
+    expect(byId.getBillingUsage!.security).toEqual([{ session: [] }, { apiKey: [] }]);
     expect(byId.startPackCheckout!.security).toEqual([{ session: [] }]);
     expect(Object.keys(byId.startPackCheckout!.responses)).toEqual(expect.arrayContaining(["201", "400", "401", "403", "422", "503"]));
     expect(Object.keys(byId.receiveStripeWebhook!.responses)).toEqual(expect.arrayContaining(["200", "400"]));

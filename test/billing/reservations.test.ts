@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
 import { openStore } from "../../src/services";
-import { createTestDatabase, ledgerSum, openTestStore } from "../helpers";
+import { ageReservations, createTestDatabase, ledgerSum, openTestStore } from "../helpers";
 
 // The store's storage rules for credits, on whichever store the suite runs against: reservations
 // are claimed once, never overdraw, and keep ledger sum = available + reserved at every step.
@@ -55,7 +55,7 @@ describe("credit reservations", () => {
     const usage = { gtin: "04006381333931", description: "look-up", now: clock.now() };
     expect(await store.commitReservation(id, usage)).toBe(true);
     expect(await store.commitReservation(id, usage)).toBe(false);
-    expect(await store.releaseReservation(id)).toBe(false);
+    expect(await store.releaseReservation(id, clock.now())).toBe(false);
     const rows = (await store.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items;
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ amount: -1, balanceAfter: 4, bucketId: bucket.id, requestId: "req_once", gtin: "04006381333931" });
@@ -99,7 +99,7 @@ describe("credit reservations", () => {
     expect(results.map((result) => result.status)).toEqual(["fulfilled", "fulfilled", "rejected"]);
     const rows = (await store.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items;
     expect(rows.map((row) => row.requestId).sort()).toEqual(["req_good", "req_same"]);
-    expect(await store.releaseReservation(duplicate)).toBe(true);
+    expect(await store.releaseReservation(duplicate, clock.now())).toBe(true);
     expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 8, reserved: 0 });
     await expectInvariant();
   });
@@ -107,7 +107,7 @@ describe("credit reservations", () => {
   test("a released reservation gives its credits back and cannot be committed afterwards", async () => {
     await grant(3);
     const id = reservationId(await reserve(2));
-    expect(await store.releaseReservation(id)).toBe(true);
+    expect(await store.releaseReservation(id, clock.now())).toBe(true);
     expect(await store.commitReservation(id, { gtin: null, description: "late", now: clock.now() })).toBe(false);
     expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 3, reserved: 0 });
     expect((await store.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items).toHaveLength(0);
@@ -147,7 +147,7 @@ describe("credit reservations", () => {
   test("the stale sweep leaves reservations younger than the cutoff alone", async () => {
     await grant(2);
     const id = reservationId(await reserve(1));
-    expect(await store.releaseStaleReservations(clock.now() - 60_000)).toBe(0);
+    expect(await store.releaseStaleReservations(clock.now())).toBe(0);
     expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 1, reserved: 1 });
     expect(await store.commitReservation(id, { gtin: null, description: "still mine", now: clock.now() })).toBe(true);
     await expectInvariant();
@@ -182,7 +182,8 @@ describe("an instance that stops in the middle of a request", () => {
       await crashed.close();
 
       clock.advance(120_000);
-      await survivor.releaseStaleReservations(clock.now() - 60_000);
+      await ageReservations(survivor, 120_000);
+      await survivor.releaseStaleReservations(clock.now());
       expect(await survivor.getBalance(organizationId, clock.now())).toMatchObject({ available: 3, reserved: 0 });
       expect((await survivor.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items).toHaveLength(0);
       await expectInvariant(survivor);

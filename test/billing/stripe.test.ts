@@ -53,6 +53,7 @@ function subscriptionInvoice(id: string, overrides: Record<string, unknown> = {}
     object: "invoice",
     customer: "cus_standin1",
     amount_paid: 2900,
+    billing_reason: "subscription_cycle",
     currency: "eur",
     status: "paid",
     parent: {
@@ -102,6 +103,7 @@ describe("Stripe checkout, portal and invoices through the SDK", () => {
     expect(p.get("line_items[0][price_data][recurring][interval]")).toBe("month");
     expect(p.get("line_items[0][price_data][unit_amount]")).toBe("19900");
     expect(p.get("subscription_data[metadata][creditsPerPeriod]")).toBe("50000");
+    expect(p.get("subscription_data[metadata][amountPerPeriod]")).toBe("19900");
     expect(p.get("subscription_data[metadata][organizationId]")).toBe(org.organizationId);
     expect(p.get("subscription_data[metadata][orderId]")).toBe(checkoutId);
   });
@@ -294,9 +296,12 @@ describe("POST /api/v1/webhooks/stripe", () => {
     expect(context.standIn.calls("GET", "/v1/invoice_payments")[0]!.params.get("payment[payment_intent]")).toBe("pi_sub_1");
   });
 
-  test("a refund of a payment that granted nothing here is acknowledged and changes nothing", async () => {
-    const response = await deliver(context, stripeEvent("evt_unknown_refund", "charge.refunded", { id: "ch_3", object: "charge", payment_intent: "pi_elsewhere", amount: 500, amount_refunded: 500 }));
-    expect(await json(response)).toEqual({ received: true, applied: false });
+  test("a refund of a payment not known here is acknowledged, kept for that payment and changes no balance", async () => {
+    const refund = stripeEvent("evt_unknown_refund", "charge.refunded", { id: "ch_3", object: "charge", payment_intent: "pi_elsewhere", amount: 500, amount_refunded: 500 });
+    expect(await json(await deliver(context, refund))).toEqual({ received: true, applied: true });
+    expect(await json(await deliver(context, refund))).toEqual({ received: true, applied: false });
+    expect((await balance()).available).toBe(0);
+    expect((await context.store.listTransactions(org.organizationId, { limit: 10 })).items).toEqual([]);
   });
 
   test("with the local provider the webhook endpoint is 404", async () => {
@@ -308,5 +313,160 @@ describe("POST /api/v1/webhooks/stripe", () => {
     } finally {
       await local.close();
     }
+  });
+});
+
+// Stripe promises neither order nor single delivery: whatever the order and however often each
+// event arrives, the end state is the same.
+describe("Stripe events in any order, delivered more than once", () => {
+  const pack = async () => {
+    const { checkoutId } = await startCheckout("pack", "pack-1k");
+    const paymentIntent = `pi_${checkoutId}`;
+    return {
+      checkout: stripeEvent("evt_checkout", "checkout.session.completed", await paidSession(checkoutId)),
+      refund: (refunded: number, id = `evt_refund_${refunded}`) =>
+        stripeEvent(id, "charge.refunded", { id: "ch_1", object: "charge", payment_intent: paymentIntent, amount: 1000, amount_refunded: refunded, currency: "eur" }),
+      dispute: (type: string, status: string) =>
+        stripeEvent(`evt_${type}_${status}`, type, { id: "dp_1", object: "dispute", charge: "ch_1", payment_intent: paymentIntent, amount: 1000, currency: "eur", status }),
+    };
+  };
+  const ledger = async () => (await context.store.listTransactions(org.organizationId, { limit: 20 })).items.map((t) => `${t.type}${t.amount}`).sort();
+  const deliverAll = async (payloads: string[]) => {
+    for (const payload of payloads) expect((await deliver(context, payload)).status).toBe(200);
+  };
+
+  test("a full refund delivered before its checkout makes the late checkout grant nothing, and the ledger shows the grant and its refund", async () => {
+    const events = await pack();
+    expect(await json(await deliver(context, events.refund(1000)))).toEqual({ received: true, applied: true });
+    expect((await balance()).available).toBe(0);
+    expect(await json(await deliver(context, events.checkout))).toEqual({ received: true, applied: true });
+    expect((await balance()).available).toBe(0);
+    const rows = (await context.store.listTransactions(org.organizationId, { limit: 10 })).items;
+    expect(rows.map((t) => [t.type, t.amount, t.balanceAfter])).toEqual([
+      ["refund", -1000, 0],
+      ["purchase", 1000, 1000],
+    ]);
+    expect(rows[0]!.description).toBe("Payment refunded or disputed before it was recorded: credits withdrawn");
+  });
+
+  test("a pack's refund delivered before its checkout is kept even when Stripe already names the pack's invoice for its payment", async () => {
+    const events = await pack();
+    const [order] = (await context.store.listOrders({ limit: 1 })).items;
+    context.standIn.invoicePayments.set(`pi_${order!.id}`, "in_pack_receipt");
+    await deliverAll([events.refund(1000), events.checkout, events.refund(1000)]);
+    expect((await balance()).available).toBe(0);
+    expect(await ledger()).toEqual(["purchase1000", "refund-1000"]);
+  });
+
+  test("a partial refund delivered before its checkout leaves only the part that was not refunded", async () => {
+    const events = await pack();
+    await deliverAll([events.refund(250), events.checkout]);
+    expect((await balance()).available).toBe(750);
+    await deliverAll([events.refund(1000)]);
+    expect((await balance()).available).toBe(0);
+  });
+
+  for (const order of [
+    ["checkout", "refund"],
+    ["refund", "checkout"],
+    ["refund", "refund", "checkout", "checkout"],
+    ["checkout", "refund", "checkout", "refund"],
+    ["refund", "checkout", "refund", "checkout"],
+  ]) {
+    test(`a checkout and its full refund delivered as ${order.join(", ")} end with nothing granted, one purchase and one refund row`, async () => {
+      const events = await pack();
+      await deliverAll(order.map((name) => (name === "checkout" ? events.checkout : events.refund(1000))));
+      expect((await balance()).available).toBe(0);
+      expect(await ledger()).toEqual(["purchase1000", "refund-1000"]);
+    });
+  }
+
+  test("a checkout and its full refund delivered at the same moment, each twice, end with nothing granted", async () => {
+    const events = await pack();
+    const responses = await Promise.all([events.checkout, events.refund(1000), events.refund(1000), events.checkout].map((payload) => deliver(context, payload)));
+    expect(responses.map((response) => response.status)).toEqual([200, 200, 200, 200]);
+    expect((await balance()).available).toBe(0);
+    expect(await ledger()).toEqual(["purchase1000", "refund-1000"]);
+  });
+
+  const disputeOrders: Array<[string, string[], number, string[]]> = [
+    ["checkout, dispute opened, dispute won", ["checkout", "opened", "won"], 1000, ["adjustment1000", "purchase1000", "refund-1000"]],
+    ["dispute opened, checkout, dispute won", ["opened", "checkout", "won"], 1000, ["adjustment1000", "purchase1000", "refund-1000"]],
+    ["dispute opened, dispute won, checkout", ["opened", "won", "checkout"], 1000, ["purchase1000"]],
+    ["dispute won, dispute opened, checkout (closed before created)", ["won", "opened", "checkout"], 1000, ["purchase1000"]],
+    ["checkout, dispute won, dispute opened", ["checkout", "won", "opened"], 1000, ["purchase1000"]],
+    ["each twice: checkout, opened, won", ["checkout", "opened", "checkout", "opened", "won", "won", "opened"], 1000, ["adjustment1000", "purchase1000", "refund-1000"]],
+    ["checkout, dispute opened, dispute lost", ["checkout", "opened", "lost"], 0, ["purchase1000", "refund-1000"]],
+    ["dispute lost, checkout, dispute opened", ["lost", "checkout", "opened"], 0, ["purchase1000", "refund-1000"]],
+    ["dispute opened, checkout, funds withdrawn, funds reinstated", ["opened", "checkout", "withdrawn", "reinstated"], 1000, ["adjustment1000", "purchase1000", "refund-1000"]],
+  ];
+  for (const [what, order, available, rows] of disputeOrders) {
+    test(`a dispute delivered as ${what} ends with ${available} credits, each claw-back and give-back once`, async () => {
+      const events = await pack();
+      const payloads: Record<string, string> = {
+        checkout: events.checkout,
+        opened: events.dispute("charge.dispute.created", "needs_response"),
+        withdrawn: events.dispute("charge.dispute.funds_withdrawn", "needs_response"),
+        won: events.dispute("charge.dispute.closed", "won"),
+        lost: events.dispute("charge.dispute.closed", "lost"),
+        reinstated: events.dispute("charge.dispute.funds_reinstated", "won"),
+      };
+      await deliverAll(order.map((name) => payloads[name]!));
+      expect((await balance()).available).toBe(available);
+      expect(await ledger()).toEqual(rows);
+    });
+  }
+
+  test("a won dispute gives back only the credits its claw-back took, not those spent meanwhile", async () => {
+    const events = await pack();
+    await deliverAll([events.checkout]);
+    const reservation = await context.store.reserveCredits({ organizationId: org.organizationId, amount: 400, keyId: null, requestId: "req_spent", now: context.clock.now() });
+    if (!reservation.ok) throw new Error("reservation failed");
+    await context.store.commitReservation(reservation.reservationId, { gtin: null, description: "spent", now: context.clock.now() });
+    await deliverAll([events.dispute("charge.dispute.created", "needs_response")]);
+    expect((await balance()).available).toBe(0);
+    await deliverAll([events.dispute("charge.dispute.closed", "won")]);
+    expect((await balance()).available).toBe(600);
+    expect(await ledger()).toEqual(["adjustment600", "purchase1000", "refund-600", "usage-400"]);
+  });
+
+  test("a dispute inquiry moves no credits", async () => {
+    const events = await pack();
+    await deliverAll([events.checkout, events.dispute("charge.dispute.created", "warning_needs_response")]);
+    expect((await balance()).available).toBe(1000);
+  });
+
+  test("a subscription period's refund delivered before its invoice.paid makes the invoice grant nothing", async () => {
+    context.standIn.invoicePayments.set("pi_sub_early", "in_early");
+    await deliverAll([stripeEvent("evt_early_refund", "charge.refunded", { id: "ch_9", object: "charge", payment_intent: "pi_sub_early", amount: 2900, amount_refunded: 2900 })]);
+    await deliverAll([stripeEvent("evt_late_invoice", "invoice.paid", subscriptionInvoice("in_early"))]);
+    expect((await balance()).available).toBe(0);
+    expect(await ledger()).toEqual(["refund-5000", "subscription5000"]);
+  });
+});
+
+describe("invoice.paid grants according to what was paid", () => {
+  const cases: Array<[string, Record<string, unknown>, boolean, number]> = [
+    ["the first invoice of a subscription (subscription_create) at the plan's price grants a period", { billing_reason: "subscription_create" }, true, 5000],
+    ["a renewal (subscription_cycle) at the plan's price grants a period", { billing_reason: "subscription_cycle" }, true, 5000],
+    ["a 0-amount invoice grants nothing", { billing_reason: "subscription_cycle", amount_paid: 0 }, false, 0],
+    ["a proration invoice of a plan change (subscription_update) grants nothing", { billing_reason: "subscription_update", amount_paid: 1450 }, false, 0],
+    ["a 0-amount proration invoice grants nothing", { billing_reason: "subscription_update", amount_paid: 0 }, false, 0],
+    ["a manual invoice on the subscription grants nothing", { billing_reason: "manual" }, false, 0],
+    ["a renewal paid at half the plan's price (a discount) grants half the period's credits", { billing_reason: "subscription_cycle", amount_paid: 1450 }, true, 2500],
+    ["a renewal paid above the plan's price grants one period, never more", { billing_reason: "subscription_cycle", amount_paid: 5800 }, true, 5000],
+  ];
+  for (const [what, overrides, applied, credits] of cases) {
+    test(what, async () => {
+      const response = await deliver(context, stripeEvent("evt_invoice", "invoice.paid", subscriptionInvoice("in_case", overrides)));
+      expect(await json(response)).toEqual({ received: true, applied });
+      expect((await balance()).available).toBe(credits);
+    });
+  }
+
+  test("a proration invoice does not block the period granted by the next renewal", async () => {
+    await deliver(context, stripeEvent("evt_proration", "invoice.paid", subscriptionInvoice("in_proration", { billing_reason: "subscription_update", amount_paid: 1450 })));
+    await deliver(context, stripeEvent("evt_cycle", "invoice.paid", subscriptionInvoice("in_cycle")));
+    expect((await balance()).available).toBe(5000);
   });
 });

@@ -54,6 +54,7 @@ describe("local subscriptions", () => {
     fx.context.clock.set(Date.parse("2026-12-22T10:00:00.000Z"));
     expect(await renew()).toBe(1);
     expect(await renew()).toBe(0);
+    expect(await fx.context.store.expireBuckets(fx.context.clock.now())).toBe(1);
     const after = await balance();
     expect(after.available).toBe(5000);
     expect(after.buckets).toEqual([expect.objectContaining({ source: "subscription", remaining: 5000, expiresAt: "2027-01-22T10:00:00.000Z" })]);

@@ -180,7 +180,94 @@ describe("GET /api/v1/customer/billing/transactions", () => {
     }
   });
 
+  describe("as CSV", () => {
+    const HEADER = "id,type,amount,balanceAfter,bucketId,keyId,requestId,gtin,description,createdAt";
+
+    test("format=csv streams every selected row, newest first, the same rows as the JSON pages", async () => {
+      await grant(150);
+      for (let i = 0; i < 120; i++) {
+        await lookUp();
+        if (i % 7 === 0) fx.context.clock.advance(3);
+      }
+      const response = await transactions("?format=csv&limit=5");
+      expect(response.status).toBe(200);
+      expect(response.headers.get("content-type")).toBe("text/csv; charset=utf-8");
+      expect(response.headers.get("content-disposition")).toBe('attachment; filename="transactions.csv"');
+      expect(response.headers.get("vary")).toBe("Accept");
+      expect(response.headers.get("x-request-id")).toStartWith("req_");
+      expect(response.headers.get("content-language")).toBe("en");
+      const lines = (await response.text()).split("\r\n");
+      expect(lines.at(-1)).toBe("");
+      expect(lines[0]).toBe(HEADER);
+      const rows = lines.slice(1, -1);
+      expect(rows).toHaveLength(121);
+      const ids = (await allPages("", 100)).flat().map((t) => t.id);
+      expect(rows.map((line) => line.split(",")[0])).toEqual(ids);
+      const first = (await json(await transactions("?limit=1"))).items[0];
+      expect(rows[0]).toBe(`${first.id},usage,-1,30,${first.bucketId},${fx.org.keyId},${first.requestId},${GTIN},Price look-up ${GTIN},${first.createdAt}`);
+      expect(rows.at(-1)).toMatch(/^txn_\w+,grant,150,150,bkt_\w+,,,,test grant,2026-11-22T10:00:00\.000Z$/);
+    });
+
+    test("Accept: text/csv answers CSV; JSON stays the default, and wins a tie", async () => {
+      await grant(3);
+      const csv = await transactions("", { ...fx.session.headers, accept: "text/csv" });
+      expect(csv.headers.get("content-type")).toBe("text/csv; charset=utf-8");
+      expect((await csv.text()).split("\r\n")[0]).toBe(HEADER);
+      const tie = await transactions("", { ...fx.session.headers, accept: "application/json, text/csv" });
+      expect(tie.headers.get("content-type")).toStartWith("application/json");
+      const forced = await transactions("?format=json", { ...fx.session.headers, accept: "text/csv" });
+      expect(forced.headers.get("content-type")).toStartWith("application/json");
+      expect((await json(forced)).items).toHaveLength(1);
+    });
+
+    test("filters apply as in JSON, descriptions follow the language, and a bad filter is still a problem", async () => {
+      await grant(10);
+      fx.context.clock.advance(HOUR);
+      await lookUp();
+      await lookUp();
+      const usageOnly = (await (await transactions("?format=csv&type=usage")).text()).split("\r\n").slice(1, -1);
+      expect(usageOnly.map((line) => line.split(",")[1])).toEqual(["usage", "usage"]);
+      const french = await (await transactions("?format=csv&type=usage", { ...fx.session.headers, "accept-language": "fr" })).text();
+      expect(french).toContain("Consultation de prix");
+      const empty = await (await transactions("?format=csv&type=refund")).text();
+      expect(empty).toBe(`${HEADER}\r\n`);
+      const bad = await transactions("?format=csv&from=yesterday");
+      expect(bad.status).toBe(400);
+      expect(bad.headers.get("content-type")).toStartWith("application/problem+json");
+    });
+
+    test("an API key answers CSV too, with only its organization's rows", async () => {
+      await grant(4);
+      const other = await otherOrganization(fx.context, 9);
+      const text = await (await transactions("?format=csv", other.org.auth)).text();
+      expect(text.split("\r\n").slice(1, -1).map((line) => line.split(",")[2])).toEqual(["9"]);
+    });
+
+    test("an unknown format is 400 invalid-parameter", async () => {
+      const response = await transactions("?format=xml");
+      expect(response.status).toBe(400);
+      expect((await json(response)).type).toEndWith("/problems/invalid-parameter");
+    });
+  });
+
   describe("security", () => {
     securityTests(() => fx, "sessionOrKey", (headers) => transactions("", headers), { unsafe: false });
+  });
+});
+
+describe("ledger descriptions in the customer's language", () => {
+  test("in French the service's own descriptions are French, an operator's stays as written, and the answer says Content-Language: fr", async () => {
+    await grant(5);
+    const now = fx.context.clock.now();
+    await fx.context.store.grantCredits({ organizationId: fx.org.organizationId, source: "pack", type: "purchase", amount: 1000, expiresAt: null, description: 'Pack "1,000 credits": 1,000 credits', now });
+    await lookUp();
+    const response = await transactions("", { ...fx.session.headers, "accept-language": "fr" });
+    expect(response.headers.get("content-language")).toBe("fr");
+    const descriptions = ((await json(response)).items as Array<{ description: string }>).map((item) => item.description);
+    expect(descriptions).toContain(`Consultation de prix ${GTIN}`);
+    expect(descriptions).toContain("Pack « 1\u202f000 crédits » : 1\u202f000 crédits");
+    expect(descriptions).toContain("test grant");
+    const english = ((await json(await transactions())).items as Array<{ description: string }>).map((item) => item.description);
+    expect(english).toContain(`Price look-up ${GTIN}`);
   });
 });

@@ -2,31 +2,23 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { NewOrder } from "../../src/db/billing-records";
 import type { Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
-import { openStore } from "../../src/services";
-import { createTestDatabase, ledgerSum, type TestDatabase } from "../helpers";
+import { ledgerSum, type TwoStores, twoStoresOnOneDatabase } from "../helpers";
 
 // Two stores on one database, as two instances (or an instance and the CLI) serving the same
 // organization at once: each rule below is a conditional write, a row lock or a unique constraint in
 // the database, so it holds across connections (on PostgreSQL, across processes).
-let database: TestDatabase;
+let stores: TwoStores;
 let one: Store;
 let two: Store;
 let clock: FakeClock;
 let organizationId: string;
 
 beforeEach(async () => {
-  database = await createTestDatabase();
-  one = await openStore(database.url);
-  two = await openStore(database.url);
-  clock = new FakeClock();
-  organizationId = (await one.createOrganization({ name: "Shared", now: clock.now() })).id;
+  stores = await twoStoresOnOneDatabase();
+  ({ one, two, clock, organizationId } = stores);
 });
 
-afterEach(async () => {
-  await one.close();
-  await two.close();
-  await database.drop();
-});
+afterEach(() => stores.close());
 
 function order(id: string): NewOrder {
   return {
@@ -65,7 +57,7 @@ describe("two instances on one database", () => {
   test("an Idempotency-Key claimed by both at once is claimed by exactly one", async () => {
     const now = clock.now();
     for (let i = 0; i < 10; i++) {
-      const claim = { scope: "org POST /x", keyHash: `key-${i}`, requestHash: "body", now, expiresAt: now + 86_400_000, abandonedBefore: now - 60_000 };
+      const claim = { scope: "org POST /x", keyHash: `key-${i}`, requestHash: "body", now, ttlMs: 86_400_000, abandonAfterMs: 60_000 };
       const results = await Promise.all([one.claimIdempotencyKey(claim), two.claimIdempotencyKey(claim)]);
       expect(results.filter((result) => result.claimed)).toHaveLength(1);
     }

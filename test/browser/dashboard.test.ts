@@ -116,7 +116,7 @@ describe("the customer dashboard in Chromium", () => {
       await page.getByRole("status").getByText("Copied to the clipboard.").waitFor();
       expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
       const row = keyRow(page, secret.slice(0, 8));
-      expect(await row.locator("td").allTextContents()).toEqual(["Active", `${secret.slice(0, 8)}…`, "Ada Lovelace", expect.any(String), "Never", expect.stringContaining("Rotate")]);
+      expect(await row.locator("td").allTextContents()).toEqual(["Active", `${secret.slice(0, 8)}…`, "Ada Lovelace", expect.any(String), "Never", "0 credits this month, no monthly limit", expect.stringContaining("Rotate")]);
       expect(await statusWithKey(secret)).toBe(200);
       await screenshot(page, "keys-secret");
 
@@ -263,7 +263,7 @@ describe("the customer dashboard in Chromium", () => {
       const blocks = page.locator("#quickstart-steps pre");
       await blocks.first().waitFor();
       const [variable, price, balance] = await blocks.allTextContents();
-      expect(variable).toBe(`# the full secret of “staging”, which starts with ${secret.slice(0, 8)}\nexport PRICE_SERVICE_KEY='${secret.slice(0, 8)}…'`);
+      expect(variable).toBe(`# paste the full secret of “staging” (it starts with ${secret.slice(0, 8)}), then press Enter\nread -rs PRICE_SERVICE_KEY && export PRICE_SERVICE_KEY`);
       expect(price).toContain(`${server.url}/api/v1/products/${FRESH_GTIN.slice(1)}/price?language=en`);
       await screenshot(page, "quickstart");
 

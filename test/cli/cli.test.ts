@@ -7,9 +7,10 @@ import { main } from "../../src/main";
 let directory: string;
 let databaseUrl: string;
 
-beforeAll(() => {
+beforeAll(async () => {
   directory = mkdtempSync(join(tmpdir(), "price-cli-"));
   databaseUrl = `sqlite:${join(directory, "cli.db")}`;
+  expect(await main(["migrate", "--database-url", databaseUrl], () => {})).toBe(0);
 });
 afterAll(() => rmSync(directory, { recursive: true, force: true }));
 
@@ -64,7 +65,7 @@ describe("operator CLI", () => {
         JSON.stringify({ gtin: "96385074", title: "Product only" }),
       ].join("\n"),
     );
-    const { code, output } = await cli("import", feed, "--json");
+    const { code, output } = await cli("import", feed, "--json", "--allow-rejects");
     expect(code).toBe(0);
     expect(output).toMatchObject({ read: 4, products: 2, offers: 1 });
     expect(output.rejected.map((r: { line: number }) => r.line)).toEqual([2, 3]);

@@ -51,7 +51,7 @@ beforeAll(async () => {
     if (joined.outcome !== "joined") throw new Error(`sign-in outcome ${joined.outcome}`);
     await source.insertSession({ id: "ses_copy", tokenHash: "hash-of-copy", userId: joined.user.id, createdAt: now, expiresAt: now + 3_600_000, absoluteExpiresAt: now + 7_200_000, revokedAt: null });
     await source.upsertInvitation({ email: "later@example.test", organizationId: seed.organizationId, role: "owner", createdAt: now });
-    await source.claimIdempotencyKey({ scope: "copy", keyHash: "key-hash", requestHash: "request-hash", now, expiresAt: now + 86_400_000, abandonedBefore: now - 60_000 });
+    await source.claimIdempotencyKey({ scope: "copy", keyHash: "key-hash", requestHash: "request-hash", now, ttlMs: 86_400_000, abandonAfterMs: 60_000 });
     await source.createOrder({
       id: "chk_copy",
       organizationId: seed.organizationId,
@@ -80,6 +80,8 @@ beforeAll(async () => {
       invoice: { description: "Basic", amount: 900, currency: "EUR", periodStart: now, periodEnd: now + 30 * 86_400_000 },
     });
     if (!completed.applied) throw new Error("the order was not completed");
+    // A won dispute of that payment: a reversal row that moves no credits.
+    await source.disputePayment({ event: null, ref: "chk_copy", dispute: { id: "dp_copy", amount: 900, status: "won" }, now });
   } finally {
     await source.close();
   }
@@ -102,9 +104,17 @@ describe("migrate --to postgres://…", () => {
       invitations: 1,
       sessions: 1,
       api_keys: 2,
+      // Each key's spending of the month (the demo's look-ups).
+      api_key_monthly_usage: 2,
       merchants: 6,
       products: 40,
       offers: counts.offers!,
+      // Each demo offer starts its price history; the copy does not write it a second time.
+      offer_price_history: counts.offers!,
+      feed_sources: 0,
+      feed_runs: 0,
+      feed_tokens: 0,
+      feed_source_files: 0,
       credit_buckets: 3,
       credit_transactions: 7,
       reservations: 0,
@@ -113,7 +123,9 @@ describe("migrate --to postgres://…", () => {
       subscriptions: 1,
       invoices: 1,
       payments: 1,
+      payment_reversals: 1,
       provider_events: 1,
+      usage_counters: 2, // the one billed look-up: its hour's row and its day's row
     });
     expect(counts.offers).toBeGreaterThan(0);
     expect(report.tables.every((row) => row.sqlite === row.postgres)).toBe(true);
@@ -136,7 +148,7 @@ describe("migrate --to postgres://…", () => {
       expect(await copy.findSessionWithUser("ses_copy")).toEqual(await source.findSessionWithUser("ses_copy"));
       expect(await copy.hasPayment("chk_copy")).toBe(true);
       expect(await copy.recordProviderEvent({ id: "evt_copy", type: "checkout.session.completed" }, now)).toBe(false);
-      const claim = { scope: "copy", keyHash: "key-hash", requestHash: "request-hash", now, expiresAt: now + 86_400_000, abandonedBefore: now - 60_000 };
+      const claim = { scope: "copy", keyHash: "key-hash", requestHash: "request-hash", now, ttlMs: 86_400_000, abandonAfterMs: 60_000 };
       expect(await copy.claimIdempotencyKey(claim)).toEqual(await source.claimIdempotencyKey(claim));
     } finally {
       await source.close();

@@ -1,47 +1,23 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
 import { postgresMigrations } from "../../drizzle/embedded";
 import type { PostgresStore } from "../../src/db/postgres-store";
 import { SYSTEM_USER_ID, type Store } from "../../src/db/store";
 import { createApiKey, rotateApiKey } from "../../src/modules/keys/service";
 import { openStore } from "../../src/services";
 import { createTestDatabase, ledgerSum, TEST_DATABASE_URL, type TestDatabase } from "../helpers";
+import { type ServeProcess, spawnServe } from "../process-helpers";
+import { TARGET } from "./harness";
 
-// Two real `serve` processes on one PostgreSQL schema, as behind a load balancer, and a third
-// connection playing the operator. PostgreSQL-only (see bunfig.toml): scripts/test.ts runs it.
+// Two real `serve` processes of the product under test (see ./harness.ts) on one PostgreSQL schema,
+// as behind a load balancer, and a third connection playing the operator. PostgreSQL-only (see
+// bunfig.toml): scripts/test.ts runs it.
 if (TEST_DATABASE_URL === null) throw new Error("this file needs TEST_DATABASE_URL; run it through `npm test` (scripts/test.ts)");
 
-const ROOT = join(import.meta.dir, "../..");
 const GTIN = "04006381333931";
 
 let database: TestDatabase;
-let instances: Array<{ url: string; process: ReturnType<typeof Bun.spawn> }>;
+let instances: ServeProcess[];
 let operator: Store;
-
-async function freePort(): Promise<number> {
-  const probe = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() });
-  const port = probe.port!;
-  await probe.stop(true);
-  return port;
-}
-
-async function startInstance(databaseUrl: string): Promise<{ url: string; process: ReturnType<typeof Bun.spawn> }> {
-  const port = await freePort();
-  const child = Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", String(port)], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: databaseUrl, PRICE_ENV: "production", LOG_LEVEL: "warn", RATE_LIMIT: "100000/s" },
-    stdout: "ignore",
-    stderr: "inherit",
-  });
-  const url = `http://127.0.0.1:${port}`;
-  for (let attempt = 0; attempt < 150; attempt++) {
-    if (await fetch(`${url}/healthz`).then((response) => response.ok, () => false)) return { url, process: child };
-    if (child.exitCode !== null) break;
-    await Bun.sleep(100);
-  }
-  child.kill();
-  throw new Error(`instance on port ${port} did not start`);
-}
 
 function price(instance: { url: string }, clearKey: string): Promise<Response> {
   return fetch(`${instance.url}/api/v1/products/${GTIN}/price`, { headers: { authorization: `Bearer ${clearKey}` } });
@@ -58,7 +34,7 @@ async function newOrganization(credits: number): Promise<{ organizationId: strin
 beforeAll(async () => {
   database = await createTestDatabase();
   // Started together on an empty schema: both run the start-up migration at once.
-  instances = await Promise.all([startInstance(database.url), startInstance(database.url)]);
+  instances = await Promise.all([spawnServe({ databaseUrl: database.url, target: TARGET }), spawnServe({ databaseUrl: database.url, target: TARGET })]);
   operator = await openStore(database.url);
   await operator.ensureSystemUser(Date.now());
   await operator.applyFeedRecords(
@@ -68,8 +44,8 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const instance of instances ?? []) instance.process.kill("SIGTERM");
-  await Promise.all((instances ?? []).map((instance) => instance.process.exited));
+  for (const instance of instances ?? []) instance.child.kill("SIGTERM");
+  await Promise.all((instances ?? []).map((instance) => instance.child.exited));
   await operator?.close();
   await database?.drop();
 });

@@ -55,6 +55,7 @@ describe("importFeed", () => {
         { line: 3, error: 'gtin: "4006381333932" is not a valid GTIN' },
         { line: 5, error: 'price: "12,99" is not a decimal amount' },
       ],
+      rejectedCount: 3,
     });
     expect((await store.findProductWithOffers(PEN))?.offers.map((row) => row.priceAmount)).toEqual([1299]);
     expect((await store.findProductWithOffers(UPC))?.offers.map((row) => [row.merchantId, row.priceAmount])).toEqual([["shop-a", 250]]);
@@ -79,7 +80,7 @@ describe("importFeed", () => {
   test("product-only records create products with no offers", async () => {
     const report = await importNDJSON(ndjson({ gtin: "4006381333931", title: "Stabilo point 88", brand: "Stabilo" }));
 
-    expect(report).toEqual({ read: 1, products: 1, offers: 0, rejected: [] });
+    expect(report).toEqual({ read: 1, products: 1, offers: 0, rejected: [], rejectedCount: 0 });
     expect(await store.findProductWithOffers(PEN)).toEqual({
       product: { gtin: PEN, title: "Stabilo point 88", brand: "Stabilo", imageUrl: null },
       offers: [],
@@ -157,7 +158,7 @@ describe("importFeed", () => {
     ].join("\r\n");
     const report = await importFeed(store, streamOf(csv), { format: "csv", now: NOW });
 
-    expect(report).toEqual({ read: 1, products: 1, offers: 1, rejected: [] });
+    expect(report).toEqual({ read: 1, products: 1, offers: 1, rejected: [], rejectedCount: 0 });
     expect(await store.findProductWithOffers(PEN)).toEqual({
       product: { gtin: PEN, title: "Stabilo point 88, fine, 0.4 mm", brand: "Stabilo", imageUrl: null },
       offers: [
@@ -188,6 +189,7 @@ describe("importFeed", () => {
         { line: 2, error: 'price: "oops" is not a decimal amount' },
         { line: 4, error: "row has 2 fields, the header has 6" },
       ],
+      rejectedCount: 2,
     });
   });
 

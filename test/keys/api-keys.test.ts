@@ -7,7 +7,7 @@ import { sessionOnlySecurityTests, storedText } from "../security";
 
 const KEYS = "/api/v1/customer/api-keys";
 const FRESH = "04006381333931";
-const KEY_FIELDS = ["createdAt", "createdBy", "id", "keyPrefix", "lastUsedAt", "name", "replacedBy", "status"];
+const KEY_FIELDS = ["createdAt", "createdBy", "creditsSpentThisMonth", "expiresAt", "id", "keyPrefix", "lastUsedAt", "monthlyCreditLimit", "name", "rateLimit", "replacedBy", "status"];
 
 let context: TestContext;
 let ada: TestSession;
@@ -130,6 +130,10 @@ describe("POST /api/v1/customer/api-keys", () => {
       lastUsedAt: null,
       createdBy: { id: ada.userId, name: "ada", email: "ada@example.com" },
       replacedBy: null,
+      expiresAt: null,
+      monthlyCreditLimit: null,
+      rateLimit: null,
+      creditsSpentThisMonth: 0,
     });
     expect((await price(clearKey)).status).toBe(200);
   });
@@ -191,8 +195,8 @@ describe("POST /api/v1/customer/api-keys", () => {
         keyHash: hashSecret("key-running"),
         requestHash: hashRequestBody({ name: "ci" }),
         now: context.clock.now(),
-        expiresAt: context.clock.now() + IDEMPOTENCY_TTL_MS,
-        abandonedBefore: 0,
+        ttlMs: IDEMPOTENCY_TTL_MS,
+        abandonAfterMs: 60_000,
       });
       const response = await post(KEYS, ada, { name: "ci" }, { "idempotency-key": "key-running" });
       expect(response.status).toBe(409);

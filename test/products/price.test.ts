@@ -182,6 +182,7 @@ describe("GET /api/v1/products/{gtin}/price", () => {
       expect((await json(response)).meta.creditsRemaining).toBe(0);
       const balance = await context.store.getBalance(expiring.organizationId, context.clock.now());
       expect(balance.available).toBe(0);
+      await context.store.expireBuckets(context.clock.now());
       expect(await ledgerSum(context.store, expiring.organizationId)).toBe(balance.available + balance.reserved);
     });
 
@@ -282,12 +283,13 @@ describe("rate limiting", () => {
     const call = () => limited.request(`/api/v1/products/${FRESH}/price`, { headers: client.auth });
     const first = await call();
     expect(first.headers.get("ratelimit-policy")).toBe('"default";q=2;w=1');
-    expect(first.headers.get("ratelimit")).toBe('"default";r=3;t=1');
+    // r never above q, though the bucket still holds 3 (a burst of twice the quota).
+    expect(first.headers.get("ratelimit")).toBe('"default";r=2;t=0');
     for (let i = 0; i < 3; i++) expect((await call()).status).toBe(200);
     const refused = await call();
     expect(refused.status).toBe(429);
     expect(refused.headers.get("retry-after")).toBe("1");
-    expect(refused.headers.get("ratelimit")).toBe('"default";r=0;t=2');
+    expect(refused.headers.get("ratelimit")).toBe('"default";r=0;t=1');
     const body = await json(refused);
     expect(body.type).toEndWith("/rate-limited");
     expect(body.meta).toMatchObject({ reason: "rate-limited", billable: false, creditsConsumed: 0, creditsRemaining: 96 });

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { main } from "../../src/main";
 import { demoGTIN } from "../../src/modules/ingest/demo-data";
+import { freePort } from "../browser/harness";
 
 export interface CrashReport {
   rounds: number;
@@ -24,7 +25,24 @@ async function waitForHealth(url: string, deadlineMs: number): Promise<boolean> 
   return false;
 }
 
-export async function runCrashRounds(options: { rounds: number; clients: number; port: number; minRunMs: number; maxRunMs: number }): Promise<CrashReport> {
+/**
+ * Starts `serve` on a port free at that moment (a fixed port can be taken meanwhile, by another
+ * test or as the local port of any outgoing connection); its URL once /healthz answers, or null and
+ * the end of its standard error.
+ */
+async function startServe(databaseUrl: string): Promise<{ server: ReturnType<typeof Bun.spawn>; url: string | null; stderr: () => Promise<string> }> {
+  const port = await freePort();
+  const server = Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", String(port)], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: "error", RATE_LIMIT: "1000000/s", PRICE_ENV: "production" },
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const stderr = async () => (await new Response(server.stderr as ReadableStream).text()).trim().split("\n").slice(-3).join(" | ");
+  return { server, url: (await waitForHealth(url, 30_000)) ? url : null, stderr };
+}
+
+export async function runCrashRounds(options: { rounds: number; clients: number; minRunMs: number; maxRunMs: number }): Promise<CrashReport> {
   const directory = mkdtempSync(join(tmpdir(), "price-crash-"));
   const databaseUrl = `sqlite:${join(directory, "crash.db")}`;
   const problems: string[] = [];
@@ -39,7 +57,6 @@ export async function runCrashRounds(options: { rounds: number; clients: number;
   const pending: Array<{ key: string; gtin: string }> = [];
   let idempotentLookups = 0;
   const gtins = Array.from({ length: 60 }, (_, i) => i + 1).filter((i) => i % 7 !== 0 && i % 10 !== 0).map(demoGTIN);
-  const url = `http://127.0.0.1:${options.port}`;
 
   /** One keyed look-up: a pending retry first, else a new one; kept pending when the server dies. */
   async function sendKeyed(target: string): Promise<void> {
@@ -61,22 +78,21 @@ export async function runCrashRounds(options: { rounds: number; clients: number;
 
   try {
     for (let round = 0; round < options.rounds; round++) {
-      const server = Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", String(options.port)], {
-        env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: "error", RATE_LIMIT: "1000000/s", PRICE_ENV: "production" },
-        stdout: "ignore",
-        stderr: "ignore",
-      });
-      if (!(await waitForHealth(url, 10_000))) {
-        problems.push(`round ${round}: server did not start`);
+      const { server, url, stderr } = await startServe(databaseUrl);
+      if (url === null) {
         server.kill("SIGKILL");
+        problems.push(`round ${round}: server did not start: ${await stderr()}`);
         break;
       }
       let running = true;
+      // The random kill moment counts from the round's first answer, so a slow start on a loaded machine still leaves the server under load when it dies.
+      const { promise: answered, resolve: firstAnswer } = Promise.withResolvers<void>();
       const client = async () => {
         while (running) {
           const gtin = gtins[Math.floor(Math.random() * gtins.length)];
           try {
             const response = await fetch(`${url}/api/v1/products/${gtin}/price`, { headers: { authorization: `Bearer ${seed.clearKey}` } });
+            firstAnswer();
             if (response.status === 200) {
               const body = (await response.json()) as { meta: { requestId: string; billable: boolean } };
               if (body.meta.billable) billed.add(body.meta.requestId);
@@ -90,6 +106,7 @@ export async function runCrashRounds(options: { rounds: number; clients: number;
         while (running) await sendKeyed(url);
       };
       const clients = [...Array.from({ length: options.clients }, client), keyedClient(), keyedClient()];
+      await Promise.race([answered, Bun.sleep(10_000)]);
       await Bun.sleep(options.minRunMs + Math.random() * (options.maxRunMs - options.minRunMs));
       server.kill("SIGKILL");
       await server.exited;
@@ -121,17 +138,13 @@ export async function runCrashRounds(options: { rounds: number; clients: number;
       }
     }
     // Abandoned claims are taken over after IDEMPOTENCY_ABANDONED_MS; until then a retry gets 409.
-    const server = Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", String(options.port)], {
-      env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: "error", RATE_LIMIT: "1000000/s", PRICE_ENV: "production" },
-      stdout: "ignore",
-      stderr: "ignore",
-    });
+    const { server, url, stderr } = await startServe(databaseUrl);
     try {
-      if (await waitForHealth(url, 10_000)) {
+      if (url !== null) {
         const deadline = Date.now() + 90_000;
         while (pending.length > 0 && Date.now() < deadline) await sendKeyed(url);
         if (pending.length > 0) problems.push(`${pending.length} keyed look-ups never got an answer`);
-      } else problems.push("final server did not start");
+      } else problems.push(`final server did not start: ${await stderr()}`);
     } finally {
       server.kill("SIGTERM");
       await server.exited;

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startServer } from "../../src/server";
 import { addProduct, createOrganization, createTestContext } from "../helpers";
-import { seedDatabase, spawnServe, type SeededDatabase, type ServeProcess } from "../process-helpers";
+import { seedDatabase, sourcesWithPreload, spawnServe, type SeededDatabase, type ServeProcess } from "../process-helpers";
 
 let directory: string;
 let databasePath: string;
@@ -24,7 +24,7 @@ describe.each(["SIGTERM", "SIGINT"] as const)("serve receiving %s", (signal) => 
   });
 
   test("answers the request in flight, refuses new connections, flushes lastUsedAt, closes the database and exits 0", async () => {
-    serve = await spawnServe({ databaseUrl: `sqlite:${databasePath}`, preload: "./test/fixtures/slow-lookup.ts", env: { SLOW_LOOKUP_MS: "1500" } });
+    serve = await spawnServe({ databaseUrl: `sqlite:${databasePath}`, target: sourcesWithPreload("./test/fixtures/slow-lookup.ts"), env: { SLOW_LOOKUP_MS: "1500" } });
     const inFlight = fetch(`${serve.url}/api/v1/products/${seed.gtin}/price`, { headers: { authorization: `Bearer ${seed.clearKey}` } });
     await serve.waitForStderr("slow look-up started");
 

@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { UsageError } from "../../src/cli/command";
+import { main } from "../../src/main";
+import { feedServer, offerLine } from "../feeds/feed-helpers";
+import { createTestDatabase, type TestDatabase } from "../helpers";
+
+const PEN = "04006381333931";
+let database: TestDatabase;
+let directory: string;
+const upstream = feedServer(() => new Response(offerLine(PEN, "shop-a", "1.99", Date.now() - 1000)));
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  directory = mkdtempSync(join(tmpdir(), "feeds-cli-"));
+  expect(await main(["migrate", "--database-url", database.url], () => {})).toBe(0);
+});
+afterAll(async () => {
+  upstream.stop();
+  rmSync(directory, { recursive: true, force: true });
+  await database.drop();
+});
+
+async function cli(...args: string[]): Promise<{ code: number; output: any }> {
+  const printed: string[] = [];
+  const code = await main([...args, "--database-url", database.url], (text) => printed.push(text));
+  const text = printed.join("\n");
+  return { code, output: args.includes("--json") ? JSON.parse(text) : text };
+}
+
+describe("price-service feeds and history", () => {
+  test("a URL source is added, run now, listed with its freshness and its run report", async () => {
+    const added = (await cli("feeds", "add", "shop-a", "--url", `${upstream.url}/feed.ndjson`, "--every", "10m", "--timeout", "5s", "--retries", "1", "--json")).output;
+    expect(added).toMatchObject({ name: "shop-a", kind: "url", intervalSeconds: 600, timeoutMs: 5000, retries: 1, lastSuccessAt: null });
+    const run = await cli("feeds", "run", "shop-a", "--json");
+    expect(run.code).toBe(0);
+    expect(run.output).toEqual([expect.objectContaining({ trigger: "manual", status: "ok", recordsRead: 1, offers: 1 })]);
+    const listed = (await cli("feeds", "list", "--json")).output;
+    expect(listed.find((s: any) => s.name === "shop-a")).toMatchObject({ freshness: { offers: 1, freshOffers: 1, freshRatio: 1 }, silent: false });
+    expect((await cli("feeds", "list")).output).toContain("100% of 1 offers fresh");
+    expect((await cli("feeds", "runs", "shop-a", "--json")).output.map((r: any) => r.status)).toEqual(["ok"]);
+  });
+
+  test("a directory source and the price history of what it wrote, then prune", async () => {
+    writeFileSync(join(directory, "prices.ndjson"), [offerLine(PEN, "shop-d", "5.00", Date.now() - 3000), offerLine(PEN, "shop-d", "4.50", Date.now() - 2000)].join("\n"));
+    expect((await cli("feeds", "add", "drop", "--directory", directory, "--json")).output).toMatchObject({ kind: "directory", intervalSeconds: 60, location: directory });
+    expect((await cli("feeds", "run", "drop", "--json")).output).toEqual([expect.objectContaining({ file: "prices.ndjson", offers: 2 })]);
+    expect((await cli("feeds", "run", "drop", "--json")).output).toEqual([]);
+    const history = (await cli("history", "show", "4006381333931", "--merchant", "shop-d", "--json")).output;
+    expect(history.map((entry: any) => entry.priceAmount)).toEqual([500, 450]);
+    expect((await cli("history", "prune", "--older-than", "1h", "--json")).output.deleted).toBe(0);
+    // Only superseded rows go: each offer keeps its newest row, the price its next change replaces.
+    expect((await cli("history", "prune", "--older-than", "1s", "--json")).output.deleted).toBe(1);
+    expect((await cli("history", "show", "4006381333931", "--merchant", "shop-d", "--json")).output.map((entry: any) => entry.priceAmount)).toEqual([450]);
+  });
+
+  test("tokens: a push token for a push source, a read token, listed without secrets, revoked once", async () => {
+    await cli("feeds", "add", "pos", "--push");
+    const push = (await cli("feeds", "token", "create", "--source", "pos", "--json")).output;
+    expect(push.clearToken).toMatch(/^ftk_[0-9a-z]{29}\.[A-Za-z0-9_-]{43}$/);
+    expect(push.token).toMatchObject({ scope: "push", name: "pos", revokedAt: null });
+    const read = (await cli("feeds", "token", "create", "--read", "--name", "grafana", "--json")).output;
+    expect(read.token).toMatchObject({ scope: "read", sourceId: null });
+    const listed = JSON.stringify((await cli("feeds", "token", "list", "--json")).output);
+    expect(listed).not.toContain(push.clearToken.split(".")[1]);
+    expect((await cli("feeds", "token", "revoke", push.token.id, "--json")).output.revokedAt).toMatch(/Z$/);
+    await expect(cli("feeds", "token", "revoke", push.token.id)).rejects.toBeInstanceOf(UsageError);
+  });
+
+  test("usage errors: a duplicate name, two kinds, a push token for a URL source, a bad interval", async () => {
+    await expect(cli("feeds", "add", "shop-a", "--push")).rejects.toThrow('a feed source named "shop-a" already exists');
+    await expect(cli("feeds", "add", "two", "--push", "--url", "http://x")).rejects.toThrow("exactly one of");
+    await expect(cli("feeds", "token", "create", "--source", "shop-a")).rejects.toThrow("push tokens are for sources added with --push");
+    await expect(cli("feeds", "add", "fast", "--url", "http://x", "--every", "10ms")).rejects.toThrow("--every must be a duration");
+    await expect(cli("feeds", "run", "pos")).rejects.toThrow("is a push source");
+  });
+
+  test("a removed source is gone from the list, its tokens are revoked and its name is free again", async () => {
+    await cli("feeds", "add", "temp", "--push");
+    const token = (await cli("feeds", "token", "create", "--source", "temp", "--json")).output;
+    await cli("feeds", "remove", "temp", "--json");
+    expect((await cli("feeds", "list", "--json")).output.map((s: any) => s.name)).not.toContain("temp");
+    const tokens = (await cli("feeds", "token", "list", "--json")).output;
+    expect(tokens.find((t: any) => t.id === token.token.id).revokedAt).toMatch(/Z$/);
+    expect((await cli("feeds", "add", "temp", "--push", "--json")).output.name).toBe("temp");
+  });
+});

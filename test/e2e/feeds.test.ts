@@ -1,0 +1,94 @@
+// Feeds over a real port, on the product under test (sources or PRICE_SERVICE_BIN): a URL source
+// declared with the CLI is pulled by `serve` from a local HTTP server, and a billed look-up then
+// answers `fresh-offer` for one of its products; a push with a feed token, a revoked one refused.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { feedServer } from "../feeds/feed-helpers";
+import { expectProblem, feedLine, jsonOf, type Service, startService } from "./harness";
+
+const PULLED = "4006381333931";
+const PUSHED = "96385074";
+let service: Service;
+let customerKey: string;
+let readToken: string;
+let pushToken: string;
+let pushTokenId: string;
+const upstream = feedServer((request) =>
+  request.headers.get("if-none-match") === '"feed-1"'
+    ? new Response(null, { status: 304 })
+    : new Response(feedLine(PULLED, { merchantId: "shop-a", price: "12.99", ageMs: 60_000 }), { headers: { etag: '"feed-1"', "content-type": "application/x-ndjson" } }),
+);
+
+beforeAll(async () => {
+  service = await startService({
+    async prepare(cli) {
+      const { id } = jsonOf(await cli(["orgs", "create", "--name", "Feeds", "--json"]));
+      jsonOf(await cli(["credits", "grant", "--org", id, "--amount", "10", "--json"]));
+      customerKey = jsonOf(await cli(["keys", "create", "--org", id, "--name", "feeds", "--json"])).clearKey;
+      expect(jsonOf(await cli(["feeds", "add", "merchant-a", "--url", `${upstream.url}/feed.ndjson`, "--every", "1s", "--timeout", "5s", "--json"]))).toMatchObject({ name: "merchant-a", kind: "url", intervalSeconds: 1 });
+      jsonOf(await cli(["feeds", "add", "pos", "--push", "--json"]));
+      readToken = jsonOf(await cli(["feeds", "token", "create", "--read", "--name", "e2e", "--json"])).clearToken;
+      const push = jsonOf(await cli(["feeds", "token", "create", "--source", "pos", "--json"]));
+      pushToken = push.clearToken;
+      pushTokenId = push.token.id;
+    },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await service?.stop();
+  upstream.stop();
+});
+
+async function runsOf(source: string): Promise<any[]> {
+  const response = await service.request(`/api/v1/feeds/sources/${source}/runs`, { headers: { authorization: `Bearer ${readToken}` } });
+  expect(response.status).toBe(200);
+  return (await response.json()).items;
+}
+
+describe("feeds against the running product", () => {
+  test("serve pulls a declared URL feed on its schedule, then a billed look-up answers fresh-offer for its product", async () => {
+    const deadline = Date.now() + 15_000;
+    let runs: any[] = [];
+    while (Date.now() < deadline) {
+      runs = await runsOf("merchant-a");
+      if (runs.some((run) => run.status === "ok") && runs.some((run) => run.status === "not-modified")) break;
+      await Bun.sleep(200);
+    }
+    expect(runs.find((run) => run.status === "ok")).toMatchObject({ trigger: "schedule", httpStatus: 200, recordsRead: 1, offers: 1, rejectedCount: 0 });
+    // The next period's conditional request is answered 304.
+    expect(runs.find((run) => run.status === "not-modified")).toMatchObject({ httpStatus: 304, recordsRead: 0 });
+    expect(upstream.requests.some((request) => request.headers.get("if-none-match") === '"feed-1"')).toBe(true);
+
+    const response = await service.request(`/api/v1/products/${PULLED}/price`, { headers: { authorization: `Bearer ${customerKey}` } });
+    expect(response.status).toBe(200);
+    const body = await response.json();
+    expect(body.meta).toMatchObject({ reason: "fresh-offer", billable: true, creditsConsumed: 1, creditsRemaining: 9 });
+    expect(body.data.offers.map((offer: any) => [offer.merchant.id, offer.price.amount])).toEqual([["shop-a", 1299]]);
+  });
+
+  test("the operator CLI and /metrics show the source's last success and fresh share", async () => {
+    const list = jsonOf(await service.cli(["feeds", "list", "--json"]));
+    expect(list.find((source: any) => source.name === "merchant-a")).toMatchObject({ silent: false, freshness: { offers: 1, freshOffers: 1, freshRatio: 1 } });
+    const metrics = await (await service.request("/metrics")).text();
+    expect(metrics).toContain('price_service_feed_fresh_ratio{source="merchant-a"} 1');
+    expect(metrics).toMatch(/price_service_feed_runs_total\{source="merchant-a",status="ok"\} [1-9]/);
+  });
+
+  test("a push with a feed token is written and reported; after revocation it is 401 and nothing is written", async () => {
+    const line = feedLine(PUSHED, { merchantId: "pos-1", price: "3.00", ageMs: 1000 });
+    const pushed = await service.request("/api/v1/feeds/push", { method: "POST", headers: { authorization: `Bearer ${pushToken}`, "content-type": "application/x-ndjson" }, body: `${line}\n{bad\n` });
+    expect(pushed.status).toBe(200);
+    expect(await pushed.json()).toMatchObject({ trigger: "push", status: "ok", recordsRead: 2, offers: 1, rejectedCount: 1, rejected: [{ line: 2, error: "not valid JSON" }] });
+
+    expect(jsonOf(await service.cli(["feeds", "token", "revoke", pushTokenId, "--json"]))).toMatchObject({ id: pushTokenId });
+    const refused = await service.request("/api/v1/feeds/push", {
+      method: "POST",
+      headers: { authorization: `Bearer ${pushToken}`, "content-type": "application/x-ndjson" },
+      body: feedLine(PUSHED, { merchantId: "pos-2", price: "1.00", ageMs: 1000 }),
+    });
+    await expectProblem(service, refused, 401, "unauthorized");
+    const look = await service.request(`/api/v1/products/${PUSHED}/price`, { headers: { authorization: `Bearer ${customerKey}` } });
+    expect((await look.json()).data.offers.map((offer: any) => offer.merchant.id)).toEqual(["pos-1"]);
+    expect((await runsOf("pos")).length).toBe(1);
+  });
+});
