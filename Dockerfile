@@ -15,20 +15,21 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
-# 2. Bun compiles the service, its migrations and the docs assets into one file.
+# 2. Bun compiles the service, its migrations and the docs assets into one file, with the build script
+#    of package.json (`npm run build`, the executable CI tests), so there is one definition of the build.
 FROM oven/bun:${BUN_VERSION} AS build
 WORKDIR /src
 COPY --from=deps /src/node_modules ./node_modules
 COPY package.json bunfig.toml tsconfig.json ./
 COPY drizzle ./drizzle
 COPY src ./src
-RUN bun build src/main.ts --compile --minify --bytecode --sourcemap --outfile /out/price-service \
- && /out/price-service --version \
+RUN bun run build \
+ && dist/price-service --version \
  && mkdir -p /out/data
 
 # 3. Runtime: glibc and libstdc++ only (no shell, no package manager), user nonroot (65532).
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /out/price-service /usr/local/bin/price-service
+COPY --from=build /src/dist/price-service /usr/local/bin/price-service
 COPY --from=build --chown=65532:65532 /out/data /data
 ENV DATABASE_URL=sqlite:/data/price-service.db \
     PORT=8080 \

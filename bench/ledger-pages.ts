@@ -7,15 +7,9 @@
 //   ROWS=500000 bun bench/ledger-pages.ts
 import { Database } from "bun:sqlite";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
-import { createApp } from "../src/app";
-import { loadConfig } from "../src/config";
 import { SQLiteStore } from "../src/db/sqlite-store";
-import { SYSTEM_USER_ID } from "../src/db/store";
-import { systemClock } from "../src/lib/clock";
 import { newId } from "../src/lib/ids";
-import { createLogger } from "../src/lib/logger";
-import { createApiKey } from "../src/modules/keys/service";
-import { createServices } from "../src/services";
+import { keyedGet, time } from "./timing";
 
 const ROWS = Number(process.env.ROWS ?? 5_000_000);
 const DIR = "/tmp/price-service-bench";
@@ -62,23 +56,6 @@ function build(): void {
   console.log(`\n  built in ${((performance.now() - startedAt) / 1000).toFixed(0)} s`);
 }
 
-function stats(samples: number[]): string {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-  return `p50 ${at(0.5).toFixed(2)} ms  p95 ${at(0.95).toFixed(2)} ms  max ${sorted[sorted.length - 1]!.toFixed(2)} ms`;
-}
-
-async function time(label: string, runs: number, work: () => Promise<unknown>): Promise<void> {
-  await work();
-  const samples: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const startedAt = performance.now();
-    await work();
-    samples.push(performance.now() - startedAt);
-  }
-  console.log(`${label.padEnd(58)} ${stats(samples)}`);
-}
-
 if (!existsSync(FILE) || process.env.REBUILD === "1") {
   console.log(`Building ${FILE} with ${ROWS.toLocaleString("en-US")} usage rows (plus 20% for a neighbour organization)…`);
   build();
@@ -106,16 +83,7 @@ await time("walk 50 consecutive pages from the newest (all 50)", 5, async () => 
 });
 
 // The whole stack: guard (API key), validation, store, serialization.
-const config = loadConfig({ PRICE_ENV: "production", LOG_LEVEL: "silent", DATABASE_URL: `sqlite:${FILE}` });
-const services = createServices({ config, store, clock: systemClock, logger: createLogger({ level: "silent" }) });
-await store.ensureSystemUser(Date.now());
-const { clearKey } = await createApiKey(store, { organizationId: ORG, name: "bench", createdBy: SYSTEM_USER_ID, keyPrefix: config.keyPrefix, now: Date.now() });
-const app = createApp(services);
-const get = async (query: string) => {
-  const response = await app.handle(new Request(`http://localhost/api/v1/customer/billing/transactions${query}`, { headers: { authorization: `Bearer ${clearKey}` } }));
-  if (response.status !== 200) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
-  return response.json();
-};
+const get = await keyedGet(store, FILE, ORG, "/api/v1/customer/billing/transactions");
 console.log("");
 await time("HTTP GET /transactions (first page)", 200, () => get(""));
 await time("HTTP GET /transactions?cursor=… (half-way down)", 200, () => get(`?cursor=${deepCursor}`));

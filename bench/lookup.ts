@@ -1,70 +1,296 @@
-// Billed look-ups per second and p99 beside /healthz, in one run, on 20k products.
-// Usage: bun bench/lookup.ts [--connections 32] [--seconds 10] [--products 20000] [--database-url URL]
-// The server runs as its own process (as in production); autocannon runs in this one.
-import autocannon from "autocannon";
-import { mkdtempSync, rmSync } from "node:fs";
+// The data endpoint's cost per stage, and billed look-ups on PostgreSQL beside SQLite, in one run.
+//
+// Each setup starts the service as its own processes (as in production) on a fresh database with
+// demo products, and drives it with wrk (1 thread per instance, 32 connections in all), so the load
+// generator stays out of the server's process. Per stage: requests per second, p99, and CPU per
+// request of the service (all its instances) and of PostgreSQL (every `postgres` process of the
+// machine), read from /proc before and after. Figures are medians over the rounds; each stage
+// starts with an unmeasured warm-up (3 s, 1 s with --ci).
+//
+// Usage: bun bench/lookup.ts [--seconds 8] [--rounds 3] [--connections 32] [--products 20000]
+//          [--postgres postgres://postgres@127.0.0.1:5432/test] [--ci]
+// Setups: SQLite, one instance (every stage); with --postgres also PostgreSQL, one instance (every
+// stage), two instances with one hot organization, and two instances with 50 organizations (billed).
+// --ci: 1 s per stage, 1 round, 2 000 products: a few seconds that print the ratios.
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { demoGTIN } from "../src/modules/ingest/demo-data";
+import postgres from "postgres";
+import { SYSTEM_USER_ID } from "../src/db/store";
+import { demoGTIN, seedDemo } from "../src/modules/ingest/demo-data";
+import { createApiKey } from "../src/modules/keys/service";
+import { openStore } from "../src/services";
 
 const { values } = parseArgs({
   options: {
+    seconds: { type: "string" },
+    rounds: { type: "string" },
     connections: { type: "string", default: "32" },
-    seconds: { type: "string", default: "10" },
-    products: { type: "string", default: "20000" },
-    "database-url": { type: "string" },
-    instances: { type: "string", default: "1" },
+    products: { type: "string" },
+    postgres: { type: "string" },
+    ci: { type: "boolean", default: false },
   },
 });
+const ci = values.ci === true;
+const seconds = Number(values.seconds ?? (ci ? 1 : 8));
+const rounds = Number(values.rounds ?? (ci ? 1 : 3));
 const connections = Number(values.connections);
-const duration = Number(values.seconds);
-const productCount = Number(values.products);
+const productCount = Number(values.products ?? (ci ? 2000 : 20000));
+const warmUpSeconds = ci ? 1 : 3;
+const CREDITS = 1_000_000_000;
+const FRESHNESS_MS = 24 * 3_600_000;
+
+if (Bun.spawnSync(["sh", "-c", "command -v wrk"]).exitCode !== 0) {
+  console.error("bench/lookup.ts needs wrk (the HTTP load generator): apt-get install -y wrk");
+  process.exit(2);
+}
+
 const work = mkdtempSync(join(tmpdir(), "price-bench-"));
-const databaseUrl = values["database-url"] ?? `sqlite:${join(work, "bench.db")}`;
-const env = { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: "warn", RATE_LIMIT: "1000000/s", PRICE_ENV: "production" };
-const cli = (args: string[]) => {
-  const result = Bun.spawnSync([process.execPath, "src/main.ts", ...args], { env, stderr: "inherit" });
-  if (result.exitCode !== 0) throw new Error(`price-service ${args.join(" ")} failed`);
-  return result.stdout.toString();
-};
+const TICK_US = 1_000_000 / 100; // USER_HZ: /proc times are in 1/100 s
 
-const seed = JSON.parse(cli(["seed", "--demo", "--products", String(productCount), "--credits", "100000000", "--json"]));
-const ports = Array.from({ length: Number(values.instances) }, (_, index) => 18900 + index);
-const servers = ports.map((port) => Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", String(port)], { env, stdout: "ignore", stderr: "inherit" }));
-for (const port of ports) {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) break;
-    await Bun.sleep(100);
+/** CPU time (µs) used so far by each process, from /proc/<pid>/stat (utime + stime). */
+function cpuOf(pids: number[]): Map<number, number> {
+  const times = new Map<number, number>();
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      times.set(pid, (Number(fields[11]) + Number(fields[12])) * TICK_US);
+    } catch {
+      // the process ended
+    }
   }
+  return times;
 }
 
-// Products whose index is not a multiple of 7 or 10 have fresh offers (see demoFeed).
-const freshGTINs = Array.from({ length: productCount }, (_, i) => i + 1).filter((i) => i % 7 !== 0 && i % 10 !== 0).map(demoGTIN);
-
-async function run(title: string, path: () => string, headers: Record<string, string> = {}) {
-  let next = 0;
-  const result = await autocannon({
-    url: `http://127.0.0.1:${ports[0]}`,
-    connections,
-    duration,
-    headers,
-    requests: [{ setupRequest: (request: any) => ({ ...request, path: path() }) }],
-    // Spread connections over the instances when there are several.
-    ...(ports.length > 1 ? { url: ports.map((port) => `http://127.0.0.1:${port}`) } : {}),
-  } as any);
-  const non2xx = result.non2xx + result.errors;
-  console.log(`${title.padEnd(16)} ${Math.round(result.requests.average).toString().padStart(7)} req/s  p50 ${result.latency.p50} ms  p99 ${result.latency.p99} ms  errors/non-2xx ${non2xx}`);
-  return result;
+function postgresPids(): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() === "postgres") pids.push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  return pids;
 }
 
-console.log(`price-service benchmark: ${productCount} products, ${connections} connections, ${duration}s each, ${ports.length} instance(s), ${databaseUrl.split(":")[0]}`);
-const health = await run("GET /healthz", () => "/healthz");
-const priced = await run("billed look-up", () => `/api/v1/products/${freshGTINs[Math.floor(Math.random() * freshGTINs.length)]}/price`, { authorization: `Bearer ${seed.clearKey}` });
-console.log(`billed look-ups at ${Math.round((100 * priced.requests.average) / health.requests.average)}% of /healthz throughput`);
+/** CPU used between two snapshots; a process that appeared meanwhile counts whole. */
+function cpuBetween(before: Map<number, number>, after: Map<number, number>): number {
+  let total = 0;
+  for (const [pid, time] of after) total += time - (before.get(pid) ?? 0);
+  return total;
+}
 
-for (const server of servers) server.kill("SIGTERM");
-await Promise.all(servers.map((server) => server.exited));
-const balance = JSON.parse(cli(["credits", "balance", "--org", seed.organizationId, "--json"]));
-console.log(`credits billed: ${100000000 - balance.available}, reserved left: ${balance.reserved}`);
-if (databaseUrl.startsWith("sqlite:")) rmSync(work, { recursive: true, force: true });
+interface StageResult {
+  requests: number;
+  rps: number;
+  p99Ms: number;
+  errors: number;
+  serviceUs: number;
+  postgresUs: number | null;
+}
+
+interface Target {
+  name: string;
+  paths: string[];
+  keys: string[];
+  expect: number;
+}
+
+/** One wrk run of `seconds` against the instances; the Lua script picks a random path and key per request. */
+async function runWrk(ports: number[], target: Target, serverPids: number[], watchPostgres: boolean, runSeconds = seconds): Promise<StageResult> {
+  const script = join(work, `${target.name}.lua`);
+  writeFileSync(
+    script,
+    `local paths = {${target.paths.map((path) => JSON.stringify(path)).join(",")}}
+local keys = {${target.keys.map((key) => JSON.stringify(key)).join(",")}}
+local ports = {${ports.join(",")}}
+local counter = 0
+function setup(thread)
+  counter = counter + 1
+  thread:set("id", counter)
+  thread.addr = wrk.lookup("127.0.0.1", tostring(ports[((counter - 1) % #ports) + 1]))[1]
+end
+function init(args)
+  math.randomseed(os.time() + id * 7919)
+end
+function request()
+  local key = keys[math.random(#keys)]
+  local headers = {}
+  if key ~= "" then headers["Authorization"] = "Bearer " .. key end
+  return wrk.format("GET", paths[math.random(#paths)], headers)
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.stderr:write(string.format("WRK %d %d %d %d\\n", summary.requests, summary.duration, latency:percentile(99), e.connect + e.read + e.write + e.timeout))
+end
+`,
+  );
+  const postgresBefore = watchPostgres ? cpuOf(postgresPids()) : new Map();
+  const serviceBefore = cpuOf(serverPids);
+  const wrk = Bun.spawn(["wrk", "-t", String(ports.length), "-c", String(connections), "-d", `${runSeconds}s`, "--timeout", "5s", "-s", script, `http://127.0.0.1:${ports[0]}`], {
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  const output = await new Response(wrk.stderr).text();
+  await wrk.exited;
+  const serviceUs = cpuBetween(serviceBefore, cpuOf(serverPids));
+  const postgresUs = watchPostgres ? cpuBetween(postgresBefore, cpuOf(postgresPids())) : null;
+  const match = /WRK (\d+) (\d+) (\d+) (\d+)/.exec(output);
+  if (match === null) throw new Error(`wrk failed: ${output}`);
+  const [requests, durationUs, p99Us, errors] = match.slice(1).map(Number) as [number, number, number, number];
+  return {
+    requests,
+    rps: requests / (durationUs / 1e6),
+    p99Ms: p99Us / 1000,
+    errors,
+    serviceUs: serviceUs / requests,
+    postgresUs: postgresUs === null ? null : postgresUs / requests,
+  };
+}
+
+function median(numbers: number[]): number {
+  const sorted = [...numbers].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+interface Setup {
+  label: string;
+  databaseUrl: string;
+  instances: number;
+  organizations: number;
+  stages: Array<"healthz" | "400" | "402" | "stale" | "billed">;
+}
+
+const setups: Setup[] = [{ label: "SQLite, 1 instance", databaseUrl: `sqlite:${join(work, "bench.db")}`, instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed"] }];
+let admin: postgres.Sql | null = null;
+const schemas: string[] = [];
+if (values.postgres !== undefined) {
+  admin = postgres(values.postgres, { max: 1, onnotice: () => {} });
+  const schemaUrl = (name: string) => {
+    const url = new URL(values.postgres!);
+    url.searchParams.set("search_path", name);
+    return url.toString();
+  };
+  const schema = (suffix: string) => {
+    const name = `bench_${process.pid}_${suffix}`;
+    schemas.push(name);
+    return schemaUrl(name);
+  };
+  setups.push(
+    { label: "PostgreSQL, 1 instance", databaseUrl: schema("one"), instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed"] },
+    { label: "PostgreSQL, 2 instances, 1 org", databaseUrl: schema("two"), instances: 2, organizations: 1, stages: ["healthz", "billed"] },
+    { label: "PostgreSQL, 2 instances, 50 orgs", databaseUrl: schema("fifty"), instances: 2, organizations: 50, stages: ["billed"] },
+  );
+  for (const name of schemas) await admin.unsafe(`CREATE SCHEMA ${name}`);
+}
+
+/** Demo products, `organizations` organizations with credits and a key each, and one with no credits. */
+async function seed(databaseUrl: string, organizations: number) {
+  const store = await openStore(databaseUrl);
+  const now = Date.now();
+  const demo = await seedDemo(store, { products: productCount, credits: CREDITS, keyPrefix: "pps_", now, freshnessWindowMs: FRESHNESS_MS });
+  const keys = [demo.clearKey];
+  for (let index = 1; index < organizations; index++) {
+    const organization = await store.createOrganization({ name: `Bench ${index}`, now });
+    await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: CREDITS, expiresAt: null, description: "Bench credits", now });
+    keys.push((await createApiKey(store, { organizationId: organization.id, name: "bench", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now })).clearKey);
+  }
+  const broke = await store.createOrganization({ name: "No credits", now });
+  const brokeKey = (await createApiKey(store, { organizationId: broke.id, name: "bench", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now })).clearKey;
+  const organizationIds = [demo.organizationId];
+  await store.close();
+  return { keys, brokeKey, organizationIds };
+}
+
+const indexes = Array.from({ length: productCount }, (_, i) => i + 1);
+const pricePath = (index: number) => `/api/v1/products/${demoGTIN(index)}/price`;
+const freshPaths = indexes.filter((i) => i % 7 !== 0 && i % 10 !== 0).map(pricePath);
+const stalePaths = indexes.filter((i) => i % 7 === 0 && i % 10 !== 0).map(pricePath);
+
+const results = new Map<string, StageResult>();
+let nextPort = 18900 + Math.floor(Math.random() * 500);
+console.log(`price-service benchmark: ${productCount} products, wrk ${connections} connections, ${seconds} s per stage, ${rounds} round(s), medians`);
+try {
+  for (const setup of setups) {
+    const seeded = await seed(setup.databaseUrl, setup.organizations);
+    const ports = Array.from({ length: setup.instances }, () => nextPort++);
+    const env = { ...process.env, DATABASE_URL: setup.databaseUrl, LOG_LEVEL: "warn", RATE_LIMIT: "1000000000/s", PRICE_ENV: "production" };
+    const servers = ports.map((port) => Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", String(port)], { env, stdout: "ignore", stderr: "inherit" }));
+    try {
+      for (const port of ports) {
+        let up = false;
+        for (let attempt = 0; attempt < 150 && !up; attempt++) {
+          up = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
+          if (!up) await Bun.sleep(100);
+        }
+        if (!up) throw new Error(`the server on port ${port} did not start`);
+      }
+      const targets: Record<Setup["stages"][number], Target> = {
+        healthz: { name: "healthz", paths: ["/healthz"], keys: [""], expect: 200 },
+        "400": { name: "400", paths: ["/api/v1/products/123/price"], keys: seeded.keys, expect: 400 },
+        "402": { name: "402", paths: freshPaths, keys: [seeded.brokeKey], expect: 402 },
+        stale: { name: "stale", paths: stalePaths, keys: seeded.keys, expect: 200 },
+        billed: { name: "billed", paths: freshPaths, keys: seeded.keys, expect: 200 },
+      };
+      for (const stage of setup.stages) {
+        const target = targets[stage];
+        const probe = await fetch(`http://127.0.0.1:${ports[0]}${target.paths[0]}`, { headers: target.keys[0] ? { authorization: `Bearer ${target.keys[0]}` } : {} });
+        const body = await probe.text();
+        if (probe.status !== target.expect) throw new Error(`${setup.label} ${stage}: expected ${target.expect}, got ${probe.status} ${body}`);
+        if (stage === "billed" && !body.includes('"reason":"fresh-offer"')) throw new Error(`${setup.label}: not a billed answer: ${body}`);
+        if (stage === "stale" && !body.includes('"reason":"stale-data"')) throw new Error(`${setup.label}: not a stale answer: ${body}`);
+        // Unmeasured warm-up: the JIT, and the caches of keys, products and prepared answers.
+        await runWrk(ports, target, servers.map((server) => server.pid), false, warmUpSeconds);
+        const runs: StageResult[] = [];
+        for (let round = 0; round < rounds; round++) runs.push(await runWrk(ports, target, servers.map((server) => server.pid), setup.databaseUrl.startsWith("postgres")));
+        const result: StageResult = {
+          requests: median(runs.map((run) => run.requests)),
+          rps: median(runs.map((run) => run.rps)),
+          p99Ms: median(runs.map((run) => run.p99Ms)),
+          errors: runs.reduce((sum, run) => sum + run.errors, 0),
+          serviceUs: median(runs.map((run) => run.serviceUs)),
+          postgresUs: runs[0]!.postgresUs === null ? null : median(runs.map((run) => run.postgresUs!)),
+        };
+        results.set(`${setup.label}|${stage}`, result);
+        const range = runs.length > 1 ? ` (${Math.round(Math.min(...runs.map((r) => r.rps)))}–${Math.round(Math.max(...runs.map((r) => r.rps)))})` : "";
+        console.log(
+          `${setup.label.padEnd(34)} ${stage.padEnd(8)} ${Math.round(result.rps).toString().padStart(7)} req/s${range}  p99 ${result.p99Ms.toFixed(1)} ms  service ${result.serviceUs.toFixed(0)} µs/req` +
+            (result.postgresUs === null ? "" : `  PostgreSQL ${result.postgresUs.toFixed(0)} µs/req`) +
+            (result.errors > 0 ? `  socket errors ${result.errors}` : ""),
+        );
+      }
+    } finally {
+      for (const server of servers) server.kill("SIGTERM");
+      await Promise.all(servers.map((server) => server.exited));
+    }
+    // Every credit billed is in the ledger and nothing is left held.
+    const store = await openStore(setup.databaseUrl);
+    const balance = await store.getBalance(seeded.organizationIds[0]!, Date.now());
+    await store.close();
+    if (balance.reserved !== 0) throw new Error(`${setup.label}: ${balance.reserved} credits still reserved after shutdown`);
+  }
+} finally {
+  if (admin !== null) {
+    for (const name of schemas) await admin.unsafe(`DROP SCHEMA IF EXISTS ${name} CASCADE`);
+    await admin.end();
+  }
+  rmSync(work, { recursive: true, force: true });
+}
+
+const rps = (label: string, stage: string) => results.get(`${label}|${stage}`)?.rps;
+const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? "n/a" : `${(a / b).toFixed(2)}×`);
+const sqliteBilled = rps("SQLite, 1 instance", "billed");
+const billed = results.get("SQLite, 1 instance|billed")!;
+console.log("ratios:");
+console.log(`  SQLite billed / SQLite /healthz: ${ratio(sqliteBilled, rps("SQLite, 1 instance", "healthz"))} (goal ≥ 0.35×), p99 ${billed.p99Ms.toFixed(1)} ms (goal ≤ 5 ms), service ${billed.serviceUs.toFixed(0)} µs/req (goal ≤ 35 µs)`);
+if (values.postgres !== undefined) {
+  const hot = results.get("PostgreSQL, 2 instances, 1 org|billed")!;
+  const fifty = results.get("PostgreSQL, 2 instances, 50 orgs|billed")!;
+  console.log(`  PostgreSQL 1 instance billed / SQLite billed: ${ratio(rps("PostgreSQL, 1 instance", "billed"), sqliteBilled)}`);
+  console.log(`  PostgreSQL 2 instances, 1 org / SQLite billed: ${ratio(hot.rps, sqliteBilled)} (goal ≥ 0.5×), PostgreSQL ${hot.postgresUs!.toFixed(0)} µs/req (goal ≤ 100 µs)`);
+  console.log(`  PostgreSQL 2 instances, 50 orgs / SQLite billed: ${ratio(fifty.rps, sqliteBilled)} (goal ≥ 1×), PostgreSQL ${fifty.postgresUs!.toFixed(0)} µs/req`);
+}

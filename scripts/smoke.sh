@@ -54,6 +54,8 @@ price() { curl -sS --max-time 10 -H "Authorization: Bearer $1" "$base/api/v1/pro
 
 echo "== version and set-up through the CLI"
 "$binary" --version
+# Only serve, migrate and seed create a database; the operator's first step on an empty machine.
+"$binary" migrate > /dev/null
 org=$("$binary" orgs create --name "Smoke Org" --json | json_field id)
 [ -n "$org" ] || fail "orgs create printed no id"
 "$binary" credits grant --org "$org" --amount 5000 --json > /dev/null

@@ -13,10 +13,14 @@ interface RunResult {
   ok: boolean;
 }
 
+const TEST_TIMEOUT_MS = 30_000;
+
 /** Runs `bun test`, echoing its output as it comes, and reads its last pass and fail counts. */
 async function runBunTest(label: string, args: string[], env: Record<string, string | undefined>): Promise<RunResult> {
   console.log(`\n== bun test on ${label}\n`);
-  const child = Bun.spawn([process.execPath, "test", ...args], { env, stdout: "pipe", stderr: "pipe" });
+  // Tests start real servers, processes and databases: give a loaded machine room. Bun reads no
+  // timeout from bunfig.toml, and its 5 s default also bounds every beforeAll/afterEach hook.
+  const child = Bun.spawn([process.execPath, "test", `--timeout=${TEST_TIMEOUT_MS}`, ...args], { env, stdout: "pipe", stderr: "pipe" });
   let output = "";
   const echo = async (stream: ReadableStream<Uint8Array>, sink: NodeJS.WriteStream) => {
     const decoder = new TextDecoder();

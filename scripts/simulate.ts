@@ -1,0 +1,43 @@
+// `npm run simulate -- [--seeds N | --seed S] [--store sqlite|postgres] [--steps N] [--from S] [--trace]`:
+// runs the seeded money simulation (test/simulation/simulation.ts) and prints, per store, the seeds,
+// operations, faults injected and violations. A failing seed prints its trace; `--seed S` replays it.
+import { parseArgs } from "node:util";
+import { DEFAULT_POSTGRES_URL, simulate, type StoreKind } from "../test/simulation/simulation";
+
+const { values } = parseArgs({
+  options: {
+    seeds: { type: "string", default: "100" },
+    seed: { type: "string" },
+    from: { type: "string", default: "1" },
+    store: { type: "string", multiple: true },
+    steps: { type: "string", default: "40" },
+    trace: { type: "boolean", default: false },
+  },
+});
+const stores = (values.store ?? (process.env.TEST_DATABASE_URL ? ["sqlite", "postgres"] : ["sqlite"])) as StoreKind[];
+const postgresUrl = process.env.TEST_DATABASE_URL?.trim() || DEFAULT_POSTGRES_URL;
+const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, index) => Number(values.from) + index);
+const steps = Number(values.steps);
+
+let failed = 0;
+for (const store of stores) {
+  failed = 0;
+  const started = performance.now();
+  let operations = 0;
+  let faults = 0;
+  let violations = 0;
+  for (const seed of seeds) {
+    const report = await simulate({ seed, store, steps, postgresUrl });
+    operations += report.operations;
+    faults += report.faultsInjected;
+    violations += report.violations.length;
+    if (report.violations.length > 0 || values.trace) {
+      console.log(`\n${store} seed ${seed}: ${report.violations.length} violation(s)\n  ${report.violations.join("\n  ")}\n  replay: npm run simulate -- --seed ${seed} --store ${store} --trace`);
+      if (values.trace || values.seed !== undefined) console.log(report.trace.join("\n"));
+    }
+    if (report.violations.length > 0) failed++;
+  }
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  console.log(`${store}: ${seeds.length} seeds, ${operations} operations, ${faults} faults injected, ${violations} violations, ${failed} failing seeds, ${seconds} s`);
+}
+process.exit(failed > 0 ? 1 : 0);
