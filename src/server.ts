@@ -75,7 +75,8 @@ export async function startServer(services: Services, options: { port: number; h
             server.stop(true).then(resolve, resolve);
           }, options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
         });
-        await Promise.race([server.stop(false), forced]);
+        // Open connections first, then the look-ups whose clients hung up: they still hold credits.
+        await Promise.race([server.stop(false).then(() => services.lookups.drain()), forced]);
         clearTimeout(grace);
         // Elysia runs afterResponse hooks (the access log) in a setImmediate after each response: let the last ones run.
         await new Promise((resolve) => setImmediate(resolve));

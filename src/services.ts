@@ -17,6 +17,7 @@ import type { PaymentProvider } from "./modules/billing/providers/provider";
 import { StripeProvider } from "./modules/billing/providers/stripe";
 import { FeedScheduler } from "./modules/feeds/scheduler";
 import { countRun } from "./modules/feeds/freshness";
+import { InFlightWork } from "./lib/in-flight";
 import packageJSON from "../package.json";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
@@ -38,6 +39,8 @@ export interface Services {
   metrics: ServiceMetrics;
   /** Runs the scheduled feed sources (started by `serve`). */
   feeds: FeedScheduler;
+  /** Price look-ups still running, which shutdown lets finish before it closes the store. */
+  lookups: InFlightWork;
 }
 
 /** Wires the services; the store the app sees is timed (per operation, into /metrics). */
@@ -96,6 +99,7 @@ export function createServices(input: {
       userAgent: `price-service/${packageJSON.version}`,
       onRun: (source, run) => countRun(metrics, source.name, run),
     }),
+    lookups: new InFlightWork(),
   };
 }
 

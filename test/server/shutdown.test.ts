@@ -78,3 +78,36 @@ describe("stop() with a request that never finishes", () => {
     expect(context.logs.join("")).toContain("closing their connections");
   });
 });
+
+describe("stop() after a client went away mid-request", () => {
+  test("finishes that request's debit before it closes the store, so no credits stay held", async () => {
+    const context = await createTestContext();
+    const org = await createOrganization(context, 5);
+    await addProduct(context, "04006381333931", [{ merchantId: "m-1", price: 100, ageMs: 1000 }]);
+    const find = context.store.findProductWithOffers.bind(context.store);
+    context.store.findProductWithOffers = async (gtin) => {
+      await Bun.sleep(300);
+      return find(gtin);
+    };
+    const commit = context.store.commitReservation.bind(context.store);
+    const commits: boolean[] = [];
+    context.store.commitReservation = async (...args) => {
+      const committed = await commit(...args);
+      commits.push(committed);
+      return committed;
+    };
+    const server = await startServer(context.services, { port: 0, hostname: "127.0.0.1" });
+    const client = new AbortController();
+    const gone = fetch(`${server.url}/api/v1/products/4006381333931/price`, { headers: org.auth, signal: client.signal }).then(
+      (response) => `answered ${response.status}`,
+      () => "aborted",
+    );
+    await Bun.sleep(100);
+    client.abort();
+    expect(await gone).toBe("aborted");
+    await Bun.sleep(20);
+    await server.stop();
+    expect(commits).toEqual([true]);
+    expect(context.logs.join("")).not.toContain("failed");
+  });
+});

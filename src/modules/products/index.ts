@@ -33,7 +33,7 @@ function keyLimitReached(limit: number, now: number): Texts {
 export function productRoutes(services: Services) {
   const { store, clock, config, keyUsage, usageCounters, rateLimiter } = services;
   const policyOnly = rateLimitHeaders(rateLimiter, null);
-  const lookupDeps = { store, clock, creditCost: config.creditCost, freshnessWindowMs: config.freshnessWindowMs };
+  const lookupDeps = { store, clock, lookups: services.lookups, creditCost: config.creditCost, freshnessWindowMs: config.freshnessWindowMs };
 
   return new Elysia({ name: "products", prefix: "/api/v1/products" }).get(
     "/:gtin/price",

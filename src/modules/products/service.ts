@@ -1,5 +1,6 @@
 import type { KeyCredential, OfferRecord, ProductRecord, Store, UsageRecord } from "../../db/store";
 import type { Clock } from "../../lib/clock";
+import type { InFlightWork } from "../../lib/in-flight";
 import { toISO } from "../../lib/clock";
 import { money } from "../../lib/money";
 import { AVAILABILITY_LABELS, type Language } from "../../http/i18n";
@@ -7,6 +8,8 @@ import type { PriceDataValue, Reason } from "./model";
 
 export interface PriceLookupDeps {
   store: Store;
+  /** Every look-up is tracked here: it holds credits until it commits or releases them. */
+  lookups: InFlightWork;
   clock: Clock;
   creditCost: number;
   freshnessWindowMs: number;
@@ -76,17 +79,20 @@ function priceData(product: ProductRecord, offers: OfferRecord[], lastObservedAt
  * reservation was swept, a write failed, the database stayed locked) or anything fails after the
  * reservation, its credits are given back at once and the answer is 503 `unavailable`, without the data.
  */
-export async function lookUpPrice(
-  deps: PriceLookupDeps,
-  input: {
-    credential: KeyCredential;
-    gtin: string;
-    language: Language;
-    requestId: string;
-    /** For a billed answer: returns the Idempotency-Key record to complete in the debit's own transaction. */
-    recordAnswer?: (result: PriceLookupResult) => Promise<UsageRecord["idempotency"]>;
-  },
-): Promise<PriceLookupResult> {
+export function lookUpPrice(deps: PriceLookupDeps, input: LookupInput): Promise<PriceLookupResult> {
+  return deps.lookups.track(lookUp(deps, input));
+}
+
+interface LookupInput {
+  credential: KeyCredential;
+  gtin: string;
+  language: Language;
+  requestId: string;
+  /** For a billed answer: returns the Idempotency-Key record to complete in the debit's own transaction. */
+  recordAnswer?: (result: PriceLookupResult) => Promise<UsageRecord["idempotency"]>;
+}
+
+async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceLookupResult> {
   const { store, clock } = deps;
   const { gtin } = input;
   const organizationId = input.credential.organizationId;
