@@ -24,7 +24,7 @@ import { applyPostgresMigrations } from "./migrate";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import { openPostgresClient } from "./postgres-client";
 import * as schema from "./schema/postgres";
-import { BILLED_REASON, DAY_MS, HOUR_MS, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
+import { BILLED_REASON, DAY_MS, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
 import type {
   ApiKeyRecord,
   Balance,
@@ -634,12 +634,8 @@ export class PostgresStore implements Store {
   // commits synchronously (the WAL is flushed before anyone is answered): a debit once answered
   // survives a crash of the database server.
   private async debitBatch(items: Array<{ reservationId: string; usage: UsageRecord }>): Promise<Set<string>> {
-    const rows = items.map(({ reservationId, usage }, seq) => ({
-      seq,
+    const commits = items.map(({ reservationId, usage }) => ({
       reservation_id: reservationId,
-      transaction_id: newId("txn", usage.now),
-      gtin: usage.gtin,
-      description: usage.description,
       created_at: usage.now,
       month: utcMonth(usage.now),
       idempotency_scope: usage.idempotency?.scope ?? null,
@@ -648,11 +644,25 @@ export class PostgresStore implements Store {
       response_status: usage.idempotency?.responseStatus ?? null,
       response_body: usage.idempotency?.responseBody ?? null,
     }));
+    // One usage row per line: a single look-up's one line takes the whole reservation (amount null).
+    const lines = items.flatMap(({ reservationId, usage }) =>
+      (usage.lines ?? [{ gtin: usage.gtin, description: usage.description, amount: null }]).map((line) => ({
+        reservation_id: reservationId,
+        transaction_id: newId("txn", usage.now),
+        gtin: line.gtin,
+        description: line.description,
+        amount: line.amount,
+      })),
+    ).map((line, seq) => ({ seq, ...line }));
     const committed = await this.client<Array<{ reservation_id: string }>>`
       WITH input AS (
-        SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(
-          seq int, reservation_id text, transaction_id text, gtin text, description text, created_at bigint, month text,
+        SELECT * FROM jsonb_to_recordset(${JSON.stringify(commits)}::text::jsonb) AS input(
+          reservation_id text, created_at bigint, month text,
           idempotency_scope text, idempotency_key_hash text, claimed_at bigint, response_status int, response_body text)
+      ),
+      lines AS (
+        SELECT * FROM jsonb_to_recordset(${JSON.stringify(lines)}::text::jsonb) AS lines(
+          seq int, reservation_id text, transaction_id text, gtin text, description text, amount bigint)
       ),
       -- A request whose Idempotency-Key claim was taken over meanwhile is not billed: its claim
       -- (locked until this commits) fences the debit.
@@ -675,10 +685,12 @@ export class PostgresStore implements Store {
       ),
       debits AS (
         -- balanceAfter of a row = the organization's sum after the batch + what its later rows took.
-        SELECT input.*, claimed.organization_id, claimed.amount, claimed.allocations, claimed.key_id, claimed.request_id,
-               moved.ledger_balance + coalesce(sum(claimed.amount) OVER (
-                 PARTITION BY claimed.organization_id ORDER BY input.seq DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS balance_after
-        FROM input JOIN claimed ON claimed.id = input.reservation_id JOIN moved ON moved.id = claimed.organization_id
+        SELECT lines.seq, lines.transaction_id, lines.gtin, lines.description, owned.created_at, owned.month,
+               claimed.organization_id, coalesce(lines.amount, claimed.amount) AS amount, claimed.allocations, claimed.key_id, claimed.request_id,
+               moved.ledger_balance + coalesce(sum(coalesce(lines.amount, claimed.amount)) OVER (
+                 PARTITION BY claimed.organization_id ORDER BY lines.seq DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS balance_after
+        FROM lines JOIN owned ON owned.reservation_id = lines.reservation_id JOIN claimed ON claimed.id = lines.reservation_id
+          JOIN moved ON moved.id = claimed.organization_id
       ),
       ledger AS (
         INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
@@ -687,8 +699,8 @@ export class PostgresStore implements Store {
                key_id, request_id, gtin, description, created_at
         FROM debits
       ),
-      -- The billed look-ups into the hourly usage counters, in the debit's own statement, rows in one
-      -- order so batches of several instances lock them alike.
+      -- The billed look-ups (a batch's billed items) into the hourly usage counters, in the debit's
+      -- own statement, rows in one order so batches of several instances lock them alike.
       counted AS (
         INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
         SELECT organization_id, periods.ms, created_at - created_at % periods.ms, coalesce(key_id, ''), ${BILLED_REASON}, count(*), sum(amount)
@@ -703,24 +715,48 @@ export class PostgresStore implements Store {
         ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
       ),
       completed AS (
-        UPDATE idempotency_records SET status = 'done', response_status = debits.response_status, response_body = debits.response_body
-        FROM debits
-        WHERE debits.idempotency_scope IS NOT NULL AND idempotency_records.scope = debits.idempotency_scope AND idempotency_records.key_hash = debits.idempotency_key_hash
-          AND idempotency_records.created_at = debits.claimed_at
+        UPDATE idempotency_records SET status = 'done', response_status = owned.response_status, response_body = owned.response_body
+        FROM owned JOIN claimed ON claimed.id = owned.reservation_id
+        WHERE owned.idempotency_scope IS NOT NULL AND idempotency_records.scope = owned.idempotency_scope AND idempotency_records.key_hash = owned.idempotency_key_hash
+          AND idempotency_records.created_at = owned.claimed_at
       )
-      SELECT reservation_id FROM debits`;
+      SELECT id AS reservation_id FROM claimed`;
     return new Set(committed.map((row) => row.reservation_id));
   }
 
-  // Invariant: what a refund is owed from the buckets (clawback_owed) is paid from exactly the
-  // credits given back, in the release's own statement, with one `refund` row, so no request can
-  // spend them in between. `owing` locks the buckets in FEFO order (as reserveCredits does) and reads
-  // their latest committed clawback, so a refund that committed meanwhile is paid too.
   async releaseReservation(reservationId: string, now: number): Promise<boolean> {
+    const [row] = await retrying(() => this.restoreCredits(this.client, this.client`DELETE FROM reservations WHERE id = ${reservationId} RETURNING organization_id, allocations`, now));
+    return row!.released === 1;
+  }
+
+  // The reservation row is locked, so a commit or a sweep racing with it waits and then finds what
+  // is left (a commit debits `keep`); one that came first leaves no row, and nothing is given back.
+  async shrinkReservation(reservationId: string, keep: number, now: number): Promise<boolean> {
+    return retrying(() =>
+      this.client.begin(async (tx) => {
+        const [row] = await tx<Array<{ organization_id: string; amount: string; allocations: string }>>`
+          SELECT organization_id, amount, allocations::text AS allocations FROM reservations WHERE id = ${reservationId} FOR UPDATE`;
+        if (row === undefined) return false;
+        if (!(keep > 0 && keep < Number(row.amount))) throw new RangeError(`cannot keep ${keep} of a reservation of ${row.amount}`);
+        const { kept, given } = splitAllocations(JSON.parse(row.allocations), keep);
+        await tx`UPDATE reservations SET amount = ${keep}, allocations = ${JSON.stringify(kept)}::text::jsonb WHERE id = ${reservationId}`;
+        await this.restoreCredits(tx, tx`SELECT ${row.organization_id}::text AS organization_id, ${JSON.stringify(given)}::text::jsonb AS allocations`, now);
+        return true;
+      }),
+    );
+  }
+
+  /**
+   * Gives the allocations of `claimed` (one row: organization_id, allocations) back to their buckets.
+   * Invariant: what a refund is owed from the buckets (clawback_owed) is paid from exactly the
+   * credits given back, in the same statement, with one `refund` row, so no request can spend them
+   * in between. `owing` locks the buckets in FEFO order (as reserveCredits does) and reads their
+   * latest committed clawback, so a refund that committed meanwhile is paid too.
+   */
+  private restoreCredits(sql: postgres.Sql | postgres.TransactionSql, claimed: postgres.PendingQuery<postgres.Row[]>, now: number) {
     const transactionId = newId("txn", now);
-    const [row] = await retrying(
-      () => this.client<Array<{ released: number }>>`
-        WITH claimed AS (DELETE FROM reservations WHERE id = ${reservationId} RETURNING organization_id, allocations),
+    return sql<Array<{ released: number }>>`
+        WITH claimed AS (${claimed}),
         given AS (
           SELECT allocation->>'bucketId' AS bucket_id, (allocation->>'amount')::bigint AS amount
           FROM claimed, jsonb_array_elements(claimed.allocations) AS allocation
@@ -748,9 +784,7 @@ export class PostgresStore implements Store {
           SELECT ${transactionId}, moved.id, 'refund', -paid.amount, moved.ledger_balance, paid.bucket_id, 'Refund: credits a request in flight gave back', ${now}
           FROM moved, paid
         )
-        SELECT count(*)::int AS released, set_config('synchronous_commit', 'off', true) AS async_commit FROM claimed`,
-    );
-    return row!.released === 1;
+        SELECT count(*)::int AS released, set_config('synchronous_commit', 'off', true) AS async_commit FROM claimed`;
   }
 
   /**

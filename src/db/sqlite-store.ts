@@ -22,7 +22,7 @@ import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishF
 import { applySQLiteMigrations } from "./migrate";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import * as schema from "./schema/sqlite";
-import { BILLED_REASON, hourStartOf, periodStartOf, SYSTEM_USER_ID, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
+import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, SYSTEM_USER_ID, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
 import type {
   ApiKeyRecord,
   Balance,
@@ -754,20 +754,13 @@ export class SQLiteStore implements Store {
     for (const { reservationId, usage } of items) {
       const reservation = this.heldReservations.get(reservationId)!;
       for (const allocation of reservation.allocations) bucketDebits.set(allocation.bucketId, (bucketDebits.get(allocation.bucketId) ?? 0) + allocation.amount);
-      const balanceAfter = (ledgerBalances.get(reservation.organizationId) ?? this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!.ledgerBalance) - reservation.amount;
+      let balanceAfter = ledgerBalances.get(reservation.organizationId) ?? this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!.ledgerBalance;
+      const bucketId = reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null;
+      for (const line of usage.lines ?? [{ gtin: usage.gtin, description: usage.description, amount: reservation.amount }]) {
+        balanceAfter -= line.amount;
+        this.insertUsage().run(newId("txn", usage.now), reservation.organizationId, -line.amount, balanceAfter, bucketId, reservation.keyId, reservation.requestId, line.gtin, line.description, usage.now);
+      }
       ledgerBalances.set(reservation.organizationId, balanceAfter);
-      this.insertUsage().run(
-        newId("txn", usage.now),
-        reservation.organizationId,
-        -reservation.amount,
-        balanceAfter,
-        reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
-        reservation.keyId,
-        reservation.requestId,
-        usage.gtin,
-        usage.description,
-        usage.now,
-      );
       if (usage.idempotency !== undefined) this.completeIdempotencyRecord(usage.idempotency);
       if (reservation.keyId !== null) {
         const month = utcMonth(usage.now);
@@ -804,9 +797,11 @@ export class SQLiteStore implements Store {
       const keyId = reservation.keyId ?? "";
       const id = `${reservation.organizationId}\u0000${hourStart}\u0000${keyId}`;
       const count = counts.get(id);
-      if (count === undefined) counts.set(id, { organizationId: reservation.organizationId, hourStart, keyId, requests: 1, credits: reservation.amount });
+      // A batch counts its billed items, as single look-ups count themselves.
+      const requests = usage.lines?.length ?? 1;
+      if (count === undefined) counts.set(id, { organizationId: reservation.organizationId, hourStart, keyId, requests, credits: reservation.amount });
       else {
-        count.requests += 1;
+        count.requests += requests;
         count.credits += reservation.amount;
       }
     }
@@ -929,6 +924,22 @@ export class SQLiteStore implements Store {
       this.write(() => this.payClawbacks(reservation.organizationId, reservation.allocations, now));
     }
     return this.dropReservation(reservationId);
+  }
+
+  async shrinkReservation(reservationId: string, keep: number, now: number): Promise<boolean> {
+    const reservation = this.heldReservations.get(reservationId);
+    if (reservation === undefined) return false;
+    if (!(keep > 0 && keep < reservation.amount)) throw new RangeError(`cannot keep ${keep} of a reservation of ${reservation.amount}`);
+    const { kept, given } = splitAllocations(reservation.allocations, keep);
+    // As in releaseReservation: refunds are paid before the holds drop, in the same synchronous step.
+    if (given.some((allocation) => this.clawbackOwedOf().get({ bucketId: allocation.bucketId })!.owed > 0)) {
+      this.write(() => this.payClawbacks(reservation.organizationId, given, now));
+    }
+    for (const allocation of given) this.changeHold(allocation.bucketId, -allocation.amount);
+    this.changeKeyHold(reservation.keyId, keep - reservation.amount);
+    reservation.allocations = kept;
+    reservation.amount = keep;
+    return true;
   }
 
   private readonly clawbackOwedOf = this.lazy(() =>

@@ -176,6 +176,17 @@ export interface UsageRecord {
   description: string;
   now: number;
   idempotency?: IdempotencyAnswer;
+  /**
+   * A batch's debit: one usage row per line instead of one for the whole reservation (`gtin` and
+   * `description` above are then unused); the lines' amounts add up to the reservation's.
+   */
+  lines?: UsageLine[];
+}
+
+export interface UsageLine {
+  gtin: string;
+  description: string;
+  amount: number;
 }
 
 /**
@@ -275,6 +286,13 @@ export interface Store {
    * `refund` ledger row dated `now`, in the same transaction.
    */
   releaseReservation(reservationId: string, now: number): Promise<boolean>;
+  /**
+   * The first half of a partial commit: gives back all but `keep` credits of a reservation (0 <
+   * `keep` < its amount), as releaseReservation would (refunds owed paid first), so that committing
+   * it then debits `keep`. The credits kept are the soonest-expiring ones it holds. False when the
+   * reservation is no longer held (committed, released or swept): nothing was given back.
+   */
+  shrinkReservation(reservationId: string, keep: number, now: number): Promise<boolean>;
   /**
    * Called once when `serve` starts: gives back what a crashed predecessor left in flight. SQLite
    * (one serving process per file, enforced by `serve`'s lock): every in-progress Idempotency-Key
@@ -467,6 +485,23 @@ export interface UsageTotal {
 
 /** The reason billed look-ups are counted under (in the debit's transaction). */
 export const BILLED_REASON = "fresh-offer";
+
+/**
+ * A reservation's allocations (FEFO order) split into the first `keep` credits and the rest: what a
+ * partial commit keeps is the soonest-expiring part.
+ */
+export function splitAllocations(allocations: Array<{ bucketId: string; amount: number }>, keep: number) {
+  const kept: Array<{ bucketId: string; amount: number }> = [];
+  const given: Array<{ bucketId: string; amount: number }> = [];
+  let left = keep;
+  for (const { bucketId, amount } of allocations) {
+    const taken = Math.min(amount, left);
+    left -= taken;
+    if (taken > 0) kept.push({ bucketId, amount: taken });
+    if (amount > taken) given.push({ bucketId, amount: amount - taken });
+  }
+  return { kept, given };
+}
 
 /** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
 export const STALE_RESERVATION_MS = 60_000;
