@@ -18,7 +18,10 @@ const RESPONSE_HEADERS: Record<string, JSONObject> = {
     description: 'Requests left for this key (`r`, never above the policy\'s `q`) and seconds until they are all back (`t`; on a 429, the same as Retry-After), per draft-ietf-httpapi-ratelimit-headers',
     schema: { type: "string", examples: ['"default";r=99;t=1'] },
   },
-  "RateLimit-Policy": { description: "The quota: `q` requests per `w` seconds per API key", schema: { type: "string", examples: ['"default";q=100;w=1'] } },
+  "RateLimit-Policy": {
+    description: 'The quota: `q` requests per `w` seconds per API key; on the batch look-up the same quota counted in items (one per GTIN asked: a single look-up is one item), said by `qu="items"`',
+    schema: { type: "string", examples: ['"default";q=100;w=1', '"default";q=100;w=1;qu="items"'] },
+  },
   "Retry-After": { description: "Seconds to wait before a retry can succeed", schema: { type: "integer", minimum: 1, examples: [1] } },
   "WWW-Authenticate": {
     description:
@@ -67,7 +70,7 @@ function plainSchemas(value: unknown): unknown {
 function responseHeaders(path: string, operation: JSONObject, status: number): JSONObject {
   const headers: JSONObject = { "X-Request-Id": headerRef("X-Request-Id", true) };
   if (status >= 400 || LOCALIZED_PATH_PREFIXES.some((prefix) => path.startsWith(prefix))) headers["Content-Language"] = headerRef("Content-Language", true);
-  if (operation.operationId === "getProductPrice") {
+  if (operation.operationId === "getProductPrice" || operation.operationId === "getProductPrices") {
     headers["RateLimit-Policy"] = headerRef("RateLimit-Policy", status !== 413 && status !== 415 && status !== 500);
     if (status !== 400 && status !== 401 && status !== 413 && status !== 500) headers.RateLimit = headerRef("RateLimit", false);
   }

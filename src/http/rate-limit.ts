@@ -20,8 +20,11 @@ export interface RateLimiter {
   readonly windowSeconds: number;
   /** The service's own policy (RATE_LIMIT), for keys without a rate limit of their own. */
   readonly policy: RateLimitPolicy;
-  /** Takes one token of `key`'s bucket under `policy` (default: the service's). */
-  take(key: string, now: number, policy?: RateLimitPolicy): RateLimitDecision;
+  /**
+   * Takes `tokens` (default 1: one request; a batch takes one per item) of `key`'s bucket under
+   * `policy` (default: the service's).
+   */
+  take(key: string, now: number, policy?: RateLimitPolicy, tokens?: number): RateLimitDecision;
   /** Drops state that no longer matters, so memory follows the keys in use. */
   prune(now: number): void;
 }
@@ -44,7 +47,9 @@ export class MemoryRateLimiter implements RateLimiter {
     this.policy = { name: "default", limit, windowSeconds: this.windowSeconds };
   }
 
-  take(key: string, now: number, policy: RateLimitPolicy = this.policy): RateLimitDecision {
+  // A take larger than the bucket can ever hold (a batch of 100 under a key's limit of 10/s) is
+  // admitted when the bucket is full and leaves it in debt, so over time the key still gets its rate.
+  take(key: string, now: number, policy: RateLimitPolicy = this.policy, tokens = 1): RateLimitDecision {
     const capacity = 2 * policy.limit;
     const refillPerMs = policy.limit / (policy.windowSeconds * 1000);
     let bucket = this.buckets.get(key);
@@ -58,12 +63,13 @@ export class MemoryRateLimiter implements RateLimiter {
       bucket.capacity = capacity;
       bucket.refillPerMs = refillPerMs;
     }
-    const allowed = bucket.tokens >= 1;
-    if (allowed) bucket.tokens -= 1;
-    const retryAfterSeconds = allowed ? 0 : Math.max(1, Math.ceil((1 - bucket.tokens) / refillPerMs / 1000));
+    const needed = Math.min(tokens, capacity);
+    const allowed = bucket.tokens >= needed;
+    if (allowed) bucket.tokens -= tokens;
+    const retryAfterSeconds = allowed ? 0 : Math.max(1, Math.ceil((needed - bucket.tokens) / refillPerMs / 1000));
     return {
       allowed,
-      remaining: Math.min(policy.limit, Math.floor(bucket.tokens)),
+      remaining: Math.max(0, Math.min(policy.limit, Math.floor(bucket.tokens))),
       resetSeconds: allowed ? Math.ceil(Math.max(0, policy.limit - bucket.tokens) / refillPerMs / 1000) : retryAfterSeconds,
       retryAfterSeconds,
     };
@@ -94,10 +100,11 @@ export function maxKeyRateLimit(rateLimit: { limit: number; windowMs: number }):
 /**
  * The IETF draft's structured fields (draft-ietf-httpapi-ratelimit-headers-09 and later): the
  * policy's quota `q` per window `w`, then `r` requests left (never above `q`) and `t` seconds until
- * they are all back, which on a 429 is Retry-After.
+ * they are all back, which on a 429 is Retry-After. Where the quota counts items (the batch
+ * look-up: one per GTIN) rather than requests, the policy says so with the quota unit `qu="items"`.
  */
-export function rateLimitHeaders(limiter: RateLimiter, decision: RateLimitDecision | null, policy: RateLimitPolicy = limiter.policy): Record<string, string> {
-  const headers: Record<string, string> = { "ratelimit-policy": `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}` };
+export function rateLimitHeaders(limiter: RateLimiter, decision: RateLimitDecision | null, policy: RateLimitPolicy = limiter.policy, unit: "requests" | "items" = "requests"): Record<string, string> {
+  const headers: Record<string, string> = { "ratelimit-policy": `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}${unit === "items" ? ';qu="items"' : ""}` };
   if (decision !== null) headers.ratelimit = `"${policy.name}";r=${decision.remaining};t=${decision.resetSeconds}`;
   if (decision !== null && !decision.allowed) headers["retry-after"] = String(decision.retryAfterSeconds);
   return headers;

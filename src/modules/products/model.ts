@@ -110,3 +110,110 @@ export function PriceProblem(slugs: ProblemSlug[]) {
 
 export type PriceMetaValue = typeof PriceMeta.static;
 export type PriceDataValue = typeof PriceData.static;
+
+// --- the batch look-up: POST /products/prices ---
+
+export const MAX_BATCH_GTINS = 100;
+/** The reasons an item of a batch can have: the SPEC's six codes (insufficient-credits refuses the whole batch). */
+export const ITEM_REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits"] as const;
+export type ItemReason = (typeof ITEM_REASONS)[number];
+
+export const BatchBody = t.Object(
+  {
+    gtins: t.Array(t.String({ description: "GTIN-8, GTIN-12, GTIN-13 or GTIN-14", examples: ["4006381333931"] }), {
+      minItems: 1,
+      maxItems: MAX_BATCH_GTINS,
+      description: "1 to 100 GTINs, answered in this order; one asked twice (in any of its forms) is billed once",
+    }),
+    language: t.Optional(t.UnionEnum(["en", "fr"], { description: "Response language (default: Accept-Language, then `en`)" })),
+  },
+  // Documented here, checked by the service after authentication (CONTRACT order), so its problems carry meta.
+  { noValidate: true },
+);
+
+const ReasonCounts = t.Object(Object.fromEntries(ITEM_REASONS.map((reason) => [reason, Int({ minimum: 0 })])) as Record<ItemReason, ReturnType<typeof Int>>, {
+  description: "How many items of the answer have each reason",
+});
+
+export const BatchMeta = t.Object({
+  requestId: t.String({ examples: ["req_0mwrd57q90000brqra5jtuxfecebe"] }),
+  facet: t.Literal("product.price"),
+  billable: t.Boolean(),
+  creditsConsumed: Int({ minimum: 0, description: "CREDIT_COST × the distinct GTINs answered `fresh-offer`" }),
+  creditsRemaining: Int({ minimum: 0, description: "Available balance after this request" }),
+  responseTimeMs: Int({ minimum: 0 }),
+  itemCount: Int({ minimum: 0, description: "Items in `data`: the GTINs as asked" }),
+  reasons: ReasonCounts,
+});
+
+const ItemProblem = t.Object(
+  {
+    type: t.String({ format: "uri" }),
+    title: t.String(),
+    status: Int(),
+    detail: t.String(),
+  },
+  { description: "Why this item has no `data` (RFC 9457 members): invalid-gtin (400) or product-not-found (404)" },
+);
+
+export const BatchItem = t.Union([
+  t.Object({
+    input: t.String({ description: "The GTIN as given" }),
+    gtin: t.String({ description: "Normalized GTIN-14", examples: ["04006381333931"] }),
+    reason: t.UnionEnum(["fresh-offer", "no-data", "stale-data"]),
+    data: PriceData,
+  }),
+  t.Object({
+    input: t.String({ description: "The GTIN as given" }),
+    gtin: t.String({ description: "Normalized GTIN-14, or the value as given when it is not a GTIN" }),
+    reason: t.UnionEnum(["invalid-gtin", "product-not-found"]),
+    problem: ItemProblem,
+  }),
+]);
+
+const EXAMPLE_BATCH_META = {
+  requestId: "req_0mwrd57q90000brqra5jtuxfecebe",
+  facet: "product.price",
+  billable: true,
+  creditsConsumed: 1,
+  creditsRemaining: 41,
+  responseTimeMs: 3,
+  itemCount: 2,
+  reasons: { "fresh-offer": 1, "invalid-gtin": 1, "product-not-found": 0, "no-data": 0, "stale-data": 0, "insufficient-credits": 0 },
+} as const;
+
+export const BatchEnvelope = t.Object(
+  { meta: BatchMeta, data: t.Array(BatchItem) },
+  {
+    description: "One item per GTIN asked, in the order asked; only the distinct `fresh-offer` GTINs are billed",
+    // Documented, not checked per response: the service writes the body from data serialized once per product.
+    noValidate: true,
+    examples: [
+      {
+        meta: EXAMPLE_BATCH_META,
+        data: [
+          { input: "4006381333931", gtin: "04006381333931", reason: "fresh-offer", data: envelopeOptions.examples[0]!.data },
+          { input: "123", gtin: "123", reason: "invalid-gtin", problem: { type: "http://localhost:8080/problems/invalid-gtin", title: "Invalid GTIN", status: 400, detail: "The GTIN must be 8, 12, 13 or 14 digits with a valid check digit." } },
+        ],
+      },
+    ],
+  },
+);
+
+/** Problem details of the batch look-up: its meta, with the reason that refused the whole batch. */
+export function BatchProblem(slugs: ProblemSlug[]) {
+  const reasonOf: Partial<Record<ProblemSlug, Reason>> = { "invalid-body": "invalid-parameter", conflict: "idempotency-conflict" };
+  return t.Composite([ProblemSchema, t.Object({ meta: t.Composite([BatchMeta, t.Object({ reason: t.UnionEnum(REASONS, { description: "Why the whole batch was refused" }) })]) })], {
+    additionalProperties: true,
+    description: `Problem details with the request's billing meta: ${slugs.join(", ")}`,
+    examples: slugs.map((slug) =>
+      problemExample(slug, {
+        meta: { ...EXAMPLE_BATCH_META, billable: false, creditsConsumed: 0, itemCount: 0, reasons: { ...EXAMPLE_BATCH_META.reasons, "fresh-offer": 0, "invalid-gtin": 0 }, reason: reasonOf[slug] ?? slug },
+      }),
+    ),
+    "x-problem-types": slugs,
+  });
+}
+
+export type BatchMetaValue = typeof BatchMeta.static;
+export type BatchItemValue = typeof BatchItem.static;

@@ -4,7 +4,7 @@ import type { InFlightWork } from "../../lib/in-flight";
 import { toISO } from "../../lib/clock";
 import { money } from "../../lib/money";
 import { AVAILABILITY_LABELS, type Language } from "../../http/i18n";
-import type { PriceDataValue, Reason } from "./model";
+import type { PriceDataValue } from "./model";
 
 export interface PriceLookupDeps {
   store: Store;
@@ -15,15 +15,21 @@ export interface PriceLookupDeps {
   freshnessWindowMs: number;
 }
 
-export interface PriceLookupResult {
-  status: 200 | 402 | 404 | 503;
-  reason: Reason;
+/** What one GTIN of a look-up found: the product's answer, or that there is none. */
+export interface ItemOutcome {
   gtin: string;
-  creditsConsumed: number;
-  creditsRemaining: number;
+  reason: "fresh-offer" | "stale-data" | "no-data" | "product-not-found";
   data: PriceDataValue | null;
   /** `data` serialized once (JSON), shared by every answer of that product and language while it holds. */
   dataJSON: string | null;
+}
+
+export interface PriceLookupResult {
+  /** 200: `items` holds an outcome per GTIN asked; 402: nothing reserved; 503: nothing billed, credits free again. */
+  status: 200 | 402 | 503;
+  items: ItemOutcome[];
+  creditsConsumed: number;
+  creditsRemaining: number;
   /** On a 402 caused by the key's monthly credit limit (not the balance): that limit. */
   keyLimit?: number;
 }
@@ -73,19 +79,22 @@ function priceData(product: ProductRecord, offers: OfferRecord[], lastObservedAt
 }
 
 /**
- * The billed look-up of a valid GTIN-14 once the request is admitted: reserve the cost, look the
- * product up, then commit the reservation for fresh data or release it for anything else.
+ * The billed look-up of distinct, valid GTIN-14s once the request is admitted (a single look-up is
+ * a list of one): reserve the cost of every one in one step, look the products up, then debit the
+ * fresh ones together and give the rest back, or release everything when none is fresh. A batch
+ * is answered whole or not at all: when the reservation cannot be made, nothing is looked up (402).
  * An answer claims a debit only when the debit committed: when the commit does not happen (the
  * reservation was swept, a write failed, the database stayed locked) or anything fails after the
- * reservation, its credits are given back at once and the answer is 503 `unavailable`, without the data.
+ * reservation, its credits are given back at once and the answer is 503 `unavailable`, without data.
  */
-export function lookUpPrice(deps: PriceLookupDeps, input: LookupInput): Promise<PriceLookupResult> {
+export function lookUpPrices(deps: PriceLookupDeps, input: LookupInput): Promise<PriceLookupResult> {
   return deps.lookups.track(lookUp(deps, input));
 }
 
 interface LookupInput {
   credential: KeyCredential;
-  gtin: string;
+  /** Normalized and distinct: a GTIN asked twice is billed once. */
+  gtins: readonly string[];
   language: Language;
   requestId: string;
   /** For a billed answer: returns the Idempotency-Key record to complete in the debit's own transaction. */
@@ -93,44 +102,49 @@ interface LookupInput {
 }
 
 async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceLookupResult> {
-  const { store, clock } = deps;
-  const { gtin } = input;
+  const { store, clock, creditCost } = deps;
   const organizationId = input.credential.organizationId;
-  const reservation = await store.reserveCredits({
-    organizationId,
-    amount: deps.creditCost,
-    keyId: input.credential.id,
-    requestId: input.requestId,
-    now: clock.now(),
-  });
+  // Nothing well-formed to look up (a batch of invalid GTINs only): nothing to reserve either.
+  if (input.gtins.length === 0) return { status: 200, items: [], creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
+  const reserved = creditCost * input.gtins.length;
+  const reservation = await store.reserveCredits({ organizationId, amount: reserved, keyId: input.credential.id, requestId: input.requestId, now: clock.now() });
   if (!reservation.ok) {
-    return { status: 402, reason: "insufficient-credits", gtin, creditsConsumed: 0, creditsRemaining: reservation.available, data: null, dataJSON: null, keyLimit: reservation.keyLimit };
+    return { status: 402, items: [], creditsConsumed: 0, creditsRemaining: reservation.available, keyLimit: reservation.keyLimit };
   }
 
-  let committed = false;
+  let held = true;
   try {
-    const outcome = await readOffers(deps, gtin, input.language);
-    if (outcome.reason !== "fresh-offer") {
+    const items = input.gtins.length === 1 ? [await readOffers(deps, input.gtins[0]!, input.language)] : await Promise.all(input.gtins.map((gtin) => readOffers(deps, gtin, input.language)));
+    const fresh = items.filter((item) => item.reason === "fresh-offer");
+    if (fresh.length === 0) {
       await store.releaseReservation(reservation.reservationId, clock.now());
-      committed = true; // nothing is held any more
-      return { ...outcome, gtin, creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
+      held = false;
+      return { status: 200, items, creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
     }
-    // The held credits are already out of the available balance the reservation reported, so it is the balance after the debit.
-    const result = { ...outcome, gtin, creditsConsumed: deps.creditCost, creditsRemaining: reservation.available };
+    const consumed = creditCost * fresh.length;
+    // The partial commit: what the items that are not fresh held goes back first, then the rest is debited.
+    if (consumed < reserved && !(await store.shrinkReservation(reservation.reservationId, consumed, clock.now()))) throw new Error("reservation no longer held");
+    // The held credits are already out of the available balance the reservation reported, so this is the balance after the debit.
+    const result: PriceLookupResult = { status: 200, items, creditsConsumed: consumed, creditsRemaining: reservation.available + reserved - consumed };
     const idempotency = await input.recordAnswer?.(result);
-    committed = await store.commitReservation(reservation.reservationId, { gtin, description: `Price look-up ${gtin}`, now: clock.now(), idempotency });
-    if (committed) return result;
+    const now = clock.now();
+    const usage: UsageRecord =
+      fresh.length === 1
+        ? { gtin: fresh[0]!.gtin, description: `Price look-up ${fresh[0]!.gtin}`, now, idempotency }
+        : { gtin: null, description: "Price look-ups", now, idempotency, lines: fresh.map((item) => ({ gtin: item.gtin, description: `Price look-up ${item.gtin}`, amount: creditCost })) };
+    held = !(await store.commitReservation(reservation.reservationId, usage));
+    if (!held) return result;
   } catch (error) {
-    if (committed) throw error;
+    if (!held) throw error;
   }
   // No debit: whatever is still held goes back (a release of what the sweep took already is a no-op).
   await giveBack(store, clock, reservation.reservationId);
-  return { status: 503, reason: "unavailable", gtin, creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()).catch(() => 0), data: null, dataJSON: null };
+  return { status: 503, items: [], creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()).catch(() => 0) };
 }
 
-async function readOffers(deps: PriceLookupDeps, gtin: string, language: Language): Promise<{ status: 200 | 404; reason: Reason; data: PriceDataValue | null; dataJSON: string | null }> {
+async function readOffers(deps: PriceLookupDeps, gtin: string, language: Language): Promise<ItemOutcome> {
   const found = await deps.store.findProductWithOffers(gtin);
-  if (found === null) return { status: 404, reason: "product-not-found", data: null, dataJSON: null };
+  if (found === null) return { gtin, reason: "product-not-found", data: null, dataJSON: null };
   const now = deps.clock.now();
   let answers = preparedAnswers.get(found);
   let answer = answers?.[language];
@@ -139,7 +153,7 @@ async function readOffers(deps: PriceLookupDeps, gtin: string, language: Languag
     if (answers === undefined) preparedAnswers.set(found, (answers = {}));
     answers[language] = answer;
   }
-  return { status: 200, reason: answer.reason, data: answer.data, dataJSON: answer.dataJSON };
+  return { gtin, reason: answer.reason, data: answer.data, dataJSON: answer.dataJSON };
 }
 
 function prepareAnswer(found: { product: ProductRecord; offers: OfferRecord[] }, language: Language, now: number, freshnessWindowMs: number): PreparedAnswer {

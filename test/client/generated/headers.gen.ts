@@ -33,6 +33,19 @@ export type ResponseHeaders = {
     500: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy"?: string };
     503: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy": string; "ratelimit"?: string };
   };
+  getProductPrices: {
+    200: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy": string; "ratelimit"?: string; "idempotent-replayed"?: "true" };
+    400: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy": string };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy": string; "www-authenticate": string };
+    402: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy": string; "ratelimit"?: string };
+    409: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy": string; "ratelimit"?: string };
+    413: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy"?: string };
+    415: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy"?: string; "ratelimit"?: string };
+    422: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy": string; "ratelimit"?: string };
+    429: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy": string; "ratelimit"?: string; "retry-after": number };
+    500: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy"?: string };
+    503: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy": string; "ratelimit"?: string };
+  };
   developmentSignIn: {
     200: { "x-request-id": string; "content-language": "en" | "fr"; "set-cookie": string };
     400: { "x-request-id": string; "content-language": "en" | "fr" };

@@ -580,6 +580,529 @@ export type GetProductPriceResponses = {
 
 export type GetProductPriceResponse = GetProductPriceResponses[keyof GetProductPriceResponses];
 
+export type GetProductPricesData = {
+    body: {
+        /**
+         * 1 to 100 GTINs, answered in this order; one asked twice (in any of its forms) is billed once
+         */
+        gtins: Array<string>;
+        /**
+         * Response language (default: Accept-Language, then `en`)
+         */
+        language?: 'en' | 'fr';
+    };
+    headers?: {
+        /**
+         * Used when `language` is absent: en or fr
+         */
+        'accept-language'?: string;
+        /**
+         * Any unique value (a random UUID is best) to make a retried POST safe: same key and body within 24 h → the first answer again
+         */
+        'idempotency-key'?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/api/v1/products/prices';
+};
+
+export type GetProductPricesErrors = {
+    /**
+     * Problem details with the request's billing meta: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            facet: 'product.price';
+            billable: boolean;
+            /**
+             * CREDIT_COST × the distinct GTINs answered `fresh-offer`
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            responseTimeMs: number;
+            /**
+             * Items in `data`: the GTINs as asked
+             */
+            itemCount: number;
+            /**
+             * How many items of the answer have each reason
+             */
+            reasons: {
+                'fresh-offer': number;
+                'invalid-gtin': number;
+                'product-not-found': number;
+                'no-data': number;
+                'stale-data': number;
+                'insufficient-credits': number;
+            };
+            /**
+             * Why the whole batch was refused
+             */
+            reason: 'fresh-offer' | 'invalid-gtin' | 'product-not-found' | 'no-data' | 'stale-data' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: unauthorized
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            facet: 'product.price';
+            billable: boolean;
+            /**
+             * CREDIT_COST × the distinct GTINs answered `fresh-offer`
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            responseTimeMs: number;
+            /**
+             * Items in `data`: the GTINs as asked
+             */
+            itemCount: number;
+            /**
+             * How many items of the answer have each reason
+             */
+            reasons: {
+                'fresh-offer': number;
+                'invalid-gtin': number;
+                'product-not-found': number;
+                'no-data': number;
+                'stale-data': number;
+                'insufficient-credits': number;
+            };
+            /**
+             * Why the whole batch was refused
+             */
+            reason: 'fresh-offer' | 'invalid-gtin' | 'product-not-found' | 'no-data' | 'stale-data' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: insufficient-credits
+     */
+    402: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            facet: 'product.price';
+            billable: boolean;
+            /**
+             * CREDIT_COST × the distinct GTINs answered `fresh-offer`
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            responseTimeMs: number;
+            /**
+             * Items in `data`: the GTINs as asked
+             */
+            itemCount: number;
+            /**
+             * How many items of the answer have each reason
+             */
+            reasons: {
+                'fresh-offer': number;
+                'invalid-gtin': number;
+                'product-not-found': number;
+                'no-data': number;
+                'stale-data': number;
+                'insufficient-credits': number;
+            };
+            /**
+             * Why the whole batch was refused
+             */
+            reason: 'fresh-offer' | 'invalid-gtin' | 'product-not-found' | 'no-data' | 'stale-data' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: conflict
+     */
+    409: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            facet: 'product.price';
+            billable: boolean;
+            /**
+             * CREDIT_COST × the distinct GTINs answered `fresh-offer`
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            responseTimeMs: number;
+            /**
+             * Items in `data`: the GTINs as asked
+             */
+            itemCount: number;
+            /**
+             * How many items of the answer have each reason
+             */
+            reasons: {
+                'fresh-offer': number;
+                'invalid-gtin': number;
+                'product-not-found': number;
+                'no-data': number;
+                'stale-data': number;
+                'insufficient-credits': number;
+            };
+            /**
+             * Why the whole batch was refused
+             */
+            reason: 'fresh-offer' | 'invalid-gtin' | 'product-not-found' | 'no-data' | 'stale-data' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            facet: 'product.price';
+            billable: boolean;
+            /**
+             * CREDIT_COST × the distinct GTINs answered `fresh-offer`
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            responseTimeMs: number;
+            /**
+             * Items in `data`: the GTINs as asked
+             */
+            itemCount: number;
+            /**
+             * How many items of the answer have each reason
+             */
+            reasons: {
+                'fresh-offer': number;
+                'invalid-gtin': number;
+                'product-not-found': number;
+                'no-data': number;
+                'stale-data': number;
+                'insufficient-credits': number;
+            };
+            /**
+             * Why the whole batch was refused
+             */
+            reason: 'fresh-offer' | 'invalid-gtin' | 'product-not-found' | 'no-data' | 'stale-data' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: rate-limited
+     */
+    429: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            facet: 'product.price';
+            billable: boolean;
+            /**
+             * CREDIT_COST × the distinct GTINs answered `fresh-offer`
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            responseTimeMs: number;
+            /**
+             * Items in `data`: the GTINs as asked
+             */
+            itemCount: number;
+            /**
+             * How many items of the answer have each reason
+             */
+            reasons: {
+                'fresh-offer': number;
+                'invalid-gtin': number;
+                'product-not-found': number;
+                'no-data': number;
+                'stale-data': number;
+                'insufficient-credits': number;
+            };
+            /**
+             * Why the whole batch was refused
+             */
+            reason: 'fresh-offer' | 'invalid-gtin' | 'product-not-found' | 'no-data' | 'stale-data' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            facet: 'product.price';
+            billable: boolean;
+            /**
+             * CREDIT_COST × the distinct GTINs answered `fresh-offer`
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            responseTimeMs: number;
+            /**
+             * Items in `data`: the GTINs as asked
+             */
+            itemCount: number;
+            /**
+             * How many items of the answer have each reason
+             */
+            reasons: {
+                'fresh-offer': number;
+                'invalid-gtin': number;
+                'product-not-found': number;
+                'no-data': number;
+                'stale-data': number;
+                'insufficient-credits': number;
+            };
+            /**
+             * Why the whole batch was refused
+             */
+            reason: 'fresh-offer' | 'invalid-gtin' | 'product-not-found' | 'no-data' | 'stale-data' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+        };
+        [key: string]: unknown;
+    };
+};
+
+export type GetProductPricesError = GetProductPricesErrors[keyof GetProductPricesErrors];
+
+export type GetProductPricesResponses = {
+    /**
+     * One item per GTIN asked, in the order asked; only the distinct `fresh-offer` GTINs are billed
+     */
+    200: {
+        meta: {
+            requestId: string;
+            facet: 'product.price';
+            billable: boolean;
+            /**
+             * CREDIT_COST × the distinct GTINs answered `fresh-offer`
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            responseTimeMs: number;
+            /**
+             * Items in `data`: the GTINs as asked
+             */
+            itemCount: number;
+            /**
+             * How many items of the answer have each reason
+             */
+            reasons: {
+                'fresh-offer': number;
+                'invalid-gtin': number;
+                'product-not-found': number;
+                'no-data': number;
+                'stale-data': number;
+                'insufficient-credits': number;
+            };
+        };
+        data: Array<{
+            /**
+             * The GTIN as given
+             */
+            input: string;
+            /**
+             * Normalized GTIN-14
+             */
+            gtin: string;
+            reason: 'fresh-offer' | 'no-data' | 'stale-data';
+            data: {
+                product: {
+                    gtin: string;
+                    title: string;
+                    brand: string | null;
+                    imageUrl: string | null;
+                };
+                /**
+                 * Fresh offers, cheapest first
+                 */
+                offers: Array<{
+                    merchant: {
+                        id: string;
+                        name: string;
+                    };
+                    /**
+                     * An amount of money in integer minor units
+                     */
+                    price: {
+                        /**
+                         * Minor units (cents for EUR)
+                         */
+                        amount: number;
+                        currency: string;
+                        /**
+                         * Localized by the response language
+                         */
+                        formatted: string;
+                    };
+                    /**
+                     * An amount of money in integer minor units
+                     */
+                    shipping: {
+                        /**
+                         * Minor units (cents for EUR)
+                         */
+                        amount: number;
+                        currency: string;
+                        /**
+                         * Localized by the response language
+                         */
+                        formatted: string;
+                    } | null;
+                    availability: 'in_stock' | 'out_of_stock' | 'preorder' | 'unknown';
+                    availabilityLabel: string;
+                    condition: 'new' | 'used' | 'refurbished';
+                    url: string | null;
+                    observedAt: string;
+                }>;
+                summary: {
+                    offerCount: number;
+                    /**
+                     * An amount of money in integer minor units
+                     */
+                    lowestPrice: {
+                        /**
+                         * Minor units (cents for EUR)
+                         */
+                        amount: number;
+                        currency: string;
+                        /**
+                         * Localized by the response language
+                         */
+                        formatted: string;
+                    } | null;
+                    /**
+                     * An amount of money in integer minor units
+                     */
+                    highestPrice: {
+                        /**
+                         * Minor units (cents for EUR)
+                         */
+                        amount: number;
+                        currency: string;
+                        /**
+                         * Localized by the response language
+                         */
+                        formatted: string;
+                    } | null;
+                };
+                lastObservedAt: string | null;
+            };
+        } | {
+            /**
+             * The GTIN as given
+             */
+            input: string;
+            /**
+             * Normalized GTIN-14, or the value as given when it is not a GTIN
+             */
+            gtin: string;
+            reason: 'invalid-gtin' | 'product-not-found';
+            /**
+             * Why this item has no `data` (RFC 9457 members): invalid-gtin (400) or product-not-found (404)
+             */
+            problem: {
+                type: string;
+                title: string;
+                status: number;
+                detail: string;
+            };
+        }>;
+    };
+};
+
+export type GetProductPricesResponse = GetProductPricesResponses[keyof GetProductPricesResponses];
+
 export type DevelopmentSignInData = {
     body: {
         email: string;

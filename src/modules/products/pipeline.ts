@@ -1,0 +1,286 @@
+import { Value } from "@sinclair/typebox/value";
+import type { KeyCredential } from "../../db/store";
+import type { Services } from "../../services";
+import { isLanguage, languageFromHeader, type Language } from "../../http/i18n";
+import { hashRequestBody, IdempotencyKeyHeader, withIdempotency } from "../../http/idempotency";
+import { noteBillingMeta } from "../../http/observability";
+import { PROBLEMS, Problem } from "../../http/problem";
+import { keyRateLimitPolicy, rateLimitHeaders } from "../../http/rate-limit";
+import { repeatedQueryParameter } from "../../http/request";
+import { repeatedParameter, type Texts } from "../../http/validation";
+import { nextUTCMonthStart, toISO } from "../../lib/clock";
+import { checkBearerKey, unauthorizedKey } from "../keys/bearer";
+import { normalizeGTIN } from "./gtin";
+import { ITEM_REASONS, MAX_BATCH_GTINS, type BatchItemValue, type BatchMetaValue, type ItemReason, type PriceDataValue, type PriceMetaValue, type Reason } from "./model";
+import { type ItemOutcome, lookUpPrices, type PriceLookupDeps, type PriceLookupResult } from "./service";
+
+const DEBIT_FAILED = {
+  en: "The debit for this look-up could not be recorded, so it was not billed and its credits are free again; retry in a moment.",
+  fr: "Le débit de cette consultation n'a pas pu être enregistré : elle n'est pas facturée et ses crédits sont de nouveau disponibles ; réessayez dans un instant.",
+};
+const BAD_LANGUAGE = { en: `language must be "en" or "fr".`, fr: `language doit valoir « en » ou « fr ».` };
+const BAD_IDEMPOTENCY_KEY = { en: "Idempotency-Key must be 1 to 255 visible ASCII characters.", fr: "Idempotency-Key doit comporter de 1 à 255 caractères ASCII visibles." };
+const BAD_GTIN_LIST = {
+  en: `gtins must be a list of 1 to ${MAX_BATCH_GTINS} GTINs (strings).`,
+  fr: `gtins doit être une liste de 1 à ${MAX_BATCH_GTINS} GTIN (chaînes de caractères).`,
+};
+
+/** The 402 of a key at its monthly credit limit: the limit and when it resets (the 1st of next month, UTC). */
+function keyLimitReached(limit: number, now: number): Texts {
+  const resetsAt = toISO(nextUTCMonthStart(now));
+  return {
+    en: `This API key reached its monthly credit limit of ${limit} credits; it resets at ${resetsAt}. The organization's other keys are not affected.`,
+    fr: `Cette clé d'API a atteint sa limite mensuelle de ${limit} crédits ; elle se renouvelle le ${resetsAt}. Les autres clés de l'organisation ne sont pas concernées.`,
+  };
+}
+
+export interface RequestContext {
+  request: Request;
+  set: { headers: Record<string, unknown> };
+}
+
+/** What an endpoint asks the pipeline to look up, once its request is checked. */
+interface Lookup {
+  /** Normalized and distinct. */
+  gtins: string[];
+  language: Language;
+  /** Rate-limit tokens: 1 for a request, one per item for a batch. */
+  items: number;
+  /** What identifies the request under an Idempotency-Key. */
+  fingerprint: unknown;
+}
+
+type Invalid = (detail: Texts | undefined, slug?: "invalid-parameter" | "invalid-gtin" | "invalid-body") => Promise<Problem>;
+
+/** What differs between the single and the batch look-up; everything else is the pipeline's. */
+interface Endpoint<Answer extends { meta: object }> {
+  route: string;
+  unit: "requests" | "items";
+  /** The meta of a problem that answers the whole request. */
+  problemMeta(reason: Reason, creditsRemaining: number): object;
+  /** Checks the request after authentication (CONTRACT order), throwing `invalid`'s problems. */
+  parse(invalid: Invalid): Promise<Lookup>;
+  /** The 200 answer of a look-up; throws the problem of any other outcome (`refusal`), with `limitHeaders`. */
+  answer(result: PriceLookupResult, refusal: () => Problem | null, limitHeaders: Record<string, string>): Answer;
+  /** The same answer as JSON text, written around the `data` serialized once per product. */
+  text(answer: Answer, result: PriceLookupResult): string;
+  /** The reasons of an answer, one per item, for the usage counters. */
+  reasons(answer: Answer): Iterable<string>;
+}
+
+/**
+ * The one pipeline of every price look-up, single or batch: key, request checks, rate limit (in
+ * items), Idempotency-Key, then reserve → read → debit/release (lookUpPrices), usage counting and
+ * the answer. The routes only hand their request over.
+ */
+export class PriceRequests {
+  private readonly deps: PriceLookupDeps;
+  private readonly policyHeaders: Record<"requests" | "items", Record<string, string>>;
+
+  constructor(private readonly services: Services) {
+    const { store, clock, config, rateLimiter } = services;
+    this.deps = { store, clock, lookups: services.lookups, creditCost: config.creditCost, freshnessWindowMs: config.freshnessWindowMs };
+    this.policyHeaders = { requests: rateLimitHeaders(rateLimiter, null), items: rateLimitHeaders(rateLimiter, null, rateLimiter.policy, "items") };
+  }
+
+  /** GET /products/{gtin}/price */
+  single(context: RequestContext, rawGtin: string, queryLanguage: string | undefined): Promise<unknown> {
+    const startedAt = performance.now();
+    const requestId = String(context.set.headers["x-request-id"]);
+    let gtin = rawGtin;
+    const meta = (reason: Reason, creditsRemaining: number, creditsConsumed = 0): PriceMetaValue => ({
+      requestId,
+      gtin,
+      facet: "product.price",
+      billable: creditsConsumed > 0,
+      creditsConsumed,
+      creditsRemaining,
+      reason,
+      responseTimeMs: Math.round(performance.now() - startedAt),
+    });
+    return this.serve<{ meta: PriceMetaValue; data: PriceDataValue }>(context, requestId, {
+      route: "GET /products/price",
+      unit: "requests",
+      problemMeta: meta,
+      parse: async (invalid) => {
+        const repeated = repeatedQueryParameter(context.request.url);
+        if (repeated !== null) throw await invalid(repeatedParameter(repeated));
+        if (queryLanguage !== undefined && !isLanguage(queryLanguage)) throw await invalid(BAD_LANGUAGE);
+        const normalized = normalizeGTIN(rawGtin);
+        if (normalized === null) throw await invalid(undefined, "invalid-gtin");
+        gtin = normalized;
+        const language = queryLanguage ?? languageFromHeader(context.request.headers.get("accept-language"));
+        return { gtins: [normalized], language, items: 1, fingerprint: { gtin, language } };
+      },
+      answer: (result, refusal, limitHeaders) => {
+        const item = result.items[0];
+        const resultMeta = meta(item?.reason ?? (result.status === 402 ? "insufficient-credits" : "unavailable"), result.creditsRemaining, result.creditsConsumed);
+        const refused = refusal();
+        if (refused !== null) throw withMeta(refused, resultMeta);
+        if (item!.data === null) throw new Problem("product-not-found", undefined, { meta: resultMeta }, limitHeaders);
+        return { meta: resultMeta, data: item!.data };
+      },
+      text: (answer, result) => `{"meta":${JSON.stringify(answer.meta)},"data":${result.items[0]!.dataJSON}}`,
+      reasons: (answer) => [answer.meta.reason],
+    });
+  }
+
+  /** POST /products/prices */
+  batch(context: RequestContext, body: unknown): Promise<unknown> {
+    const startedAt = performance.now();
+    const requestId = String(context.set.headers["x-request-id"]);
+    const typeBase = this.services.config.errorTypeBase;
+    const meta = (creditsRemaining: number, creditsConsumed = 0, items: BatchItemValue[] = []): BatchMetaValue => {
+      const reasons = Object.fromEntries(ITEM_REASONS.map((reason) => [reason, 0])) as Record<ItemReason, number>;
+      for (const item of items) reasons[item.reason] += 1;
+      return {
+        requestId,
+        facet: "product.price",
+        billable: creditsConsumed > 0,
+        creditsConsumed,
+        creditsRemaining,
+        responseTimeMs: Math.round(performance.now() - startedAt),
+        itemCount: items.length,
+        reasons,
+      };
+    };
+    let asked: string[] = [];
+    let normalized: Array<string | null> = [];
+    let language: Language = "en";
+    const itemProblem = (slug: "invalid-gtin" | "product-not-found") => ({ type: `${typeBase}/${slug}`, title: PROBLEMS[slug].title, status: PROBLEMS[slug].status, detail: PROBLEMS[slug][language] });
+    let outcomes = new Map<string, ItemOutcome>();
+    return this.serve<{ meta: BatchMetaValue; data: BatchItemValue[] }>(context, requestId, {
+      route: "POST /products/prices",
+      unit: "items",
+      problemMeta: (reason, creditsRemaining) => ({ ...meta(creditsRemaining), reason }),
+      parse: async (invalid) => {
+        const { gtins, language: bodyLanguage } = (typeof body === "object" && body !== null ? body : {}) as { gtins?: unknown; language?: unknown };
+        if (!Array.isArray(gtins) || gtins.length < 1 || gtins.length > MAX_BATCH_GTINS || gtins.some((gtin) => typeof gtin !== "string")) throw await invalid(BAD_GTIN_LIST, "invalid-body");
+        if (bodyLanguage !== undefined && !isLanguage(bodyLanguage)) throw await invalid(BAD_LANGUAGE, "invalid-body");
+        asked = gtins as string[];
+        normalized = asked.map(normalizeGTIN);
+        language = bodyLanguage ?? languageFromHeader(context.request.headers.get("accept-language"));
+        const distinct = [...new Set(normalized.filter((gtin): gtin is string => gtin !== null))];
+        return { gtins: distinct, language, items: asked.length, fingerprint: { gtins: asked, language } };
+      },
+      answer: (result, refusal) => {
+        const refused = refusal();
+        if (refused !== null) throw withMeta(refused, { ...meta(result.creditsRemaining), reason: result.status === 402 ? "insufficient-credits" : "unavailable" });
+        outcomes = new Map(result.items.map((item) => [item.gtin, item]));
+        const data = asked.map((input, index): BatchItemValue => {
+          const gtin = normalized[index] ?? null;
+          if (gtin === null) return { input, gtin: input, reason: "invalid-gtin", problem: itemProblem("invalid-gtin") };
+          const outcome = outcomes.get(gtin)!;
+          if (outcome.reason === "product-not-found") return { input, gtin, reason: "product-not-found", problem: itemProblem("product-not-found") };
+          return { input, gtin, reason: outcome.reason, data: outcome.data! };
+        });
+        return { meta: meta(result.creditsRemaining, result.creditsConsumed, data), data };
+      },
+      text: (answer) => {
+        const items = answer.data.map((item) =>
+          "data" in item ? `{"input":${JSON.stringify(item.input)},"gtin":"${item.gtin}","reason":"${item.reason}","data":${outcomes.get(item.gtin)!.dataJSON}}` : JSON.stringify(item),
+        );
+        return `{"meta":${JSON.stringify(answer.meta)},"data":[${items.join(",")}]}`;
+      },
+      reasons: (answer) => answer.data.map((item) => item.reason),
+    });
+  }
+
+  private async serve<Answer extends { meta: object }>(context: RequestContext, requestId: string, endpoint: Endpoint<Answer>): Promise<unknown> {
+    const { request, set } = context;
+    const { store, clock, config, keyUsage, usageCounters } = this.services;
+    Object.assign(set.headers, this.policyHeaders[endpoint.unit]);
+    const key = await checkBearerKey(request.headers.get("authorization"), store, config.keyPrefix, clock.now());
+    if (!key.ok) throw unauthorizedKey(key.detail, { meta: endpoint.problemMeta("unauthorized", 0) });
+    const credential = key.credential;
+    const organizationId = credential.organizationId;
+    const available = () => store.availableCredits(organizationId, clock.now());
+    // Every answer to a known key counts in the usage counters under its reason (billed ones in the debit's transaction).
+    const countUsage = (reason: string) => usageCounters.record(organizationId, credential.id, reason, clock.now());
+    try {
+      const invalid: Invalid = async (detail, slug = "invalid-parameter") =>
+        new Problem(slug, detail, { meta: endpoint.problemMeta(slug === "invalid-gtin" ? "invalid-gtin" : "invalid-parameter", await available()) }, {}, slug === "invalid-body" ? 422 : undefined);
+      const lookup = await endpoint.parse(invalid);
+      const idempotencyKey = request.headers.get("idempotency-key");
+      if (idempotencyKey !== null && !Value.Check(IdempotencyKeyHeader, idempotencyKey)) throw await invalid(BAD_IDEMPOTENCY_KEY);
+      const limitHeaders = await this.rateLimit(set, credential, lookup.items, endpoint);
+
+      // A 402 or 503 of the look-up as a problem (its meta added by the endpoint), or null for a 200.
+      const refusal = (result: PriceLookupResult) => (): Problem | null => {
+        if (result.status === 200) return null;
+        if (result.status === 503) return new Problem("unavailable", DEBIT_FAILED, {}, { ...limitHeaders, "retry-after": "1" });
+        return new Problem("insufficient-credits", result.keyLimit === undefined ? undefined : keyLimitReached(result.keyLimit, clock.now()), {}, limitHeaders);
+      };
+      const input = { credential, gtins: lookup.gtins, language: lookup.language, requestId };
+
+      if (idempotencyKey === null) {
+        // The common case, answered as text: each product's `data` was serialized once (see readOffers),
+        // so only the rest is serialized here; the route schemas document it (noValidate).
+        const result = await lookUpPrices(this.deps, input);
+        const answer = endpoint.answer(result, refusal(result), limitHeaders);
+        keyUsage.record(credential.id, clock.now());
+        noteBillingMeta(request, answer.meta);
+        for (const reason of endpoint.reasons(answer)) countUsage(reason);
+        set.headers["content-type"] = "application/json";
+        return endpoint.text(answer, result);
+      }
+      const run = async (recorder: Parameters<Parameters<typeof withIdempotency>[2]>[0]) => {
+        let sealed: Answer | undefined;
+        const result = await lookUpPrices(this.deps, {
+          ...input,
+          // A billed answer is stored in the debit's own transaction, so the two can never part.
+          recordAnswer: async (billed) => {
+            sealed = endpoint.answer(billed, refusal(billed), limitHeaders);
+            return { scope: recorder.scope, keyHash: recorder.keyHash, claimedAt: recorder.claimedAt, responseStatus: 200, responseBody: await recorder.seal(sealed) };
+          },
+        });
+        // The sealed answer stands only if its debit committed; otherwise `answer` throws the 503.
+        const billed = sealed !== undefined && result.creditsConsumed > 0;
+        return { status: 200, body: billed ? sealed! : endpoint.answer(result, refusal(result), limitHeaders), recorded: billed };
+      };
+      const { body, replayed } = await withIdempotency(
+        store,
+        { scope: `${organizationId}:${endpoint.route}`, key: idempotencyKey, requestHash: hashRequestBody(lookup.fingerprint), now: clock.now() },
+        run,
+      ).catch(async (error: unknown) => {
+        if (!(error instanceof Problem) || "meta" in error.extensions) throw error;
+        throw withMeta(error, endpoint.problemMeta("idempotency-conflict", await available()));
+      });
+      if (replayed) set.headers["idempotent-replayed"] = "true";
+      keyUsage.record(credential.id, clock.now());
+      if (replayed) countUsage("replayed");
+      else for (const reason of endpoint.reasons(body)) countUsage(reason);
+      return body;
+    } catch (error) {
+      const reason = error instanceof Problem ? (error.extensions.meta as { reason?: unknown } | undefined)?.reason : undefined;
+      countUsage(typeof reason === "string" ? reason : "unavailable");
+      throw error;
+    }
+  }
+
+  /** Takes the request's items from the key's bucket (its own rate limit, else the service's); 429 when they are not there. */
+  private async rateLimit(set: RequestContext["set"], credential: KeyCredential, items: number, endpoint: Endpoint<{ meta: object }>): Promise<Record<string, string>> {
+    const { rateLimiter, clock, store } = this.services;
+    const policy = credential.rateLimit === null ? rateLimiter.policy : keyRateLimitPolicy(credential.rateLimit);
+    const admission = rateLimiter.take(credential.id, clock.now(), policy, items);
+    const limitHeaders = rateLimitHeaders(rateLimiter, admission, policy, endpoint.unit);
+    Object.assign(set.headers, limitHeaders);
+    if (admission.allowed) return limitHeaders;
+    const what = endpoint.unit === "items" ? { en: "GTINs", fr: "GTIN" } : { en: "requests", fr: "requêtes" };
+    const asked = endpoint.unit === "items" ? { en: ` (this batch has ${items})`, fr: ` (ce lot en compte ${items})` } : { en: "", fr: "" };
+    throw new Problem(
+      "rate-limited",
+      {
+        en: `Rate limit of ${policy.limit} ${what.en} per ${policy.windowSeconds} s exceeded${asked.en}; retry in ${admission.retryAfterSeconds} s.`,
+        fr: `Limite de ${policy.limit} ${what.fr} par ${policy.windowSeconds} s dépassée${asked.fr} ; réessayez dans ${admission.retryAfterSeconds} s.`,
+      },
+      { meta: endpoint.problemMeta("rate-limited", await store.availableCredits(credential.organizationId, clock.now())) },
+      limitHeaders,
+    );
+  }
+}
+
+/** The same problem with the request's meta as an extension member. */
+function withMeta(problem: Problem, meta: object): Problem {
+  return new Problem(problem.slug, problem.detailText, { ...problem.extensions, meta }, problem.headers, problem.statusOverride);
+}
