@@ -634,35 +634,26 @@ export class PostgresStore implements Store {
   // commits synchronously (the WAL is flushed before anyone is answered): a debit once answered
   // survives a crash of the database server.
   private async debitBatch(items: Array<{ reservationId: string; usage: UsageRecord }>): Promise<Set<string>> {
-    const commits = items.map(({ reservationId, usage }) => ({
+    const rows = items.map(({ reservationId, usage }, seq) => ({
+      seq,
       reservation_id: reservationId,
+      transaction_id: newId("txn", usage.now),
+      gtin: usage.gtin,
+      description: usage.description,
       created_at: usage.now,
       month: utcMonth(usage.now),
+      items: usage.items ?? 1,
       idempotency_scope: usage.idempotency?.scope ?? null,
       idempotency_key_hash: usage.idempotency?.keyHash ?? null,
       claimed_at: usage.idempotency?.claimedAt ?? null,
       response_status: usage.idempotency?.responseStatus ?? null,
       response_body: usage.idempotency?.responseBody ?? null,
     }));
-    // One usage row per line: a single look-up's one line takes the whole reservation (amount null).
-    const lines = items.flatMap(({ reservationId, usage }) =>
-      (usage.lines ?? [{ gtin: usage.gtin, description: usage.description, amount: null }]).map((line) => ({
-        reservation_id: reservationId,
-        transaction_id: newId("txn", usage.now),
-        gtin: line.gtin,
-        description: line.description,
-        amount: line.amount,
-      })),
-    ).map((line, seq) => ({ seq, ...line }));
     const committed = await this.client<Array<{ reservation_id: string }>>`
       WITH input AS (
-        SELECT * FROM jsonb_to_recordset(${JSON.stringify(commits)}::text::jsonb) AS input(
-          reservation_id text, created_at bigint, month text,
+        SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(
+          seq int, reservation_id text, transaction_id text, gtin text, description text, created_at bigint, month text, items int,
           idempotency_scope text, idempotency_key_hash text, claimed_at bigint, response_status int, response_body text)
-      ),
-      lines AS (
-        SELECT * FROM jsonb_to_recordset(${JSON.stringify(lines)}::text::jsonb) AS lines(
-          seq int, reservation_id text, transaction_id text, gtin text, description text, amount bigint)
       ),
       -- A request whose Idempotency-Key claim was taken over meanwhile is not billed: its claim
       -- (locked until this commits) fences the debit.
@@ -685,12 +676,10 @@ export class PostgresStore implements Store {
       ),
       debits AS (
         -- balanceAfter of a row = the organization's sum after the batch + what its later rows took.
-        SELECT lines.seq, lines.transaction_id, lines.gtin, lines.description, owned.created_at, owned.month,
-               claimed.organization_id, coalesce(lines.amount, claimed.amount) AS amount, claimed.allocations, claimed.key_id, claimed.request_id,
-               moved.ledger_balance + coalesce(sum(coalesce(lines.amount, claimed.amount)) OVER (
-                 PARTITION BY claimed.organization_id ORDER BY lines.seq DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS balance_after
-        FROM lines JOIN owned ON owned.reservation_id = lines.reservation_id JOIN claimed ON claimed.id = lines.reservation_id
-          JOIN moved ON moved.id = claimed.organization_id
+        SELECT input.*, claimed.organization_id, claimed.amount, claimed.allocations, claimed.key_id, claimed.request_id,
+               moved.ledger_balance + coalesce(sum(claimed.amount) OVER (
+                 PARTITION BY claimed.organization_id ORDER BY input.seq DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS balance_after
+        FROM input JOIN claimed ON claimed.id = input.reservation_id JOIN moved ON moved.id = claimed.organization_id
       ),
       ledger AS (
         INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
@@ -699,11 +688,11 @@ export class PostgresStore implements Store {
                key_id, request_id, gtin, description, created_at
         FROM debits
       ),
-      -- The billed look-ups (a batch's billed items) into the hourly usage counters, in the debit's
-      -- own statement, rows in one order so batches of several instances lock them alike.
+      -- The billed look-ups (a batch's fresh GTINs each) into the hourly usage counters, in the debit's own statement, rows in one
+      -- order so batches of several instances lock them alike.
       counted AS (
         INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
-        SELECT organization_id, periods.ms, created_at - created_at % periods.ms, coalesce(key_id, ''), ${BILLED_REASON}, count(*), sum(amount)
+        SELECT organization_id, periods.ms, created_at - created_at % periods.ms, coalesce(key_id, ''), ${BILLED_REASON}, sum(items), sum(amount)
         FROM debits CROSS JOIN (VALUES (${HOUR_MS}::int), (${DAY_MS}::int)) AS periods(ms) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
         ON CONFLICT (organization_id, period_ms, period_start, key_id, reason)
         DO UPDATE SET requests = usage_counters.requests + excluded.requests, credits = usage_counters.credits + excluded.credits
@@ -715,12 +704,12 @@ export class PostgresStore implements Store {
         ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
       ),
       completed AS (
-        UPDATE idempotency_records SET status = 'done', response_status = owned.response_status, response_body = owned.response_body
-        FROM owned JOIN claimed ON claimed.id = owned.reservation_id
-        WHERE owned.idempotency_scope IS NOT NULL AND idempotency_records.scope = owned.idempotency_scope AND idempotency_records.key_hash = owned.idempotency_key_hash
-          AND idempotency_records.created_at = owned.claimed_at
+        UPDATE idempotency_records SET status = 'done', response_status = debits.response_status, response_body = debits.response_body
+        FROM debits
+        WHERE debits.idempotency_scope IS NOT NULL AND idempotency_records.scope = debits.idempotency_scope AND idempotency_records.key_hash = debits.idempotency_key_hash
+          AND idempotency_records.created_at = debits.claimed_at
       )
-      SELECT id AS reservation_id FROM claimed`;
+      SELECT reservation_id FROM debits`;
     return new Set(committed.map((row) => row.reservation_id));
   }
 

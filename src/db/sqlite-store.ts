@@ -754,13 +754,20 @@ export class SQLiteStore implements Store {
     for (const { reservationId, usage } of items) {
       const reservation = this.heldReservations.get(reservationId)!;
       for (const allocation of reservation.allocations) bucketDebits.set(allocation.bucketId, (bucketDebits.get(allocation.bucketId) ?? 0) + allocation.amount);
-      let balanceAfter = ledgerBalances.get(reservation.organizationId) ?? this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!.ledgerBalance;
-      const bucketId = reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null;
-      for (const line of usage.lines ?? [{ gtin: usage.gtin, description: usage.description, amount: reservation.amount }]) {
-        balanceAfter -= line.amount;
-        this.insertUsage().run(newId("txn", usage.now), reservation.organizationId, -line.amount, balanceAfter, bucketId, reservation.keyId, reservation.requestId, line.gtin, line.description, usage.now);
-      }
+      const balanceAfter = (ledgerBalances.get(reservation.organizationId) ?? this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!.ledgerBalance) - reservation.amount;
       ledgerBalances.set(reservation.organizationId, balanceAfter);
+      this.insertUsage().run(
+        newId("txn", usage.now),
+        reservation.organizationId,
+        -reservation.amount,
+        balanceAfter,
+        reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
+        reservation.keyId,
+        reservation.requestId,
+        usage.gtin,
+        usage.description,
+        usage.now,
+      );
       if (usage.idempotency !== undefined) this.completeIdempotencyRecord(usage.idempotency);
       if (reservation.keyId !== null) {
         const month = utcMonth(usage.now);
@@ -797,8 +804,8 @@ export class SQLiteStore implements Store {
       const keyId = reservation.keyId ?? "";
       const id = `${reservation.organizationId}\u0000${hourStart}\u0000${keyId}`;
       const count = counts.get(id);
-      // A batch counts its billed items, as single look-ups count themselves.
-      const requests = usage.lines?.length ?? 1;
+      // A batch counts its billed GTINs, as single look-ups count themselves.
+      const requests = usage.items ?? 1;
       if (count === undefined) counts.set(id, { organizationId: reservation.organizationId, hourStart, keyId, requests, credits: reservation.amount });
       else {
         count.requests += requests;

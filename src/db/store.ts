@@ -176,17 +176,8 @@ export interface UsageRecord {
   description: string;
   now: number;
   idempotency?: IdempotencyAnswer;
-  /**
-   * A batch's debit: one usage row per line instead of one for the whole reservation (`gtin` and
-   * `description` above are then unused); the lines' amounts add up to the reservation's.
-   */
-  lines?: UsageLine[];
-}
-
-export interface UsageLine {
-  gtin: string;
-  description: string;
-  amount: number;
+  /** The billed look-ups this debit stands for, in the usage counters: a batch's fresh GTINs (default 1). */
+  items?: number;
 }
 
 /**

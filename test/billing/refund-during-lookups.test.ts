@@ -75,6 +75,19 @@ describe("a refund while look-ups hold credits of the refunded pack", () => {
     await expectInvariant(store, organizationId, clock.now());
   });
 
+  test("a batch that keeps part of its hold after a full refund: what it gives back pays the refund, what it keeps is usage", async () => {
+    const reservation = await store.reserveCredits({ organizationId, amount: 4, keyId: null, requestId: "req_batch", now: clock.now() });
+    if (!reservation.ok) throw new Error("expected the reservation to succeed");
+    expect(await refund(PRICE)).toMatchObject({ applied: true, clawedBack: 6 });
+    clock.advance(1000);
+    expect(await store.shrinkReservation(reservation.reservationId, 1, clock.now())).toBe(true);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 0, reserved: 1 });
+    expect(await ledgerAmounts(store, organizationId, "refund")).toBe(-9);
+    expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "batch", now: clock.now(), items: 1 })).toBe(true);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 0, reserved: 0 });
+    await expectInvariant(store, organizationId, clock.now());
+  });
+
   test("look-ups that commit after a full refund are usage, and the refund takes what the others give back", async () => {
     const [first, second, third] = await hold(3);
     await refund(PRICE);

@@ -136,6 +136,46 @@ describe("credit reservations", () => {
     await expectInvariant();
   });
 
+  test("a partial commit (shrink, then commit) debits what is kept, from the soonest-expiring credits, and gives the rest back", async () => {
+    const never = await grant(5);
+    const soon = await grant(2, clock.now() + HOUR);
+    const id = reservationId(await reserve(5));
+    expect(await store.shrinkReservation(id, 3, clock.now())).toBe(true);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 4, reserved: 3 });
+    await expectInvariant();
+    expect(await store.commitReservation(id, { gtin: null, description: "batch", now: clock.now(), items: 3 })).toBe(true);
+    const buckets = (await store.getBalance(organizationId, clock.now())).buckets;
+    expect(buckets.map((bucket) => [bucket.id, bucket.remaining])).toEqual([[never.id, 4]]);
+    expect(soon.id).not.toBe(never.id);
+    const [usage] = (await store.listTransactions(organizationId, { limit: 1, types: ["usage"] })).items;
+    expect(usage).toMatchObject({ amount: -3, balanceAfter: 4 });
+    await expectInvariant();
+  });
+
+  test("a reservation that is no longer held cannot be shrunk: nothing is given back twice", async () => {
+    await grant(5);
+    const released = reservationId(await reserve(3));
+    expect(await store.releaseReservation(released, clock.now())).toBe(true);
+    expect(await store.shrinkReservation(released, 1, clock.now())).toBe(false);
+    const committed = reservationId(await reserve(2));
+    expect(await store.commitReservation(committed, { gtin: null, description: "done", now: clock.now() })).toBe(true);
+    expect(await store.shrinkReservation(committed, 1, clock.now())).toBe(false);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 3, reserved: 0 });
+    await expectInvariant();
+  });
+
+  test("concurrent partial commits never overdraw and keep ledger sum = available + reserved", async () => {
+    await grant(20);
+    const reservations = await Promise.all(Array.from({ length: 10 }, () => reserve(4)));
+    const held = reservations.filter((reservation) => reservation.ok).map(reservationId);
+    expect(held).toHaveLength(5);
+    await Promise.all(held.map((id) => store.shrinkReservation(id, 1, clock.now())));
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 15, reserved: 5 });
+    expect(await Promise.all(held.map((id) => store.commitReservation(id, { gtin: null, description: "batch", now: clock.now() })))).toEqual(held.map(() => true));
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 15, reserved: 0 });
+    await expectInvariant();
+  });
+
   test("concurrent reservations never take more than the balance", async () => {
     await grant(20);
     const results = await Promise.all(Array.from({ length: 50 }, () => reserve(1)));

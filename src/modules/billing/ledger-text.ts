@@ -10,6 +10,7 @@ type French = (groups: string[], name: (english: string) => string) => string;
  */
 const FRENCH: Array<[RegExp, French]> = [
   [/^Price look-up (\d+)$/, ([gtin]) => `Consultation de prix ${gtin}`],
+  [/^Price look-ups of (\d+) GTINs$/, ([count]) => `Consultations de prix de ${count} GTIN`],
   [/^Demo credits$/, () => "Crédits de démonstration"],
   [/^Trial credits$/, () => "Crédits d'essai"],
   [/^Granted by an operator$/, () => "Accordés par un opérateur"],

@@ -128,10 +128,11 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
     const result: PriceLookupResult = { status: 200, items, creditsConsumed: consumed, creditsRemaining: reservation.available + reserved - consumed };
     const idempotency = await input.recordAnswer?.(result);
     const now = clock.now();
+    // One usage row per request (the ledger holds a request's debit once): a batch's names its GTINs' count.
     const usage: UsageRecord =
       fresh.length === 1
         ? { gtin: fresh[0]!.gtin, description: `Price look-up ${fresh[0]!.gtin}`, now, idempotency }
-        : { gtin: null, description: "Price look-ups", now, idempotency, lines: fresh.map((item) => ({ gtin: item.gtin, description: `Price look-up ${item.gtin}`, amount: creditCost })) };
+        : { gtin: null, description: `Price look-ups of ${fresh.length} GTINs`, now, idempotency, items: fresh.length };
     held = !(await store.commitReservation(reservation.reservationId, usage));
     if (!held) return result;
   } catch (error) {
