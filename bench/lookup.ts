@@ -9,6 +9,7 @@
 //
 // Usage: bun bench/lookup.ts [--seconds 8] [--rounds 3] [--connections 32] [--products 20000]
 //          [--postgres postgres://postgres@127.0.0.1:5432/test] [--ci]
+// Stages: healthz, 400, 402, stale, billed (single look-ups), batch (POST batches of 100 fresh GTINs).
 // Setups: SQLite, one instance (every stage); with --postgres also PostgreSQL, one instance (every
 // stage), two instances with one hot organization, and two instances with 50 organizations (billed).
 // --ci: 1 s per stage, 1 round, 2 000 products: a few seconds that print the ratios.
@@ -98,6 +99,8 @@ interface Target {
   paths: string[];
   keys: string[];
   expect: number;
+  /** POST bodies (JSON), one picked at random per request; none: GET. */
+  bodies?: string[];
 }
 
 /** One wrk run of `seconds` against the instances; the Lua script picks a random path and key per request. */
@@ -108,6 +111,7 @@ async function runWrk(ports: number[], target: Target, serverPids: number[], wat
     `local paths = {${target.paths.map((path) => JSON.stringify(path)).join(",")}}
 local keys = {${target.keys.map((key) => JSON.stringify(key)).join(",")}}
 local ports = {${ports.join(",")}}
+local bodies = {${(target.bodies ?? []).map((body) => JSON.stringify(body)).join(",")}}
 local counter = 0
 function setup(thread)
   counter = counter + 1
@@ -121,6 +125,10 @@ function request()
   local key = keys[math.random(#keys)]
   local headers = {}
   if key ~= "" then headers["Authorization"] = "Bearer " .. key end
+  if #bodies > 0 then
+    headers["Content-Type"] = "application/json"
+    return wrk.format("POST", paths[math.random(#paths)], headers, bodies[math.random(#bodies)])
+  end
   return wrk.format("GET", paths[math.random(#paths)], headers)
 end
 function done(summary, latency, requests)
@@ -162,10 +170,10 @@ interface Setup {
   databaseUrl: string;
   instances: number;
   organizations: number;
-  stages: Array<"healthz" | "400" | "402" | "stale" | "billed">;
+  stages: Array<"healthz" | "400" | "402" | "stale" | "billed" | "batch">;
 }
 
-const setups: Setup[] = [{ label: "SQLite, 1 instance", databaseUrl: `sqlite:${join(work, "bench.db")}`, instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed"] }];
+const setups: Setup[] = [{ label: "SQLite, 1 instance", databaseUrl: `sqlite:${join(work, "bench.db")}`, instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed", "batch"] }];
 let admin: postgres.Sql | null = null;
 const schemas: string[] = [];
 if (values.postgres !== undefined) {
@@ -181,7 +189,7 @@ if (values.postgres !== undefined) {
     return schemaUrl(name);
   };
   setups.push(
-    { label: "PostgreSQL, 1 instance", databaseUrl: schema("one"), instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed"] },
+    { label: "PostgreSQL, 1 instance", databaseUrl: schema("one"), instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed", "batch"] },
     { label: "PostgreSQL, 2 instances, 1 org", databaseUrl: schema("two"), instances: 2, organizations: 1, stages: ["healthz", "billed"] },
     { label: "PostgreSQL, 2 instances, 50 orgs", databaseUrl: schema("fifty"), instances: 2, organizations: 50, stages: ["billed"] },
   );
@@ -210,6 +218,14 @@ const indexes = Array.from({ length: productCount }, (_, i) => i + 1);
 const pricePath = (index: number) => `/api/v1/products/${demoGTIN(index)}/price`;
 const freshPaths = indexes.filter((i) => i % 7 !== 0 && i % 10 !== 0).map(pricePath);
 const stalePaths = indexes.filter((i) => i % 7 === 0 && i % 10 !== 0).map(pricePath);
+/** Batches of 100 distinct fresh GTINs (every one billed), as a repricing client sends them. */
+const BATCH_SIZE = 100;
+const freshIndexes = indexes.filter((i) => i % 7 !== 0 && i % 10 !== 0);
+const batchBodies = Array.from({ length: 64 }, () => {
+  const picked = new Set<number>();
+  while (picked.size < BATCH_SIZE) picked.add(freshIndexes[Math.floor(Math.random() * freshIndexes.length)]!);
+  return JSON.stringify({ gtins: [...picked].map(demoGTIN) });
+});
 
 const results = new Map<string, StageResult>();
 let nextPort = 18900 + Math.floor(Math.random() * 500);
@@ -235,14 +251,20 @@ try {
         "402": { name: "402", paths: freshPaths, keys: [seeded.brokeKey], expect: 402 },
         stale: { name: "stale", paths: stalePaths, keys: seeded.keys, expect: 200 },
         billed: { name: "billed", paths: freshPaths, keys: seeded.keys, expect: 200 },
+        batch: { name: "batch", paths: ["/api/v1/products/prices"], keys: seeded.keys, expect: 200, bodies: batchBodies },
       };
       for (const stage of setup.stages) {
         const target = targets[stage];
-        const probe = await fetch(`http://127.0.0.1:${ports[0]}${target.paths[0]}`, { headers: target.keys[0] ? { authorization: `Bearer ${target.keys[0]}` } : {} });
+        const probe = await fetch(`http://127.0.0.1:${ports[0]}${target.paths[0]}`, {
+          method: target.bodies === undefined ? "GET" : "POST",
+          headers: { ...(target.keys[0] ? { authorization: `Bearer ${target.keys[0]}` } : {}), ...(target.bodies === undefined ? {} : { "content-type": "application/json" }) },
+          body: target.bodies?.[0],
+        });
         const body = await probe.text();
         if (probe.status !== target.expect) throw new Error(`${setup.label} ${stage}: expected ${target.expect}, got ${probe.status} ${body}`);
         if (stage === "billed" && !body.includes('"reason":"fresh-offer"')) throw new Error(`${setup.label}: not a billed answer: ${body}`);
         if (stage === "stale" && !body.includes('"reason":"stale-data"')) throw new Error(`${setup.label}: not a stale answer: ${body}`);
+        if (stage === "batch" && !body.includes(`"creditsConsumed":${BATCH_SIZE},`)) throw new Error(`${setup.label}: not a billed batch: ${body.slice(0, 500)}`);
         // Unmeasured warm-up: the JIT, and the caches of keys, products and prepared answers.
         await runWrk(ports, target, servers.map((server) => server.pid), false, warmUpSeconds);
         const runs: StageResult[] = [];
@@ -260,6 +282,7 @@ try {
         console.log(
           `${setup.label.padEnd(34)} ${stage.padEnd(8)} ${Math.round(result.rps).toString().padStart(7)} req/s${range}  p99 ${result.p99Ms.toFixed(1)} ms  service ${result.serviceUs.toFixed(0)} µs/req` +
             (result.postgresUs === null ? "" : `  PostgreSQL ${result.postgresUs.toFixed(0)} µs/req`) +
+            (stage === "batch" ? `  = ${Math.round(result.rps * BATCH_SIZE)} items/s, service ${(result.serviceUs / BATCH_SIZE).toFixed(1)} µs/item` : "") +
             (result.errors > 0 ? `  socket errors ${result.errors}` : ""),
         );
       }
@@ -287,7 +310,13 @@ const sqliteBilled = rps("SQLite, 1 instance", "billed");
 const billed = results.get("SQLite, 1 instance|billed")!;
 console.log("ratios:");
 console.log(`  SQLite billed / SQLite /healthz: ${ratio(sqliteBilled, rps("SQLite, 1 instance", "healthz"))} (goal ≥ 0.35×), p99 ${billed.p99Ms.toFixed(1)} ms (goal ≤ 5 ms), service ${billed.serviceUs.toFixed(0)} µs/req (goal ≤ 35 µs)`);
+const items = (label: string) => {
+  const batch = rps(label, "batch");
+  return batch === undefined ? undefined : batch * BATCH_SIZE;
+};
+console.log(`  SQLite items/s through batches of ${BATCH_SIZE} / SQLite billed look-ups/s: ${ratio(items("SQLite, 1 instance"), sqliteBilled)} (goal ≥ 10×)`);
 if (values.postgres !== undefined) {
+  console.log(`  PostgreSQL items/s through batches of ${BATCH_SIZE} / PostgreSQL billed look-ups/s (1 instance): ${ratio(items("PostgreSQL, 1 instance"), rps("PostgreSQL, 1 instance", "billed"))} (goal ≥ 10×)`);
   const hot = results.get("PostgreSQL, 2 instances, 1 org|billed")!;
   const fifty = results.get("PostgreSQL, 2 instances, 50 orgs|billed")!;
   console.log(`  PostgreSQL 1 instance billed / SQLite billed: ${ratio(rps("PostgreSQL, 1 instance", "billed"), sqliteBilled)}`);
