@@ -119,6 +119,46 @@ const PAYMENT_LOCK_NAMESPACE = 0x70617973;
 /** Debits per group-commit statement at most; more wait for the next one. */
 const COMMIT_BATCH_LIMIT = 500;
 
+const PRODUCT_WITH_OFFERS_COLUMNS = {
+  gtin: products.gtin,
+  title: products.title,
+  brand: products.brand,
+  imageUrl: products.imageUrl,
+  merchantId: offers.merchantId,
+  merchantName: merchants.name,
+  priceAmount: offers.priceAmount,
+  currency: offers.currency,
+  shippingAmount: offers.shippingAmount,
+  availability: offers.availability,
+  condition: offers.condition,
+  url: offers.url,
+  observedAt: offers.observedAt,
+};
+
+type ProductWithOffersRow = { [K in keyof typeof PRODUCT_WITH_OFFERS_COLUMNS]: (typeof PRODUCT_WITH_OFFERS_COLUMNS)[K]["_"]["data"] | (K extends "gtin" | "title" ? never : null) };
+
+/** A product and its offers from its rows of the products ⟕ offers ⟕ merchants join; null without rows. */
+function productOfRows(rows: ProductWithOffersRow[]): { product: ProductRecord; offers: OfferRecord[] } | null {
+  const first = rows[0];
+  if (first === undefined) return null;
+  const found: OfferRecord[] = [];
+  for (const row of rows) {
+    if (row.merchantId === null) continue;
+    found.push({
+      merchantId: row.merchantId,
+      merchantName: row.merchantName!,
+      priceAmount: row.priceAmount!,
+      currency: row.currency!,
+      shippingAmount: row.shippingAmount,
+      availability: row.availability!,
+      condition: row.condition!,
+      url: row.url,
+      observedAt: row.observedAt!,
+    });
+  }
+  return { product: { gtin: first.gtin, title: first.title, brand: first.brand, imageUrl: first.imageUrl }, offers: found };
+}
+
 export class PostgresStore implements Store {
   readonly dialect = "postgres";
   private readonly db: DB;
@@ -367,21 +407,7 @@ export class PostgresStore implements Store {
   // One round trip: the product and its offers through a left join (a product may have none).
   private readonly productWithOffers = this.lazy(() =>
     this.db
-      .select({
-        gtin: products.gtin,
-        title: products.title,
-        brand: products.brand,
-        imageUrl: products.imageUrl,
-        merchantId: offers.merchantId,
-        merchantName: merchants.name,
-        priceAmount: offers.priceAmount,
-        currency: offers.currency,
-        shippingAmount: offers.shippingAmount,
-        availability: offers.availability,
-        condition: offers.condition,
-        url: offers.url,
-        observedAt: offers.observedAt,
-      })
+      .select(PRODUCT_WITH_OFFERS_COLUMNS)
       .from(products)
       .leftJoin(offers, eq(offers.gtin, products.gtin))
       .leftJoin(merchants, eq(merchants.id, offers.merchantId))
@@ -391,25 +417,25 @@ export class PostgresStore implements Store {
   );
 
   async findProductWithOffers(gtin: string): Promise<{ product: ProductRecord; offers: OfferRecord[] } | null> {
-    const rows = await this.productWithOffers().execute({ gtin });
-    const first = rows[0];
-    if (first === undefined) return null;
-    const found: OfferRecord[] = [];
+    return productOfRows(await this.productWithOffers().execute({ gtin }));
+  }
+
+  // One statement for the whole batch, the rows of each product together in the single look-up's order.
+  async findProductsWithOffers(gtins: readonly string[]): Promise<Array<{ product: ProductRecord; offers: OfferRecord[] } | null>> {
+    const rows = await this.db
+      .select(PRODUCT_WITH_OFFERS_COLUMNS)
+      .from(products)
+      .leftJoin(offers, eq(offers.gtin, products.gtin))
+      .leftJoin(merchants, eq(merchants.id, offers.merchantId))
+      .where(inArray(products.gtin, [...gtins]))
+      .orderBy(asc(products.gtin), asc(offers.merchantId));
+    const byGTIN = new Map<string, typeof rows>();
     for (const row of rows) {
-      if (row.merchantId === null) continue;
-      found.push({
-        merchantId: row.merchantId,
-        merchantName: row.merchantName!,
-        priceAmount: row.priceAmount!,
-        currency: row.currency!,
-        shippingAmount: row.shippingAmount,
-        availability: row.availability!,
-        condition: row.condition!,
-        url: row.url,
-        observedAt: row.observedAt!,
-      });
+      const group = byGTIN.get(row.gtin);
+      if (group === undefined) byGTIN.set(row.gtin, [row]);
+      else group.push(row);
     }
-    return { product: { gtin: first.gtin, title: first.title, brand: first.brand, imageUrl: first.imageUrl }, offers: found };
+    return gtins.map((gtin) => productOfRows(byGTIN.get(gtin) ?? []));
   }
 
   async countProducts(): Promise<number> {

@@ -481,6 +481,15 @@ export class SQLiteStore implements Store {
 
   async findProductWithOffers(gtin: string) {
     this.syncCaches();
+    return this.productWithOffers(gtin);
+  }
+
+  async findProductsWithOffers(gtins: readonly string[]) {
+    this.syncCaches();
+    return gtins.map((gtin) => this.productWithOffers(gtin));
+  }
+
+  private productWithOffers(gtin: string): { product: ProductRecord; offers: OfferRecord[] } | null {
     const cached = this.productCache.get(gtin);
     if (cached !== undefined) return cached;
     const product = this.productByGTIN().get({ gtin });

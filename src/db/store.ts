@@ -247,6 +247,8 @@ export interface Store {
    */
   applyFeedRecords(records: FeedRecord[], now: number, options?: { sourceId?: string }): Promise<{ products: number; offers: number }>;
   findProductWithOffers(gtin: string): Promise<{ product: ProductRecord; offers: OfferRecord[] } | null>;
+  /** findProductWithOffers for several GTINs at once (a batch look-up), in their order. */
+  findProductsWithOffers(gtins: readonly string[]): Promise<Array<{ product: ProductRecord; offers: OfferRecord[] } | null>>;
   countProducts(): Promise<number>;
 
   /** Grants credits as a new bucket and its ledger row, in one transaction. */

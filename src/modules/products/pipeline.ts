@@ -214,7 +214,7 @@ export class PriceRequests {
       const input = { credential, gtins: lookup.gtins, language: lookup.language, requestId };
 
       if (idempotencyKey === null) {
-        // The common case, answered as text: each product's `data` was serialized once (see readOffers),
+        // The common case, answered as text: each product's `data` was serialized once (see answerOf),
         // so only the rest is serialized here; the route schemas document it (noValidate).
         const result = await lookUpPrices(this.deps, input);
         const answer = endpoint.answer(result, refusal(result), limitHeaders);

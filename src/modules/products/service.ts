@@ -114,7 +114,10 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
 
   let held = true;
   try {
-    const items = input.gtins.length === 1 ? [await readOffers(deps, input.gtins[0]!, input.language)] : await Promise.all(input.gtins.map((gtin) => readOffers(deps, gtin, input.language)));
+    // A single look-up reads its product by the store's prepared statement; a batch reads all of its products at once.
+    const found = input.gtins.length === 1 ? [await store.findProductWithOffers(input.gtins[0]!)] : await store.findProductsWithOffers(input.gtins);
+    const readAt = clock.now();
+    const items = input.gtins.map((gtin, index) => answerOf(deps, gtin, found[index]!, input.language, readAt));
     const fresh = items.filter((item) => item.reason === "fresh-offer");
     if (fresh.length === 0) {
       await store.releaseReservation(reservation.reservationId, clock.now());
@@ -143,10 +146,8 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
   return { status: 503, items: [], creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()).catch(() => 0) };
 }
 
-async function readOffers(deps: PriceLookupDeps, gtin: string, language: Language): Promise<ItemOutcome> {
-  const found = await deps.store.findProductWithOffers(gtin);
+function answerOf(deps: PriceLookupDeps, gtin: string, found: { product: ProductRecord; offers: OfferRecord[] } | null, language: Language, now: number): ItemOutcome {
   if (found === null) return { gtin, reason: "product-not-found", data: null, dataJSON: null };
-  const now = deps.clock.now();
   let answers = preparedAnswers.get(found);
   let answer = answers?.[language];
   if (answer === undefined || now < answer.computedAt || now > answer.validUntil) {
