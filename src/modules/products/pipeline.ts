@@ -46,8 +46,6 @@ interface Lookup {
   language: Language;
   /** Rate-limit tokens: 1 for a request, one per item for a batch. */
   items: number;
-  /** What identifies the request under an Idempotency-Key. */
-  fingerprint: unknown;
 }
 
 type Invalid = (detail: Texts | undefined, slug?: "invalid-parameter" | "invalid-gtin" | "invalid-body") => Promise<Problem>;
@@ -60,12 +58,14 @@ interface Endpoint<Answer extends { meta: object }> {
   problemMeta(reason: Reason, creditsRemaining: number): object;
   /** Checks the request after authentication (CONTRACT order), throwing `invalid`'s problems. */
   parse(invalid: Invalid): Promise<Lookup>;
-  /** The 200 answer of a look-up; throws the problem of any other outcome (`refusal`), with `limitHeaders`. */
-  answer(result: PriceLookupResult, refusal: () => Problem | null, limitHeaders: Record<string, string>): Answer;
+  /** What identifies the checked request under an Idempotency-Key. */
+  fingerprint(lookup: Lookup): unknown;
+  /** The 200 answer of a look-up; throws `refused` (the 402 or 503 of the look-up) or its own problem, with `limitHeaders`. */
+  answer(result: PriceLookupResult, refused: Problem | null, limitHeaders: Record<string, string>): Answer;
   /** The same answer as JSON text, written around the `data` serialized once per product. */
   text(answer: Answer, result: PriceLookupResult): string;
-  /** The reasons of an answer, one per item, for the usage counters. */
-  reasons(answer: Answer): Iterable<string>;
+  /** Counts the answer's reasons, one per item, in the usage counters. */
+  countReasons(answer: Answer, count: (reason: string) => void): void;
 }
 
 /**
@@ -110,18 +110,18 @@ export class PriceRequests {
         if (normalized === null) throw await invalid(undefined, "invalid-gtin");
         gtin = normalized;
         const language = queryLanguage ?? languageFromHeader(context.request.headers.get("accept-language"));
-        return { gtins: [normalized], language, items: 1, fingerprint: { gtin, language } };
+        return { gtins: [normalized], language, items: 1 };
       },
-      answer: (result, refusal, limitHeaders) => {
+      fingerprint: (lookup) => ({ gtin, language: lookup.language }),
+      answer: (result, refused, limitHeaders) => {
         const item = result.items[0];
         const resultMeta = meta(item?.reason ?? (result.status === 402 ? "insufficient-credits" : "unavailable"), result.creditsRemaining, result.creditsConsumed);
-        const refused = refusal();
         if (refused !== null) throw withMeta(refused, resultMeta);
         if (item!.data === null) throw new Problem("product-not-found", undefined, { meta: resultMeta }, limitHeaders);
         return { meta: resultMeta, data: item!.data };
       },
       text: (answer, result) => `{"meta":${JSON.stringify(answer.meta)},"data":${result.items[0]!.dataJSON}}`,
-      reasons: (answer) => [answer.meta.reason],
+      countReasons: (answer, count) => count(answer.meta.reason),
     });
   }
 
@@ -161,10 +161,10 @@ export class PriceRequests {
         normalized = asked.map(normalizeGTIN);
         language = bodyLanguage ?? languageFromHeader(context.request.headers.get("accept-language"));
         const distinct = [...new Set(normalized.filter((gtin): gtin is string => gtin !== null))];
-        return { gtins: distinct, language, items: asked.length, fingerprint: { gtins: asked, language } };
+        return { gtins: distinct, language, items: asked.length };
       },
-      answer: (result, refusal) => {
-        const refused = refusal();
+      fingerprint: () => ({ gtins: asked, language }),
+      answer: (result, refused) => {
         if (refused !== null) throw withMeta(refused, { ...meta(result.creditsRemaining), reason: result.status === 402 ? "insufficient-credits" : "unavailable" });
         outcomes = new Map(result.items.map((item) => [item.gtin, item]));
         const data = asked.map((input, index): BatchItemValue => {
@@ -182,7 +182,9 @@ export class PriceRequests {
         );
         return `{"meta":${JSON.stringify(answer.meta)},"data":[${items.join(",")}]}`;
       },
-      reasons: (answer) => answer.data.map((item) => item.reason),
+      countReasons: (answer, count) => {
+        for (const item of answer.data) count(item.reason);
+      },
     });
   }
 
@@ -205,22 +207,16 @@ export class PriceRequests {
       if (idempotencyKey !== null && !Value.Check(IdempotencyKeyHeader, idempotencyKey)) throw await invalid(BAD_IDEMPOTENCY_KEY);
       const limitHeaders = await this.rateLimit(set, credential, lookup.items, endpoint);
 
-      // A 402 or 503 of the look-up as a problem (its meta added by the endpoint), or null for a 200.
-      const refusal = (result: PriceLookupResult) => (): Problem | null => {
-        if (result.status === 200) return null;
-        if (result.status === 503) return new Problem("unavailable", DEBIT_FAILED, {}, { ...limitHeaders, "retry-after": "1" });
-        return new Problem("insufficient-credits", result.keyLimit === undefined ? undefined : keyLimitReached(result.keyLimit, clock.now()), {}, limitHeaders);
-      };
       const input = { credential, gtins: lookup.gtins, language: lookup.language, requestId };
 
       if (idempotencyKey === null) {
         // The common case, answered as text: each product's `data` was serialized once (see answerOf),
         // so only the rest is serialized here; the route schemas document it (noValidate).
         const result = await lookUpPrices(this.deps, input);
-        const answer = endpoint.answer(result, refusal(result), limitHeaders);
+        const answer = endpoint.answer(result, refusal(result, limitHeaders, clock.now()), limitHeaders);
         keyUsage.record(credential.id, clock.now());
         noteBillingMeta(request, answer.meta);
-        for (const reason of endpoint.reasons(answer)) countUsage(reason);
+        endpoint.countReasons(answer, countUsage);
         set.headers["content-type"] = "application/json";
         return endpoint.text(answer, result);
       }
@@ -230,17 +226,17 @@ export class PriceRequests {
           ...input,
           // A billed answer is stored in the debit's own transaction, so the two can never part.
           recordAnswer: async (billed) => {
-            sealed = endpoint.answer(billed, refusal(billed), limitHeaders);
+            sealed = endpoint.answer(billed, refusal(billed, limitHeaders, clock.now()), limitHeaders);
             return { scope: recorder.scope, keyHash: recorder.keyHash, claimedAt: recorder.claimedAt, responseStatus: 200, responseBody: await recorder.seal(sealed) };
           },
         });
         // The sealed answer stands only if its debit committed; otherwise `answer` throws the 503.
         const billed = sealed !== undefined && result.creditsConsumed > 0;
-        return { status: 200, body: billed ? sealed! : endpoint.answer(result, refusal(result), limitHeaders), recorded: billed };
+        return { status: 200, body: billed ? sealed! : endpoint.answer(result, refusal(result, limitHeaders, clock.now()), limitHeaders), recorded: billed };
       };
       const { body, replayed } = await withIdempotency(
         store,
-        { scope: `${organizationId}:${endpoint.route}`, key: idempotencyKey, requestHash: hashRequestBody(lookup.fingerprint), now: clock.now() },
+        { scope: `${organizationId}:${endpoint.route}`, key: idempotencyKey, requestHash: hashRequestBody(endpoint.fingerprint(lookup)), now: clock.now() },
         run,
       ).catch(async (error: unknown) => {
         if (!(error instanceof Problem) || "meta" in error.extensions) throw error;
@@ -249,7 +245,7 @@ export class PriceRequests {
       if (replayed) set.headers["idempotent-replayed"] = "true";
       keyUsage.record(credential.id, clock.now());
       if (replayed) countUsage("replayed");
-      else for (const reason of endpoint.reasons(body)) countUsage(reason);
+      else endpoint.countReasons(body, countUsage);
       return body;
     } catch (error) {
       const reason = error instanceof Problem ? (error.extensions.meta as { reason?: unknown } | undefined)?.reason : undefined;
@@ -278,6 +274,13 @@ export class PriceRequests {
       limitHeaders,
     );
   }
+}
+
+/** A 402 or 503 of the look-up as a problem (the endpoint adds its meta), or null for a 200. */
+function refusal(result: PriceLookupResult, limitHeaders: Record<string, string>, now: number): Problem | null {
+  if (result.status === 200) return null;
+  if (result.status === 503) return new Problem("unavailable", DEBIT_FAILED, {}, { ...limitHeaders, "retry-after": "1" });
+  return new Problem("insufficient-credits", result.keyLimit === undefined ? undefined : keyLimitReached(result.keyLimit, now), {}, limitHeaders);
 }
 
 /** The same problem with the request's meta as an extension member. */

@@ -117,14 +117,19 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
     // A single look-up reads its product by the store's prepared statement; a batch reads all of its products at once.
     const found = input.gtins.length === 1 ? [await store.findProductWithOffers(input.gtins[0]!)] : await store.findProductsWithOffers(input.gtins);
     const readAt = clock.now();
-    const items = input.gtins.map((gtin, index) => answerOf(deps, gtin, found[index]!, input.language, readAt));
-    const fresh = items.filter((item) => item.reason === "fresh-offer");
-    if (fresh.length === 0) {
+    const items: ItemOutcome[] = [];
+    let freshCount = 0;
+    for (let index = 0; index < input.gtins.length; index++) {
+      const item = answerOf(deps, input.gtins[index]!, found[index]!, input.language, readAt);
+      items.push(item);
+      if (item.reason === "fresh-offer") freshCount++;
+    }
+    if (freshCount === 0) {
       await store.releaseReservation(reservation.reservationId, clock.now());
       held = false;
       return { status: 200, items, creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
     }
-    const consumed = creditCost * fresh.length;
+    const consumed = creditCost * freshCount;
     // The partial commit: what the items that are not fresh held goes back first, then the rest is debited.
     if (consumed < reserved && !(await store.shrinkReservation(reservation.reservationId, consumed, clock.now()))) throw new Error("reservation no longer held");
     // The held credits are already out of the available balance the reservation reported, so this is the balance after the debit.
@@ -132,10 +137,11 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
     const idempotency = await input.recordAnswer?.(result);
     const now = clock.now();
     // One usage row per request (the ledger holds a request's debit once): a batch's names its GTINs' count.
+    const onlyFresh = freshCount === 1 ? items.find((item) => item.reason === "fresh-offer")!.gtin : null;
     const usage: UsageRecord =
-      fresh.length === 1
-        ? { gtin: fresh[0]!.gtin, description: `Price look-up ${fresh[0]!.gtin}`, now, idempotency }
-        : { gtin: null, description: `Price look-ups of ${fresh.length} GTINs`, now, idempotency, items: fresh.length };
+      onlyFresh !== null
+        ? { gtin: onlyFresh, description: `Price look-up ${onlyFresh}`, now, idempotency }
+        : { gtin: null, description: `Price look-ups of ${freshCount} GTINs`, now, idempotency, items: freshCount };
     held = !(await store.commitReservation(reservation.reservationId, usage));
     if (!held) return result;
   } catch (error) {
