@@ -1,4 +1,4 @@
-// The dashboard the product serves, in real Chromium: sign in, create a key, read its secret once, revoke it.
+// The dashboard the product serves, in real Chromium: sign in, create a key, read its secret once, revoke it, create one with limits.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Browser } from "playwright-core";
 import { BROWSER_START_TIMEOUT, heading, launchChromium, openPage, type WatchedPage } from "../browser/harness";
@@ -74,6 +74,21 @@ test(
     await page.getByRole("status").getByText("Key “production” revoked.").waitFor();
     await row.locator(".badge", { hasText: "Revoked" }).waitFor();
     expect(await statusWithKey(secret)).toBe(401);
+
+    // Limits can be set at creation too, in the form's optional part.
+    const createForm = page.locator("form", { has: page.getByLabel("Key name") });
+    await page.getByLabel("Key name").fill("staging");
+    await createForm.getByText("Limits (optional)").click();
+    await createForm.getByLabel("Monthly credit limit").fill("5");
+    await createForm.getByLabel("Rate limit (requests per second)").fill("3");
+    await page.getByRole("button", { name: "Create key" }).click();
+    await page.getByLabel("Secret key").waitFor();
+    const staging = await page.getByLabel("Secret key").inputValue();
+    const stagingRow = page.locator("tbody tr", { has: page.locator("code", { hasText: staging.slice(0, 8) }) });
+    await stagingRow.getByText("0 of 5 credits this month").waitFor();
+    await stagingRow.getByText("3 requests/s").waitFor();
+    const limited = await service.request("/api/v1/products/4006381333931/price", { headers: { authorization: `Bearer ${staging}` } });
+    expect(limited.headers.get("ratelimit-policy")).toBe('"key";q=3;w=1');
 
     expect(service.serve.stdout()).not.toContain(secret);
     expect(misdeeds).toEqual([]);

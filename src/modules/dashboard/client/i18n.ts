@@ -80,6 +80,7 @@ const en = {
   fieldExpiresAt: "Expires at (your local time)",
   fieldMonthlyLimit: "Monthly credit limit",
   fieldRateLimit: "Rate limit (requests per second)",
+  createLimits: "Limits (optional)",
   save: "Save",
   controlsSaved: "Limits of “{name}” saved.",
 
@@ -243,6 +244,7 @@ const fr: Record<MessageKey, string> = {
   fieldExpiresAt: "Expire le (heure locale)",
   fieldMonthlyLimit: "Limite mensuelle de crédits",
   fieldRateLimit: "Limite de débit (requêtes par seconde)",
+  createLimits: "Limites (facultatives)",
   save: "Enregistrer",
   controlsSaved: "Limites de « {name} » enregistrées.",
 

@@ -61,18 +61,34 @@ function localInputValue(iso: string): string {
 }
 
 /**
+ * The inputs of a key's three controls (filled from `key` when editing it), and the values they
+ * hold: an empty field is null (no control of its own).
+ */
+function controlFields(key: APIKey | null) {
+  const field = (id: string, label: string, input: HTMLInputElement) => h("div", { class: "stack" }, h("label", { for: id }, label), input);
+  const expiresId = uniqueId("expires");
+  const limitId = uniqueId("limit");
+  const rateId = uniqueId("rate");
+  const expires = h("input", { id: expiresId, type: "datetime-local", value: key?.expiresAt == null ? "" : localInputValue(key.expiresAt) });
+  const limit = h("input", { id: limitId, type: "number", min: 0, step: 1, inputmode: "numeric", value: key?.monthlyCreditLimit == null ? "" : String(key.monthlyCreditLimit) });
+  const rate = h("input", { id: rateId, type: "number", min: 1, step: 1, inputmode: "numeric", value: key?.rateLimit == null ? "" : String(key.rateLimit) });
+  return {
+    elements: [field(expiresId, t("fieldExpiresAt"), expires), field(limitId, t("fieldMonthlyLimit"), limit), field(rateId, t("fieldRateLimit"), rate)],
+    values: () => ({
+      expiresAt: expires.value === "" ? null : new Date(expires.value).toISOString(),
+      monthlyCreditLimit: limit.value === "" ? null : Number(limit.value),
+      rateLimit: rate.value === "" ? null : Number(rate.value),
+    }),
+  };
+}
+
+/**
  * A dialog to edit the key's controls; resolves with the PATCH body (empty fields clear a control),
  * or null when cancelled.
  */
 function editControls(key: APIKey): Promise<Record<string, string | number | null> | null> {
   const titleId = uniqueId("dialog-title");
-  const field = (id: string, label: string, input: HTMLInputElement) => h("div", { class: "stack" }, h("label", { for: id }, label), input);
-  const expiresId = uniqueId("expires");
-  const limitId = uniqueId("limit");
-  const rateId = uniqueId("rate");
-  const expires = h("input", { id: expiresId, type: "datetime-local", value: key.expiresAt === null ? "" : localInputValue(key.expiresAt) });
-  const limit = h("input", { id: limitId, type: "number", min: 0, step: 1, inputmode: "numeric", value: key.monthlyCreditLimit === null ? "" : String(key.monthlyCreditLimit) });
-  const rate = h("input", { id: rateId, type: "number", min: 1, step: 1, inputmode: "numeric", value: key.rateLimit === null ? "" : String(key.rateLimit) });
+  const controls = controlFields(key);
   const dialog = h(
     "dialog",
     { class: "confirm", "aria-labelledby": titleId },
@@ -81,9 +97,7 @@ function editControls(key: APIKey): Promise<Record<string, string | number | nul
       { method: "dialog", class: "stack" },
       h("h2", { id: titleId }, t("controlsTitle", { name: key.name })),
       h("p", { class: "muted hint" }, t("controlsHint")),
-      field(expiresId, t("fieldExpiresAt"), expires),
-      field(limitId, t("fieldMonthlyLimit"), limit),
-      field(rateId, t("fieldRateLimit"), rate),
+      ...controls.elements,
       h("div", { class: "actions" }, h("button", { value: "cancel", class: "secondary", formnovalidate: true }, t("cancel")), h("button", { value: "save" }, t("save"))),
     ),
   );
@@ -92,12 +106,7 @@ function editControls(key: APIKey): Promise<Record<string, string | number | nul
     dialog.addEventListener("close", () => {
       const saved = dialog.returnValue === "save";
       dialog.remove();
-      if (!saved) return resolve(null);
-      resolve({
-        expiresAt: expires.value === "" ? null : new Date(expires.value).toISOString(),
-        monthlyCreditLimit: limit.value === "" ? null : Number(limit.value),
-        rateLimit: rate.value === "" ? null : Number(rate.value),
-      });
+      resolve(saved ? controls.values() : null);
     });
     dialog.showModal();
   });
@@ -166,6 +175,7 @@ export async function renderKeys(context: PageContext, root: HTMLElement): Promi
   // The pattern refuses a name of spaces only, which the API would trim to nothing.
   const name = h("input", { id: "key-name", name: "name", required: true, maxlength: 100, pattern: ".*\\S.*", autocomplete: "off", "aria-describedby": "key-name-hint" });
   const submit = h("button", { type: "submit" }, t("createButton"));
+  const createControls = controlFields(null);
   const form = h(
     "form",
     { class: "panel stack", "aria-labelledby": "create-title" },
@@ -173,6 +183,7 @@ export async function renderKeys(context: PageContext, root: HTMLElement): Promi
     h("label", { for: "key-name" }, t("keyName")),
     h("p", { id: "key-name-hint", class: "muted hint" }, t("keyNameHint")),
     h("div", { class: "row" }, name, submit),
+    h("details", { class: "stack" }, h("summary", {}, t("createLimits")), h("p", { class: "muted hint" }, t("controlsHint")), ...createControls.elements),
   );
   const table = pagedTable<APIKey>({
     caption: t("keysCaption", { organization: context.user?.organization.name ?? "" }),
@@ -188,7 +199,7 @@ export async function renderKeys(context: PageContext, root: HTMLElement): Promi
     submit.disabled = true;
     try {
       // One key per submit, even if the request is retried.
-      const created = await call<CreatedKey>("POST", "/customer/api-keys", { body: { name: name.value }, idempotencyKey: newIdempotencyKey() });
+      const created = await call<CreatedKey>("POST", "/customer/api-keys", { body: { name: name.value, ...createControls.values() }, idempotencyKey: newIdempotencyKey() });
       shownSecret = { name: created.key.name, clearKey: created.clearKey };
       form.reset();
       await table.reload();
