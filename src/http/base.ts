@@ -5,6 +5,7 @@ import { allowedMethods, type Route, wrongMethod } from "./head";
 import { Problem, problemBody } from "./problem";
 import { repeatedQueryParameter, requestLanguage } from "./request";
 import { fromValidation, repeatedParameter } from "./validation";
+import { isLanguage } from "./i18n";
 
 export const SECURITY_HEADERS: Record<string, string> = {
   "x-content-type-options": "nosniff",
@@ -58,7 +59,9 @@ function isLocalized(url: string): boolean {
 export const SESSION_CHALLENGE = 'Cookie realm="price-service", cookie-name="session"';
 
 export function problemResponse(problem: Problem, request: Request, requestId: string, typeBase: string): Response {
-  const language = requestLanguage(request);
+  // A problem that names its language (the batch look-up's body `language`) is written in it.
+  const named = problem.headers["content-language"];
+  const language = isLanguage(named) ? named : requestLanguage(request);
   const body = problemBody(problem, { typeBase, language, requestId });
   const challenge = problem.status === 401 && !Object.keys(problem.headers).some((name) => name.toLowerCase() === "www-authenticate") ? { "www-authenticate": SESSION_CHALLENGE } : undefined;
   return new Response(JSON.stringify(body), {

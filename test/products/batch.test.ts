@@ -94,10 +94,17 @@ describe("POST /api/v1/products/prices", () => {
     await expectLedgerInvariant();
   });
 
-  test("in French: money, labels and the items' problems", async () => {
-    const body = await json(await batch({ gtins: [FRESH, UNKNOWN], language: "fr" }));
+  test("in the body's language (over Accept-Language): money, labels, the items' problems and the batch's own problems", async () => {
+    const response = await batch({ gtins: [FRESH, UNKNOWN], language: "fr" }, { ...org.auth, "accept-language": "en" });
+    expect(response.headers.get("content-language")).toBe("fr");
+    const body = await json(response);
     expect(body.data[0].data.offers[0].price.formatted).toBe("12,99 €");
     expect(body.data[1].problem.detail).toBe("Aucun produit ne correspond à ce GTIN.");
+    await context.store.updateApiKeyControls(org.organizationId, org.keyId, { monthlyCreditLimit: 1 });
+    const capped = await batch({ gtins: [FRESH, FRESH_2], language: "fr" }, { ...org.auth, "accept-language": "en" });
+    expect(capped.status).toBe(402);
+    expect(capped.headers.get("content-language")).toBe("fr");
+    expect((await json(capped)).detail).toContain("limite mensuelle de 1 crédits");
   });
 
   test("a GTIN asked twice (in any of its forms) is billed once, in one usage row for the request", async () => {

@@ -199,10 +199,14 @@ export class PriceRequests {
     const available = () => store.availableCredits(organizationId, clock.now());
     // Every answer to a known key counts in the usage counters under its reason (billed ones in the debit's transaction).
     const countUsage = (reason: string) => usageCounters.record(organizationId, credential.id, reason, clock.now());
+    let language: Language | null = null;
     try {
       const invalid: Invalid = async (detail, slug = "invalid-parameter") =>
         new Problem(slug, detail, { meta: endpoint.problemMeta(slug === "invalid-gtin" ? "invalid-gtin" : "invalid-parameter", await available()) }, {}, slug === "invalid-body" ? 422 : undefined);
       const lookup = await endpoint.parse(invalid);
+      // The language the request chose (a batch may choose it in its body), for its answer and its problems alike.
+      language = lookup.language;
+      set.headers["content-language"] = language;
       const idempotencyKey = request.headers.get("idempotency-key");
       if (idempotencyKey !== null && !Value.Check(IdempotencyKeyHeader, idempotencyKey)) throw await invalid(BAD_IDEMPOTENCY_KEY);
       const limitHeaders = await this.rateLimit(set, credential, lookup.items, endpoint);
@@ -250,6 +254,7 @@ export class PriceRequests {
     } catch (error) {
       const reason = error instanceof Problem ? (error.extensions.meta as { reason?: unknown } | undefined)?.reason : undefined;
       countUsage(typeof reason === "string" ? reason : "unavailable");
+      if (language !== null && error instanceof Problem) throw new Problem(error.slug, error.detailText, error.extensions, { ...error.headers, "content-language": language }, error.statusOverride);
       throw error;
     }
   }
