@@ -171,3 +171,27 @@ describe("/api/v1/customer/webhooks/settings", () => {
 
   sessionOnlySecurityTests({ method: "PATCH", path: () => `${WEBHOOKS}/settings`, body: () => ({ lowCreditThreshold: 10 }) }, () => context);
 });
+
+test("the OpenAPI document lists every webhook endpoint operation, session only, with its problems", async () => {
+  const document = await json(await context.request("/openapi.json"));
+  const operations = Object.entries<Record<string, any>>(document.paths)
+    .filter(([path]) => path.startsWith(WEBHOOKS))
+    .flatMap(([path, methods]) => Object.values(methods).map((operation) => ({ path, ...operation })));
+  expect(operations.map((op) => op.operationId).sort()).toEqual([
+    "createWebhookEndpoint",
+    "deleteWebhookEndpoint",
+    "getWebhookEndpoint",
+    "getWebhookSettings",
+    "listWebhookDeliveries",
+    "listWebhookEndpoints",
+    "rotateWebhookSecret",
+    "sendWebhookTestEvent",
+    "updateWebhookSettings",
+  ]);
+  for (const op of operations) {
+    expect(op.security).toEqual([{ session: [] }]);
+    expect(op.tags).toEqual(["Webhook endpoints"]);
+    expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(["401", "403"]));
+    if (op.path.includes("{id}")) expect(Object.keys(op.responses)).toContain("404");
+  }
+});
