@@ -1125,11 +1125,9 @@ export class SQLiteStore implements Store {
     });
   }
 
-  // The same bucket + ledger row as grantCredits, inside the sign-in transaction (SQLite has no nested transactions).
+  // The same bucket, ledger row and credits.granted event as grantCredits, inside the sign-in transaction (SQLite has no nested transactions).
   private insertTrialGrant(tx: DB, organizationId: string, amount: number, now: number): void {
-    const bucketId = newId("bkt", now);
-    tx.insert(creditBuckets).values({ id: bucketId, organizationId, source: "trial", granted: amount, remaining: amount, expiresAt: null, createdAt: now }).run();
-    this.appendLedger({ organizationId, type: "trial", amount, bucketId, description: "Trial credits", createdAt: now });
+    this.insertGrant(tx, organizationId, { source: "trial", type: "trial", amount, expiresAt: null, description: "Trial credits" }, now);
   }
 
   async getUserByEmail(email: string): Promise<User | null> {

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { SYSTEM_USER_ID } from "../../src/db/store";
 import { newId } from "../../src/lib/ids";
 import { createApiKey, revokeApiKey, rotateApiKey } from "../../src/modules/keys/service";
-import { addProduct, createOrganization, createTestContext, packOrder, queryRows, type TestContext, type TestOrganization } from "../helpers";
+import { addProduct, createOrganization, createTestContext, packOrder, queryRows, signIn, type TestContext, type TestOrganization } from "../helpers";
 
 const FRESH = "04006381333931";
 
@@ -106,6 +106,19 @@ describe("events written with their cause", () => {
     expect(await eventsOfType("credits.low")).toHaveLength(1);
     expect((await lookUp()).status).toBe(200);
     expect((await eventsOfType("credits.low")).map((event) => event.data.balance)).toEqual([4, 4]);
+  });
+
+  test("trial credits of a new organization are a credits.granted event too", async () => {
+    const fresh = await createTestContext({ TRIAL_CREDITS: "25" });
+    try {
+      const session = await signIn(fresh, "trial@example.com");
+      const rows = await queryRows<{ type: string; payload: string }>(fresh.store, "SELECT type, payload FROM webhook_events WHERE organization_id = ?", [session.organizationId]);
+      expect(rows.map((row) => ({ type: row.type, data: JSON.parse(row.payload) }))).toEqual([
+        { type: "credits.granted", data: expect.objectContaining({ organizationId: session.organizationId, amount: 25, source: "trial", transactionType: "trial", balance: 25 }) },
+      ]);
+    } finally {
+      await fresh.close();
+    }
   });
 
   test("credits written off by expiry count as a debit", async () => {
