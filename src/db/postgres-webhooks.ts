@@ -85,6 +85,12 @@ export class PostgresWebhooks {
     return changed.length === 1 ? this.get(organizationId, id) : null;
   }
 
+  async enable(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
+    const changed = await this.client`
+      UPDATE webhook_endpoints SET status = 'enabled', failing_since = NULL, disabled_at = NULL WHERE id = ${id} AND organization_id = ${organizationId} RETURNING id`;
+    return changed.length === 1 ? this.get(organizationId, id) : null;
+  }
+
   async sendTest(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean> {
     const [row] = await this.client<Array<{ sent: number }>>`
       WITH endpoint AS (SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND organization_id = ${organizationId}),

@@ -1709,6 +1709,10 @@ export class SQLiteStore implements Store {
     return this.webhooks.rotateSecret(organizationId, id, input);
   }
 
+  async enableWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
+    return this.webhooks.enable(organizationId, id);
+  }
+
   async sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean> {
     return this.webhooks.sendTest(organizationId, endpointId, input);
   }

@@ -99,6 +99,11 @@ export class SQLiteWebhooks {
     return changed.changes === 1 ? this.get(organizationId, id) : null;
   }
 
+  enable(organizationId: string, id: string): WebhookEndpoint | null {
+    const changed = this.statement("UPDATE webhook_endpoints SET status = 'enabled', failing_since = NULL, disabled_at = NULL WHERE id = ?1 AND organization_id = ?2").run(id, organizationId);
+    return changed.changes === 1 ? this.get(organizationId, id) : null;
+  }
+
   sendTest(organizationId: string, endpointId: string, input: { eventId: string; now: number }): boolean {
     return this.database.transaction(() => {
       if (this.get(organizationId, endpointId) === null) return false;

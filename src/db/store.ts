@@ -438,6 +438,8 @@ export interface Store {
   deleteWebhookEndpoint(organizationId: string, id: string): Promise<boolean>;
   /** Replaces the secret; the previous one keeps signing until `previousSecretExpiresAt`. Null when not the organization's. */
   rotateWebhookSecret(organizationId: string, id: string, input: { secret: string; previousSecretExpiresAt: number }): Promise<WebhookEndpoint | null>;
+  /** disabled → enabled, with a fresh failing streak; deliveries still pending resume. Null when not the organization's. */
+  enableWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null>;
   /** Writes a `webhook.test` event with a delivery to this endpoint only; false when not the organization's. */
   sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean>;
   /** An endpoint's deliveries, newest event first; the cursor is opaque. */

@@ -2,7 +2,8 @@
 
 /** The event types an endpoint may subscribe to; `webhook.test` is sent only by "send a test event". */
 export const WEBHOOK_EVENT_TYPES = ["credits.low", "credits.depleted", "credits.granted", "key.created", "key.rotated", "key.revoked", "invoice.created"] as const;
-export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number] | "webhook.test";
+export type SubscribableEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+export type WebhookEventType = SubscribableEventType | "webhook.test";
 
 export interface WebhookEndpoint {
   id: string;

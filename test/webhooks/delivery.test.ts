@@ -142,6 +142,16 @@ describe("delivery", () => {
     expect(await deliveryLog(endpoint.id)).toHaveLength(1);
     const test = await post(`${WEBHOOKS}/${endpoint.id}/test`);
     expect(test.status).toBe(409);
+
+    // Fixed and enabled again: new events are queued and delivered; what failed stays failed.
+    const enabled = await post(`${WEBHOOKS}/${endpoint.id}/enable`);
+    expect(enabled.status).toBe(200);
+    expect(await json(enabled)).toMatchObject({ status: "enabled", failingSince: null, disabledAt: null });
+    receiver.answer(200);
+    const keyId = await createKey("after the fix");
+    await context.services.webhooks.tick();
+    expect(JSON.parse(receiver.received.at(-1)!.body).data.keyId).toBe(keyId);
+    expect((await deliveryLog(endpoint.id)).map((line) => line.state)).toEqual(["delivered", "failed"]);
   });
 
   test("a test event is delivered to its endpoint only", async () => {

@@ -99,7 +99,7 @@ describe("GET /api/v1/customer/webhooks", () => {
 describe("one endpoint", () => {
   test("another organization's endpoint is 404 for every operation, and stays as it was", async () => {
     const { endpoint } = await create(ada);
-    for (const [method, suffix] of [["GET", ""], ["DELETE", ""], ["POST", "/rotate-secret"], ["POST", "/test"], ["GET", "/deliveries"]] as const) {
+    for (const [method, suffix] of [["GET", ""], ["DELETE", ""], ["POST", "/rotate-secret"], ["POST", "/enable"], ["POST", "/test"], ["GET", "/deliveries"]] as const) {
       const body = await expectProblem(await send(method, `${WEBHOOKS}/${endpoint.id}${suffix}`, eve), 404, "not-found");
       expect(body.detail).not.toContain(endpoint.id);
     }
@@ -115,6 +115,13 @@ describe("one endpoint", () => {
     expect(rotated.endpoint).toEqual(endpoint);
     expect(rotated.secret).toStartWith("whsec_");
     expect(rotated.secret).not.toBe(secret);
+  });
+
+  test("enabling an enabled endpoint changes nothing", async () => {
+    const { endpoint } = await create(ada);
+    const response = await send("POST", `${WEBHOOKS}/${endpoint.id}/enable`, ada);
+    expect(response.status).toBe(200);
+    expect(await json(response)).toEqual(endpoint);
   });
 
   test("deleting removes the endpoint and its delivery log", async () => {
@@ -180,6 +187,7 @@ test("the OpenAPI document lists every webhook endpoint operation, session only,
   expect(operations.map((op) => op.operationId).sort()).toEqual([
     "createWebhookEndpoint",
     "deleteWebhookEndpoint",
+    "enableWebhookEndpoint",
     "getWebhookEndpoint",
     "getWebhookSettings",
     "listWebhookDeliveries",

@@ -16,7 +16,7 @@ import {
   WebhookEndpointSchema,
   WebhookSettingsSchema,
 } from "./model";
-import { checkWebhookURL, createWebhookEndpoint, deleteWebhookEndpoint, deliveryJSON, endpointJSON, endpointOfOrganization, rotateWebhookSecret, sendTestEvent } from "./service";
+import { checkWebhookURL, createWebhookEndpoint, deleteWebhookEndpoint, deliveryJSON, enableWebhookEndpoint, endpointJSON, endpointOfOrganization, rotateWebhookSecret, sendTestEvent } from "./service";
 
 const NO_STORE = { "cache-control": "no-store" };
 const TAG = "Webhook endpoints";
@@ -153,6 +153,29 @@ export function webhookRoutes(services: Services) {
             "Returns the new secret, shown only here. For 24 hours deliveries carry two signatures in `webhook-signature`, one per secret, so a receiver can switch at its own pace. 404 for an unknown id or an endpoint of another organization. Session cookie only.",
           tags: [TAG],
           operationId: "rotateWebhookSecret",
+          security,
+        },
+      },
+    )
+    .post(
+      "/:id/enable",
+      async ({ params, principal, set }) => {
+        const session = sessionPrincipal(principal);
+        const endpoint = await enableWebhookEndpoint(store, { organizationId: session.organizationId, id: params.id });
+        logger.info("webhook endpoint enabled", { endpointId: params.id, organizationId: session.organizationId, userId: session.userId });
+        Object.assign(set.headers, NO_STORE);
+        return endpointJSON(endpoint);
+      },
+      {
+        auth: "session",
+        params: EndpointParams,
+        response: { 200: WebhookEndpointSchema, ...sessionErrors, 404: ProblemSchema },
+        detail: {
+          summary: "Enable a webhook endpoint again",
+          description:
+            "After the receiver is fixed: the endpoint is enabled with a fresh failing streak, its deliveries still pending resume at their next try, and new events are queued for it again (those of the time it was disabled are not). Enabling an enabled endpoint changes nothing. 404 for an unknown id or an endpoint of another organization. Session cookie only.",
+          tags: [TAG],
+          operationId: "enableWebhookEndpoint",
           security,
         },
       },

@@ -2,10 +2,7 @@ import { t } from "elysia";
 import { WEBHOOK_EVENT_TYPES } from "../../db/webhook-records";
 import { Int, PageQuery, pageOf, Timestamp } from "../../http/model";
 
-const EventType = t.Union(
-  WEBHOOK_EVENT_TYPES.map((type) => t.Literal(type)),
-  { description: "credits.low, credits.depleted, credits.granted, key.created, key.rotated, key.revoked or invoice.created" },
-);
+const EventType = t.UnionEnum(WEBHOOK_EVENT_TYPES, { description: "An event type an endpoint may subscribe to" });
 
 export const WebhookEndpointSchema = t.Object(
   {

@@ -1,5 +1,5 @@
 import type { Store } from "../../db/store";
-import type { WebhookDelivery, WebhookEndpoint } from "../../db/webhook-records";
+import type { SubscribableEventType, WebhookDelivery, WebhookEndpoint } from "../../db/webhook-records";
 import { toISO } from "../../lib/clock";
 import { newId } from "../../lib/ids";
 import { Problem } from "../../http/problem";
@@ -65,6 +65,12 @@ export async function deleteWebhookEndpoint(store: Store, input: { organizationI
   if (!(await store.deleteWebhookEndpoint(input.organizationId, input.id))) throw new Problem("not-found", ENDPOINT_NOT_FOUND);
 }
 
+export async function enableWebhookEndpoint(store: Store, input: { organizationId: string; id: string }): Promise<WebhookEndpoint> {
+  const endpoint = await store.enableWebhookEndpoint(input.organizationId, input.id);
+  if (endpoint === null) throw new Problem("not-found", ENDPOINT_NOT_FOUND);
+  return endpoint;
+}
+
 /** Queues a `webhook.test` event for one endpoint; 409 when the endpoint is disabled (nothing would be sent). */
 export async function sendTestEvent(store: Store, input: { organizationId: string; id: string; now: number }): Promise<string> {
   const endpoint = await endpointOfOrganization(store, input.organizationId, input.id);
@@ -80,7 +86,8 @@ export function endpointJSON(endpoint: WebhookEndpoint) {
   return {
     id: endpoint.id,
     url: endpoint.url,
-    eventTypes: endpoint.eventTypes as never[],
+    // Stored from a body the schema checked, so each is one of the subscribable types.
+    eventTypes: endpoint.eventTypes as SubscribableEventType[],
     status: endpoint.status,
     failingSince: toISO(endpoint.failingSince),
     disabledAt: toISO(endpoint.disabledAt),

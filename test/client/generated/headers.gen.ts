@@ -358,6 +358,17 @@ export type ResponseHeaders = {
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
   };
+  enableWebhookEndpoint: {
+    200: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    404: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
   sendWebhookTestEvent: {
     202: { "x-request-id": string; "content-language": "en" | "fr" };
     400: { "x-request-id": string; "content-language": "en" | "fr" };

@@ -4545,6 +4545,131 @@ export type RotateWebhookSecretResponses = {
 
 export type RotateWebhookSecretResponse = RotateWebhookSecretResponses[keyof RotateWebhookSecretResponses];
 
+export type EnableWebhookEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * Endpoint id
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/api/v1/customer/webhooks/{id}/enable';
+};
+
+export type EnableWebhookEndpointErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    404: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type EnableWebhookEndpointError = EnableWebhookEndpointErrors[keyof EnableWebhookEndpointErrors];
+
+export type EnableWebhookEndpointResponses = {
+    /**
+     * A webhook endpoint; its signing secret is shown only when it is created or rotated
+     */
+    200: {
+        id: string;
+        url: string;
+        eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+        status: 'enabled' | 'disabled';
+        /**
+         * First failed attempt since the last successful one
+         */
+        failingSince: string | null;
+        disabledAt: string | null;
+        createdAt: string;
+    };
+};
+
+export type EnableWebhookEndpointResponse = EnableWebhookEndpointResponses[keyof EnableWebhookEndpointResponses];
+
 export type SendWebhookTestEventData = {
     body?: never;
     path: {

@@ -93,6 +93,16 @@ function endpointRow(context: PageContext, endpoint: WebhookEndpoint, table: Pag
   const log = h("button", { type: "button", class: "secondary small" }, t("hookLog"), label.cloneNode(true));
   const rotate = h("button", { type: "button", class: "secondary small" }, t("hookRotate"), label.cloneNode(true));
   const remove = h("button", { type: "button", class: "danger small" }, t("hookDelete"), label);
+  const enable = endpoint.status === "disabled" ? h("button", { type: "button", class: "small" }, t("hookEnable"), label.cloneNode(true)) : null;
+  enable?.addEventListener("click", async () => {
+    try {
+      await call("POST", `/customer/webhooks/${encodeURIComponent(endpoint.id)}/enable`);
+      context.announce(t("hookEnabled", { url: endpoint.url }));
+    } catch (error) {
+      context.fail(error);
+    }
+    await table.reload();
+  });
   test.addEventListener("click", async () => {
     try {
       await call("POST", `/customer/webhooks/${encodeURIComponent(endpoint.id)}/test`);
@@ -131,7 +141,7 @@ function endpointRow(context: PageContext, endpoint: WebhookEndpoint, table: Pag
     h("td", {}, endpoint.eventTypes.join(", ")),
     h("td", {}, h("span", { class: `badge ${endpoint.status}` }, t(`hook.${endpoint.status}` as MessageKey))),
     h("td", {}, formatDateTime(endpoint.createdAt)),
-    h("td", { class: "actions" }, test, " ", log, " ", rotate, " ", remove),
+    h("td", { class: "actions" }, enable, enable && " ", test, " ", log, " ", rotate, " ", remove),
   );
 }
 
