@@ -11,6 +11,7 @@ import { dashboardRoutes } from "./modules/dashboard";
 import { FEED_PUSH_PATH, feedRoutes } from "./modules/feeds";
 import { productRoutes } from "./modules/products";
 import { systemRoutes } from "./modules/system";
+import { webhookRoutes } from "./modules/webhooks";
 import type { Services } from "./services";
 
 export const VERSION: string = packageJSON.version;
@@ -27,6 +28,7 @@ export function createApp(services: Services) {
     .use(authRoutes(services))
     .use(keyRoutes(services))
     .use(billingRoutes(services))
+    .use(webhookRoutes(services))
     .use(feedRoutes(services))
     .use(dashboardRoutes(services));
   return app.onRequest(refuseHEADOnAPI(() => app.routes));

@@ -19,6 +19,8 @@ import { FeedScheduler } from "./modules/feeds/scheduler";
 import { countRun } from "./modules/feeds/freshness";
 import { InFlightWork } from "./lib/in-flight";
 import packageJSON from "../package.json";
+import { type AddressPolicy, createAddressPolicy } from "./modules/webhooks/address-policy";
+import { type ResolveHost, WebhookDispatcher } from "./modules/webhooks/dispatcher";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
 export interface Services {
@@ -41,6 +43,10 @@ export interface Services {
   feeds: FeedScheduler;
   /** Price look-ups still running, which shutdown lets finish before it closes the store. */
   lookups: InFlightWork;
+  /** Where webhooks may be sent (WEBHOOK_ALLOWED_NETWORKS, loopback in development). */
+  webhookPolicy: AddressPolicy;
+  /** Sends the webhook outbox (started by `serve`). */
+  webhooks: WebhookDispatcher;
 }
 
 /** Wires the services; the store the app sees is timed (per operation, into /metrics). */
@@ -53,6 +59,8 @@ export function createServices(input: {
   stripe?: Stripe;
   /** Feed pulls: the fetch to use and the first retry pause (tests shorten it). */
   feedPull?: { fetch?: (input: string, init: RequestInit) => Promise<Response>; retryBaseMs?: number };
+  /** Webhook deliveries: the host resolver and time-out (tests point names at local receivers, shorten waits). */
+  webhookDelivery?: { resolve?: ResolveHost; timeoutMs?: number };
 }): Services {
   const { config, clock, logger } = input;
   const metrics = createServiceMetrics();
@@ -64,6 +72,7 @@ export function createServices(input: {
         ? createOIDCVerifier({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clock, logger })
         : null;
   const catalog = loadCatalog(config.catalogFile);
+  const webhookPolicy = createAddressPolicy({ allowedNetworks: config.webhookAllowedNetworks, allowLoopback: config.env === "development" });
   const payments: PaymentProvider =
     config.billingProvider === "stripe"
       ? new StripeProvider({
@@ -100,6 +109,8 @@ export function createServices(input: {
       onRun: (source, run) => countRun(metrics, source.name, run),
     }),
     lookups: new InFlightWork(),
+    webhookPolicy,
+    webhooks: new WebhookDispatcher({ store, clock, logger, policy: webhookPolicy, userAgent: `price-service/${packageJSON.version}`, ...input.webhookDelivery }),
   };
 }
 

@@ -6,7 +6,7 @@ import { createApiKey } from "../src/modules/keys/service";
 import { json, queryRows, signIn, tableNames, type TestContext } from "./helpers";
 
 export interface SessionEndpoint {
-  method: "GET" | "POST" | "PATCH";
+  method: "GET" | "POST" | "PATCH" | "DELETE";
   /** Called inside each test, after the fixture exists (paths may name fixture ids). */
   path: () => string;
   body?: () => unknown;

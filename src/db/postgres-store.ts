@@ -23,6 +23,8 @@ import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishF
 import { applyPostgresMigrations } from "./migrate";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import { openPostgresClient } from "./postgres-client";
+import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
+import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import * as schema from "./schema/postgres";
 import { BILLED_REASON, DAY_MS, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
 import type {
@@ -163,8 +165,11 @@ export class PostgresStore implements Store {
   readonly dialect = "postgres";
   private readonly db: DB;
 
+  private readonly webhooks: PostgresWebhooks;
+
   constructor(private readonly client: postgres.Sql) {
     this.db = drizzle(client, { schema });
+    this.webhooks = new PostgresWebhooks(client);
   }
 
   static async open(databaseUrl: string): Promise<PostgresStore> {
@@ -244,7 +249,10 @@ export class PostgresStore implements Store {
   }
 
   async insertApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
-    await this.db.insert(apiKeys).values({ ...key, status: "ACTIVE" });
+    await this.transaction(async (tx) => {
+      await tx.insert(apiKeys).values({ ...key, status: "ACTIVE" });
+      await emitPostgres(tx, [{ id: newId("msg", key.createdAt), organizationId: key.organizationId, type: "key.created", data: keyEventData(key), createdAt: key.createdAt }]);
+    });
     return (await this.getApiKeyById(key.id))!;
   }
 
@@ -289,13 +297,18 @@ export class PostgresStore implements Store {
     return page(rows.map(toKeyRecord), query.limit);
   }
 
-  async revokeApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
-    const changed = await this.db
-      .update(apiKeys)
-      .set({ status: "REVOKED" })
-      .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-      .returning({ id: apiKeys.id });
-    return changed.length === 1 ? this.getApiKey(organizationId, id) : null;
+  async revokeApiKey(organizationId: string, id: string, now: number = Date.now()): Promise<ApiKeyRecord | null> {
+    const revoked = await this.transaction(async (tx) => {
+      const [key] = await tx
+        .update(apiKeys)
+        .set({ status: "REVOKED" })
+        .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
+        .returning({ id: apiKeys.id, organizationId: apiKeys.organizationId, name: apiKeys.name, keyPrefix: apiKeys.keyPrefix });
+      if (key === undefined) return false;
+      await emitPostgres(tx, [{ id: newId("msg", now), organizationId, type: "key.revoked", data: keyEventData(key), createdAt: now }]);
+      return true;
+    });
+    return revoked ? this.getApiKey(organizationId, id) : null;
   }
 
   // Invariant: of two instances rotating one key at once, only the one whose conditional update
@@ -311,6 +324,8 @@ export class PostgresStore implements Store {
       await tx.insert(apiKeys).values({ ...replacement, status: "ACTIVE" });
       // The replacement is the same fence: what the key spent counts against the new one's limit.
       await tx.execute(sql`INSERT INTO api_key_monthly_usage (key_id, month, spent) SELECT ${replacement.id}, month, spent FROM api_key_monthly_usage WHERE key_id = ${id}`);
+      const data = keyEventData({ ...replacement, id }, { replacedBy: replacement.id });
+      await emitPostgres(tx, [{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
       return true;
     });
     return rotated ? this.getApiKeyById(replacement.id) : null;
@@ -443,19 +458,28 @@ export class PostgresStore implements Store {
     return row!.count;
   }
 
-  /** Appends a ledger row and moves the running sum; the only way credits enter or leave the ledger. */
+  /**
+   * Appends a ledger row and moves the running sum; the only way credits enter or leave the ledger.
+   * A row that lowers the sum across the low-credit threshold or to zero writes its balance events
+   * too. Returns the sum after the row.
+   */
   private async appendLedger(
     tx: Tx,
     row: Omit<LedgerTransaction, "id" | "balanceAfter" | "bucketId" | "keyId" | "requestId" | "gtin"> & Partial<Pick<LedgerTransaction, "bucketId" | "keyId" | "requestId" | "gtin">>,
-  ): Promise<void> {
+  ): Promise<number> {
     // The organization's row lock, held to the end of the transaction, puts its ledger rows in one
     // order across instances: each balanceAfter is the sum after exactly the rows committed before it.
     const [moved] = await tx
       .update(organizations)
       .set({ ledgerBalance: sql`${organizations.ledgerBalance} + ${row.amount}` })
       .where(eq(organizations.id, row.organizationId))
-      .returning({ ledgerBalance: organizations.ledgerBalance });
+      .returning({ ledgerBalance: organizations.ledgerBalance, lowCreditThreshold: organizations.lowCreditThreshold });
     if (moved === undefined) throw new Error(`organization ${row.organizationId} does not exist`);
+    if (row.amount < 0) {
+      const types = balanceEventTypes(moved.ledgerBalance - row.amount, moved.ledgerBalance, moved.lowCreditThreshold);
+      const events = types.map((type) => ({ id: newId("msg", row.createdAt), organizationId: row.organizationId, type, data: balanceEventData(type, row.organizationId, moved.ledgerBalance, moved.lowCreditThreshold), createdAt: row.createdAt }));
+      await emitPostgres(tx, events);
+    }
     await tx.insert(creditTransactions).values({
       id: newId("txn", row.createdAt),
       bucketId: null,
@@ -465,6 +489,7 @@ export class PostgresStore implements Store {
       ...row,
       balanceAfter: moved.ledgerBalance,
     });
+    return moved.ledgerBalance;
   }
 
   /** Inserts a bucket and its ledger row inside `tx`. */
@@ -479,7 +504,8 @@ export class PostgresStore implements Store {
       createdAt: now,
     };
     await tx.insert(creditBuckets).values(bucket);
-    await this.appendLedger(tx, { organizationId, type: grant.type, amount: grant.amount, bucketId: bucket.id, description: grant.description, createdAt: now });
+    const balance = await this.appendLedger(tx, { organizationId, type: grant.type, amount: grant.amount, bucketId: bucket.id, description: grant.description, createdAt: now });
+    await emitPostgres(tx, [{ id: newId("msg", now), organizationId, type: "credits.granted", data: grantEventData(bucket, grant.type, balance), createdAt: now }]);
     return bucket;
   }
 
@@ -698,7 +724,7 @@ export class PostgresStore implements Store {
       moved AS (
         UPDATE organizations SET ledger_balance = organizations.ledger_balance - totals.amount
         FROM totals WHERE organizations.id = totals.organization_id
-        RETURNING organizations.id, organizations.ledger_balance
+        RETURNING organizations.id, organizations.ledger_balance, organizations.low_credit_threshold, totals.amount
       ),
       debits AS (
         -- balanceAfter of a row = the organization's sum after the batch + what its later rows took.
@@ -728,6 +754,32 @@ export class PostgresStore implements Store {
         INSERT INTO api_key_monthly_usage (key_id, month, spent)
         SELECT key_id, month, sum(amount)::bigint FROM debits WHERE key_id IS NOT NULL GROUP BY key_id, month ORDER BY key_id, month
         ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
+      ),
+      -- The webhook events of balances this batch took across the low-credit threshold or to zero
+      -- (balanceEventTypes in SQL), with their deliveries: in the debit's own statement, so an
+      -- event exists exactly when its debit does. Each organization's sum moves once per batch under
+      -- its row lock, so consecutive batches (of any instance) see each crossing once.
+      crossings AS (
+        SELECT moved.id AS organization_id, moved.ledger_balance + moved.amount AS before, moved.ledger_balance AS after, moved.low_credit_threshold AS threshold,
+               (SELECT max(created_at) FROM debits WHERE debits.organization_id = moved.id) AS created_at
+        FROM moved
+      ),
+      balance_events AS (
+        INSERT INTO webhook_events (id, organization_id, type, payload, created_at)
+        SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), organization_id, kind.type, kind.payload, created_at
+        FROM crossings CROSS JOIN LATERAL (VALUES
+          ('credits.low', threshold IS NOT NULL AND before >= threshold AND after < threshold,
+           jsonb_build_object('organizationId', organization_id, 'balance', after, 'threshold', threshold)::text),
+          ('credits.depleted', before > 0 AND after <= 0, jsonb_build_object('organizationId', organization_id, 'balance', after)::text)
+        ) AS kind(type, crossed, payload)
+        WHERE kind.crossed
+        RETURNING id, organization_id, type, created_at
+      ),
+      balance_deliveries AS (
+        INSERT INTO webhook_deliveries (endpoint_id, event_id, state, attempts, next_attempt_at, created_at)
+        SELECT e.id, balance_events.id, 'pending', 0, balance_events.created_at, balance_events.created_at
+        FROM balance_events JOIN webhook_endpoints e
+          ON e.organization_id = balance_events.organization_id AND e.status = 'enabled' AND e.event_types @> jsonb_build_array(balance_events.type)
       ),
       completed AS (
         UPDATE idempotency_records SET status = 'done', response_status = debits.response_status, response_body = debits.response_body
@@ -1152,6 +1204,7 @@ export class PostgresStore implements Store {
       .insert(invoices)
       .values({ id: newId("inv", now), organizationId, sequence, number: `INV-${String(sequence).padStart(6, "0")}`, status: "paid", ...input, createdAt: now, paidAt: now })
       .returning(this.invoiceColumns);
+    await emitPostgres(tx, [{ id: newId("msg", now), organizationId, type: "invoice.created", data: invoiceEventData(invoice!), createdAt: now }]);
     return invoice!;
   }
 
@@ -1582,6 +1635,55 @@ export class PostgresStore implements Store {
       .where(and(lt(offerPriceHistory.observedAt, before), notInArray(offerPriceHistory.id, newest)))
       .returning({ id: offerPriceHistory.id });
     return deleted.length;
+  }
+
+  // --- webhooks (issue 18) ---
+  async createWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint> {
+    return this.webhooks.create(endpoint);
+  }
+
+  async getWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
+    return this.webhooks.get(organizationId, id);
+  }
+
+  async listWebhookEndpoints(organizationId: string, query: { limit: number; after?: string }): Promise<Page<WebhookEndpoint>> {
+    return this.webhooks.list(organizationId, query);
+  }
+
+  async deleteWebhookEndpoint(organizationId: string, id: string): Promise<boolean> {
+    return this.webhooks.delete(organizationId, id);
+  }
+
+  async rotateWebhookSecret(organizationId: string, id: string, input: { secret: string; previousSecretExpiresAt: number }): Promise<WebhookEndpoint | null> {
+    return this.webhooks.rotateSecret(organizationId, id, input);
+  }
+
+  async enableWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
+    return this.webhooks.enable(organizationId, id);
+  }
+
+  async sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean> {
+    return this.webhooks.sendTest(organizationId, endpointId, input);
+  }
+
+  async listWebhookDeliveries(endpointId: string, query: { limit: number; after?: string }): Promise<Page<WebhookDelivery>> {
+    return this.webhooks.listDeliveries(endpointId, query);
+  }
+
+  async getLowCreditThreshold(organizationId: string): Promise<number | null> {
+    return this.webhooks.lowCreditThreshold(organizationId);
+  }
+
+  async setLowCreditThreshold(organizationId: string, threshold: number | null): Promise<void> {
+    await this.webhooks.setLowCreditThreshold(organizationId, threshold);
+  }
+
+  async claimWebhookDeliveries(input: { owner: string; now: number; leaseMs: number; limit: number }): Promise<ClaimedDelivery[]> {
+    return this.webhooks.claim(input);
+  }
+
+  async finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean> {
+    return this.webhooks.finish(attempt);
   }
 
   async getStripeCustomerId(organizationId: string): Promise<string | null> {

@@ -20,6 +20,8 @@ import type {
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applySQLiteMigrations } from "./migrate";
+import { SQLiteWebhooks } from "./sqlite-webhooks";
+import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import * as schema from "./schema/sqlite";
 import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, SYSTEM_USER_ID, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
@@ -170,8 +172,11 @@ export class SQLiteStore implements Store {
   readonly dialect = "sqlite";
   private readonly db: DB;
 
+  private readonly webhooks: SQLiteWebhooks;
+
   constructor(private readonly database: Database) {
     this.db = drizzle(database, { schema });
+    this.webhooks = new SQLiteWebhooks(database);
   }
 
   static open(databaseUrl: string): SQLiteStore {
@@ -301,7 +306,10 @@ export class SQLiteStore implements Store {
   }
 
   async insertApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
-    this.db.insert(apiKeys).values({ ...key, status: "ACTIVE" }).run();
+    this.write((tx) => {
+      tx.insert(apiKeys).values({ ...key, status: "ACTIVE" }).run();
+      this.webhooks.emit([{ id: newId("msg", key.createdAt), organizationId: key.organizationId, type: "key.created", data: keyEventData(key), createdAt: key.createdAt }]);
+    });
     return (await this.getApiKeyById(key.id))!;
   }
 
@@ -351,14 +359,19 @@ export class SQLiteStore implements Store {
     return page(rows.map(toKeyRecord), query.limit);
   }
 
-  async revokeApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
-    const changed = this.db
-      .update(apiKeys)
-      .set({ status: "REVOKED" })
-      .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-      .returning({ id: apiKeys.id })
-      .all();
-    return changed.length === 1 ? this.getApiKey(organizationId, id) : null;
+  async revokeApiKey(organizationId: string, id: string, now: number = Date.now()): Promise<ApiKeyRecord | null> {
+    const revoked = this.write((tx) => {
+      const [key] = tx
+        .update(apiKeys)
+        .set({ status: "REVOKED" })
+        .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
+        .returning({ id: apiKeys.id, organizationId: apiKeys.organizationId, name: apiKeys.name, keyPrefix: apiKeys.keyPrefix })
+        .all();
+      if (key === undefined) return false;
+      this.webhooks.emit([{ id: newId("msg", now), organizationId, type: "key.revoked", data: keyEventData(key), createdAt: now }]);
+      return true;
+    });
+    return revoked ? this.getApiKey(organizationId, id) : null;
   }
 
   async rotateApiKey(organizationId: string, id: string, replacement: NewApiKey): Promise<ApiKeyRecord | null> {
@@ -373,6 +386,8 @@ export class SQLiteStore implements Store {
       tx.insert(apiKeys).values({ ...replacement, status: "ACTIVE" }).run();
       // The replacement is the same fence: what the key spent counts against the new one's limit.
       tx.run(sql`INSERT INTO api_key_monthly_usage (key_id, month, spent) SELECT ${replacement.id}, month, spent FROM api_key_monthly_usage WHERE key_id = ${id}`);
+      const data = keyEventData({ ...replacement, id }, { replacedBy: replacement.id });
+      this.webhooks.emit([{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
       return true;
     });
     return rotated ? this.getApiKeyById(replacement.id) : null;
@@ -508,7 +523,7 @@ export class SQLiteStore implements Store {
       .update(organizations)
       .set({ ledgerBalance: sql`${organizations.ledgerBalance} + ${sql.placeholder("amount")}` })
       .where(eq(organizations.id, sql.placeholder("organizationId")))
-      .returning({ ledgerBalance: organizations.ledgerBalance })
+      .returning({ ledgerBalance: organizations.ledgerBalance, lowCreditThreshold: organizations.lowCreditThreshold })
       .prepare(),
   );
 
@@ -531,9 +546,14 @@ export class SQLiteStore implements Store {
       .prepare(),
   );
 
-  /** Appends a ledger row and moves the running sum; the only way credits enter or leave the ledger. */
-  private appendLedger(row: Omit<LedgerTransaction, "id" | "balanceAfter" | "bucketId" | "keyId" | "requestId" | "gtin"> & Partial<Pick<LedgerTransaction, "bucketId" | "keyId" | "requestId" | "gtin">>): void {
-    const balanceAfter = this.moveLedger(row.organizationId, row.amount);
+  /**
+   * Appends a ledger row and moves the running sum; the only way credits enter or leave the ledger.
+   * A row that lowers the sum across the low-credit threshold or to zero writes its balance events
+   * too. Returns the sum after the row.
+   */
+  private appendLedger(row: Omit<LedgerTransaction, "id" | "balanceAfter" | "bucketId" | "keyId" | "requestId" | "gtin"> & Partial<Pick<LedgerTransaction, "bucketId" | "keyId" | "requestId" | "gtin">>): number {
+    const { ledgerBalance: balanceAfter, lowCreditThreshold } = this.moveLedger(row.organizationId, row.amount);
+    if (row.amount < 0) this.emitBalanceEvents(row.organizationId, balanceAfter - row.amount, balanceAfter, lowCreditThreshold, row.createdAt);
     this.insertTransaction().run({
       id: newId("txn", row.createdAt),
       bucketId: null,
@@ -543,6 +563,13 @@ export class SQLiteStore implements Store {
       ...row,
       balanceAfter,
     });
+    return balanceAfter;
+  }
+
+  private emitBalanceEvents(organizationId: string, before: number, after: number, threshold: number | null, now: number): void {
+    const types = balanceEventTypes(before, after, threshold);
+    if (types.length === 0) return;
+    this.webhooks.emit(types.map((type) => ({ id: newId("msg", now), organizationId, type, data: balanceEventData(type, organizationId, after, threshold), createdAt: now })));
   }
 
   private readonly adjustBucket = this.lazy(() =>
@@ -553,11 +580,11 @@ export class SQLiteStore implements Store {
       .prepare(),
   );
 
-  /** Adds `amount` to the organization's running ledger sum and returns the new sum (the row's balanceAfter). */
-  private moveLedger(organizationId: string, amount: number): number {
+  /** Adds `amount` to the organization's running ledger sum and returns the new sum (the row's balanceAfter) and the low-credit threshold. */
+  private moveLedger(organizationId: string, amount: number): { ledgerBalance: number; lowCreditThreshold: number | null } {
     const row = this.moveLedgerStatement().get({ organizationId, amount });
     if (row === undefined) throw new Error(`organization ${organizationId} does not exist`);
-    return row.ledgerBalance;
+    return row;
   }
 
   /** Inserts a bucket and its ledger row inside `tx`. */
@@ -572,7 +599,8 @@ export class SQLiteStore implements Store {
       createdAt: now,
     };
     tx.insert(creditBuckets).values(bucket).run();
-    this.appendLedger({ organizationId, type: grant.type, amount: grant.amount, bucketId: bucket.id, description: grant.description, createdAt: now });
+    const balance = this.appendLedger({ organizationId, type: grant.type, amount: grant.amount, bucketId: bucket.id, description: grant.description, createdAt: now });
+    this.webhooks.emit([{ id: newId("msg", now), organizationId, type: "credits.granted", data: grantEventData(bucket, grant.type, balance), createdAt: now }]);
     return bucket;
   }
 
@@ -734,7 +762,7 @@ export class SQLiteStore implements Store {
   );
 
   private readonly ledgerBalanceOf = this.lazy(() =>
-    this.db.select({ ledgerBalance: organizations.ledgerBalance }).from(organizations).where(eq(organizations.id, sql.placeholder("organizationId"))).prepare(),
+    this.db.select({ ledgerBalance: organizations.ledgerBalance, lowCreditThreshold: organizations.lowCreditThreshold }).from(organizations).where(eq(organizations.id, sql.placeholder("organizationId"))).prepare(),
   );
 
   // The usage row of every billed look-up: bun:sqlite's own prepared statement, without drizzle's
@@ -760,10 +788,19 @@ export class SQLiteStore implements Store {
     const keySpending = new Map<string, { keyId: string; month: string; amount: number }>();
     const bucketDebits = new Map<string, number>();
     const ledgerBalances = new Map<string, number>();
+    // Per organization: its sum before the batch, its low-credit threshold and the time of its last debit, for the balance events.
+    const ledgerBefore = new Map<string, { before: number; threshold: number | null; now: number }>();
     for (const { reservationId, usage } of items) {
       const reservation = this.heldReservations.get(reservationId)!;
       for (const allocation of reservation.allocations) bucketDebits.set(allocation.bucketId, (bucketDebits.get(allocation.bucketId) ?? 0) + allocation.amount);
-      const balanceAfter = (ledgerBalances.get(reservation.organizationId) ?? this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!.ledgerBalance) - reservation.amount;
+      let start = ledgerBefore.get(reservation.organizationId);
+      if (start === undefined) {
+        const row = this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!;
+        start = { before: row.ledgerBalance, threshold: row.lowCreditThreshold, now: usage.now };
+        ledgerBefore.set(reservation.organizationId, start);
+      }
+      start.now = Math.max(start.now, usage.now);
+      const balanceAfter = (ledgerBalances.get(reservation.organizationId) ?? start.before) - reservation.amount;
       ledgerBalances.set(reservation.organizationId, balanceAfter);
       this.insertUsage().run(
         newId("txn", usage.now),
@@ -787,7 +824,11 @@ export class SQLiteStore implements Store {
     }
     for (const { keyId, month, amount } of keySpending.values()) this.addKeySpending().run(keyId, month, amount);
     for (const [bucketId, amount] of bucketDebits) this.adjustBucket().run({ bucketId, delta: -amount });
-    for (const [organizationId, ledgerBalance] of ledgerBalances) this.setLedgerBalance().run({ organizationId, ledgerBalance });
+    for (const [organizationId, ledgerBalance] of ledgerBalances) {
+      this.setLedgerBalance().run({ organizationId, ledgerBalance });
+      const start = ledgerBefore.get(organizationId)!;
+      this.emitBalanceEvents(organizationId, start.before, ledgerBalance, start.threshold, start.now);
+    }
     this.countBilledUsage(items);
   }
 
@@ -1111,11 +1152,9 @@ export class SQLiteStore implements Store {
     });
   }
 
-  // The same bucket + ledger row as grantCredits, inside the sign-in transaction (SQLite has no nested transactions).
+  // The same bucket, ledger row and credits.granted event as grantCredits, inside the sign-in transaction (SQLite has no nested transactions).
   private insertTrialGrant(tx: DB, organizationId: string, amount: number, now: number): void {
-    const bucketId = newId("bkt", now);
-    tx.insert(creditBuckets).values({ id: bucketId, organizationId, source: "trial", granted: amount, remaining: amount, expiresAt: null, createdAt: now }).run();
-    this.appendLedger({ organizationId, type: "trial", amount, bucketId, description: "Trial credits", createdAt: now });
+    this.insertGrant(tx, organizationId, { source: "trial", type: "trial", amount, expiresAt: null, description: "Trial credits" }, now);
   }
 
   async getUserByEmail(email: string): Promise<User | null> {
@@ -1271,11 +1310,13 @@ export class SQLiteStore implements Store {
   /** A paid invoice with the next number. Numbers have no gaps: the sequence is taken inside the write lock. */
   private insertInvoice(tx: DB, organizationId: string, input: InvoiceInput & { orderId: string | null; subscriptionId: string | null }, now: number): InvoiceRecord {
     const sequence = tx.select({ last: sql<number>`coalesce(max(${invoices.sequence}), 0)` }).from(invoices).get()!.last + 1;
-    return tx
+    const invoice = tx
       .insert(invoices)
       .values({ id: newId("inv", now), organizationId, sequence, number: `INV-${String(sequence).padStart(6, "0")}`, status: "paid", ...input, createdAt: now, paidAt: now })
       .returning(this.invoiceColumns)
       .get();
+    this.webhooks.emit([{ id: newId("msg", now), organizationId, type: "invoice.created", data: invoiceEventData(invoice), createdAt: now }]);
+    return invoice;
   }
 
   // Invariant: an order is completed once. The conditional pending → completed update (and, for a
@@ -1672,6 +1713,55 @@ export class SQLiteStore implements Store {
           .query("DELETE FROM offer_price_history WHERE observed_at < ? AND id NOT IN (SELECT max(id) FROM offer_price_history GROUP BY gtin, merchant_id)")
           .run(before).changes,
     );
+  }
+
+  // --- webhooks (issue 18) ---
+  async createWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint> {
+    return this.webhooks.create(endpoint);
+  }
+
+  async getWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
+    return this.webhooks.get(organizationId, id);
+  }
+
+  async listWebhookEndpoints(organizationId: string, query: { limit: number; after?: string }): Promise<Page<WebhookEndpoint>> {
+    return this.webhooks.list(organizationId, query);
+  }
+
+  async deleteWebhookEndpoint(organizationId: string, id: string): Promise<boolean> {
+    return this.webhooks.delete(organizationId, id);
+  }
+
+  async rotateWebhookSecret(organizationId: string, id: string, input: { secret: string; previousSecretExpiresAt: number }): Promise<WebhookEndpoint | null> {
+    return this.webhooks.rotateSecret(organizationId, id, input);
+  }
+
+  async enableWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
+    return this.webhooks.enable(organizationId, id);
+  }
+
+  async sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean> {
+    return this.webhooks.sendTest(organizationId, endpointId, input);
+  }
+
+  async listWebhookDeliveries(endpointId: string, query: { limit: number; after?: string }): Promise<Page<WebhookDelivery>> {
+    return this.webhooks.listDeliveries(endpointId, query);
+  }
+
+  async getLowCreditThreshold(organizationId: string): Promise<number | null> {
+    return this.webhooks.lowCreditThreshold(organizationId);
+  }
+
+  async setLowCreditThreshold(organizationId: string, threshold: number | null): Promise<void> {
+    this.webhooks.setLowCreditThreshold(organizationId, threshold);
+  }
+
+  async claimWebhookDeliveries(input: { owner: string; now: number; leaseMs: number; limit: number }): Promise<ClaimedDelivery[]> {
+    return this.webhooks.claim(input);
+  }
+
+  async finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean> {
+    return this.webhooks.finish(attempt);
   }
 
   async getStripeCustomerId(organizationId: string): Promise<string | null> {

@@ -13,6 +13,7 @@ import type {
   RenewSubscriptionInput,
   SubscriptionRecord,
 } from "./billing-records";
+import type { ClaimedDelivery, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhook-records";
 import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 
 export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
@@ -224,7 +225,8 @@ export interface Store {
   getApiKeyById(id: string): Promise<ApiKeyRecord | null>;
   listApiKeys(organizationId: string, query: { limit: number; after?: string }): Promise<Page<ApiKeyRecord>>;
   /** ACTIVE → REVOKED if still ACTIVE; null when the key is missing or not ACTIVE. */
-  revokeApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null>;
+  /** `now` dates the `key.revoked` event (the wall clock when absent). */
+  revokeApiKey(organizationId: string, id: string, now?: number): Promise<ApiKeyRecord | null>;
   /**
    * Atomically ACTIVE → ROTATED (replacedBy = replacement.id) and insert the replacement, which takes
    * over the key's controls and its monthly spending; null when not ACTIVE.
@@ -435,6 +437,37 @@ export interface Store {
   listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]>;
   /** Deletes the price history observed before `before`; returns how many rows. */
   prunePriceHistory(before: number): Promise<number>;
+
+  // --- webhooks (issue 18) ---
+  // Events are written by the store methods that cause them, in their transaction (the outbox), with
+  // a delivery for each enabled endpoint of the organization subscribed to the type.
+  createWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint>;
+  getWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null>;
+  /** Newest first. */
+  listWebhookEndpoints(organizationId: string, query: { limit: number; after?: string }): Promise<Page<WebhookEndpoint>>;
+  /** Deletes the endpoint and its deliveries; false when it is not the organization's. */
+  deleteWebhookEndpoint(organizationId: string, id: string): Promise<boolean>;
+  /** Replaces the secret; the previous one keeps signing until `previousSecretExpiresAt`. Null when not the organization's. */
+  rotateWebhookSecret(organizationId: string, id: string, input: { secret: string; previousSecretExpiresAt: number }): Promise<WebhookEndpoint | null>;
+  /** disabled → enabled, with a fresh failing streak; deliveries still pending resume. Null when not the organization's. */
+  enableWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null>;
+  /** Writes a `webhook.test` event with a delivery to this endpoint only; false when not the organization's. */
+  sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean>;
+  /** An endpoint's deliveries, newest event first; the cursor is opaque. */
+  listWebhookDeliveries(endpointId: string, query: { limit: number; after?: string }): Promise<Page<WebhookDelivery>>;
+  getLowCreditThreshold(organizationId: string): Promise<number | null>;
+  setLowCreditThreshold(organizationId: string, threshold: number | null): Promise<void>;
+  /**
+   * Claims pending deliveries due at `now` of enabled endpoints that no live lease holds, giving each
+   * `owner`'s lease for `leaseMs` (judged by the database's clock on PostgreSQL, with SKIP LOCKED so
+   * instances take different ones): each delivery is being sent by at most one instance at a time.
+   */
+  claimWebhookDeliveries(input: { owner: string; now: number; leaseMs: number; limit: number }): Promise<ClaimedDelivery[]>;
+  /**
+   * Records an attempt, if `owner` still holds the delivery's lease, and releases it; a success clears
+   * the endpoint's failing streak, a failure starts it or, after `disableAfterMs` of it, disables the endpoint.
+   */
+  finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean>;
 
   getStripeCustomerId(organizationId: string): Promise<string | null>;
   /** Sets the organization's Stripe customer if it has none; returns the one that is stored. */

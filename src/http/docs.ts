@@ -51,6 +51,7 @@ export function docsRoutes(version: string, options: { typeBase: string; publicU
             { name: "Billing", description: "Credits, transactions, invoices and checkout" },
             { name: "Billing pages", description: "HTML pages of the local payment provider (development)" },
             { name: "Webhooks", description: "Events from the payment provider" },
+            { name: "Webhook endpoints", description: "Events sent to the organization's receivers, signed the Standard Webhooks way (session cookie)" },
             { name: "Operations", description: "Health, readiness, metrics and problem type pages" },
             { name: "Feeds", description: "Offer feeds: pushes from price-producing systems and the operator's source reports (feed tokens)" },
           ],

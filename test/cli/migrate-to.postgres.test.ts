@@ -126,6 +126,10 @@ describe("migrate --to postgres://…", () => {
       payment_reversals: 1,
       provider_events: 1,
       usage_counters: 2, // the one billed look-up: its hour's row and its day's row
+      // The outbox moves with the data: the grants, keys and invoice each wrote their event (no endpoint, so no delivery).
+      webhook_endpoints: 0,
+      webhook_events: 6,
+      webhook_deliveries: 0,
     });
     expect(counts.offers).toBeGreaterThan(0);
     expect(report.tables.every((row) => row.sqlite === row.postgres)).toBe(true);

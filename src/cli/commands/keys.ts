@@ -39,7 +39,7 @@ export const keysCommand: Command = {
         if (id === undefined) throw new UsageError("keys revoke needs a KEY_ID");
         const key = await store.getApiKeyById(id);
         if (key === null) throw new UsageError(`key ${id} does not exist; keys list --org ORG_ID shows the ids`);
-        const revoked = await store.revokeApiKey(key.organizationId, id);
+        const revoked = await store.revokeApiKey(key.organizationId, id, Date.now());
         if (revoked === null) throw new UsageError(`key ${id} is ${key.status}; only an ACTIVE key can be revoked`);
         output(context, json, await oneKeyJSON(store, revoked, Date.now()), `${revoked.id}\tREVOKED`);
         return;

@@ -16,6 +16,8 @@ export const organizations = pgTable(
     stripeCustomerId: text("stripe_customer_id"),
     /** Running sum of the organization's ledger (= available + reserved); the next balanceAfter. */
     ledgerBalance: credits("ledger_balance").notNull().default(0),
+    /** A debit that takes the ledger balance from at least this to below it writes a `credits.low` webhook event; null: none. */
+    lowCreditThreshold: credits("low_credit_threshold"),
     createdAt: epochMs("created_at").notNull(),
   },
   (table) => [uniqueIndex("organizations_stripe_customer_unique").on(table.stripeCustomerId)],
@@ -437,4 +439,58 @@ export const usageCounters = pgTable(
     credits: credits("credits").notNull().default(0),
   },
   (table) => [primaryKey({ columns: [table.organizationId, table.periodMs, table.periodStart, table.keyId, table.reason] })],
+);
+
+/** See schema/sqlite.ts. */
+export const webhookEndpoints = pgTable(
+  "webhook_endpoints",
+  {
+    id: text("id").primaryKey(),
+    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    url: text("url").notNull(),
+    eventTypes: jsonb("event_types").$type<string[]>().notNull(),
+    secret: text("secret").notNull(),
+    previousSecret: text("previous_secret"),
+    previousSecretExpiresAt: epochMs("previous_secret_expires_at"),
+    status: text("status", { enum: ["enabled", "disabled"] }).notNull().default("enabled"),
+    failingSince: epochMs("failing_since"),
+    disabledAt: epochMs("disabled_at"),
+    createdAt: epochMs("created_at").notNull(),
+  },
+  (table) => [index("webhook_endpoints_organization_idx").on(table.organizationId, table.id)],
+);
+
+export const webhookEvents = pgTable(
+  "webhook_events",
+  {
+    id: text("id").primaryKey(),
+    organizationId: text("organization_id").notNull(),
+    type: text("type").notNull(),
+    payload: text("payload").notNull(),
+    createdAt: epochMs("created_at").notNull(),
+  },
+  (table) => [index("webhook_events_organization_idx").on(table.organizationId, table.createdAt)],
+);
+
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    endpointId: text("endpoint_id").notNull().references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    eventId: text("event_id").notNull().references(() => webhookEvents.id),
+    state: text("state", { enum: ["pending", "delivered", "failed"] }).notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    lastStatus: integer("last_status"),
+    lastResponse: text("last_response"),
+    lastAttemptAt: epochMs("last_attempt_at"),
+    nextAttemptAt: epochMs("next_attempt_at"),
+    leaseOwner: text("lease_owner"),
+    /** By the database's clock, shared by every instance. */
+    leaseUntil: epochMs("lease_until"),
+    createdAt: epochMs("created_at").notNull(),
+  },
+  (table) => [
+    primaryKey({ columns: [table.endpointId, table.eventId] }),
+    index("webhook_deliveries_due_idx").on(table.nextAttemptAt).where(sql`state = 'pending'`),
+    index("webhook_deliveries_log_idx").on(table.endpointId, table.createdAt, table.eventId),
+  ],
 );

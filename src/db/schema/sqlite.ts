@@ -11,6 +11,8 @@ export const organizations = sqliteTable(
     stripeCustomerId: text("stripe_customer_id"),
     /** Running sum of the organization's ledger (= available + reserved); the next balanceAfter. */
     ledgerBalance: integer("ledger_balance").notNull().default(0),
+    /** A debit that takes the ledger balance from at least this to below it writes a `credits.low` webhook event; null: none. */
+    lowCreditThreshold: integer("low_credit_threshold"),
     createdAt: integer("created_at").notNull(),
   },
   (table) => [uniqueIndex("organizations_stripe_customer_unique").on(table.stripeCustomerId)],
@@ -443,4 +445,66 @@ export const usageCounters = sqliteTable(
     credits: integer("credits").notNull().default(0),
   },
   (table) => [primaryKey({ columns: [table.organizationId, table.periodMs, table.periodStart, table.keyId, table.reason] })],
+);
+
+/**
+ * Webhook endpoints of an organization. `secret` is the Standard Webhooks signing secret
+ * (`whsec_` + base64), kept as is because signing needs it (a hash cannot sign); it is shown once and
+ * never logged. After a rotation the previous secret also signs until `previousSecretExpiresAt`.
+ */
+export const webhookEndpoints = sqliteTable(
+  "webhook_endpoints",
+  {
+    id: text("id").primaryKey(),
+    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    url: text("url").notNull(),
+    /** JSON array of event types. */
+    eventTypes: text("event_types", { mode: "json" }).$type<string[]>().notNull(),
+    secret: text("secret").notNull(),
+    previousSecret: text("previous_secret"),
+    previousSecretExpiresAt: integer("previous_secret_expires_at"),
+    status: text("status", { enum: ["enabled", "disabled"] }).notNull().default("enabled"),
+    /** First failed attempt since the last success; a day of failures disables the endpoint. */
+    failingSince: integer("failing_since"),
+    disabledAt: integer("disabled_at"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (table) => [index("webhook_endpoints_organization_idx").on(table.organizationId, table.id)],
+);
+
+/** The outbox: each event is written in the transaction of what caused it. `payload` is the JSON of its `data`. */
+export const webhookEvents = sqliteTable(
+  "webhook_events",
+  {
+    id: text("id").primaryKey(),
+    organizationId: text("organization_id").notNull(),
+    type: text("type").notNull(),
+    payload: text("payload").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (table) => [index("webhook_events_organization_idx").on(table.organizationId, table.createdAt)],
+);
+
+/** One event to one endpoint, written with the event (one per endpoint subscribed then). */
+export const webhookDeliveries = sqliteTable(
+  "webhook_deliveries",
+  {
+    endpointId: text("endpoint_id").notNull().references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    eventId: text("event_id").notNull().references(() => webhookEvents.id),
+    state: text("state", { enum: ["pending", "delivered", "failed"] }).notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    lastStatus: integer("last_status"),
+    /** The first bytes of the last response body, or what went wrong (time-out, refused address). */
+    lastResponse: text("last_response"),
+    lastAttemptAt: integer("last_attempt_at"),
+    nextAttemptAt: integer("next_attempt_at"),
+    leaseOwner: text("lease_owner"),
+    leaseUntil: integer("lease_until"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (table) => [
+    primaryKey({ columns: [table.endpointId, table.eventId] }),
+    index("webhook_deliveries_due_idx").on(table.nextAttemptAt).where(sql`state = 'pending'`),
+    index("webhook_deliveries_log_idx").on(table.endpointId, table.createdAt, table.eventId),
+  ],
 );

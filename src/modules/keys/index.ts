@@ -131,7 +131,7 @@ export function keyRoutes(services: Services) {
       "/:id/revoke",
       async ({ params, principal, set }) => {
         const session = sessionPrincipal(principal);
-        const revoked = await revokeApiKey(store, { organizationId: session.organizationId, id: params.id });
+        const revoked = await revokeApiKey(store, { organizationId: session.organizationId, id: params.id, now: clock.now() });
         logger.info("api key revoked", { keyId: revoked.id, keyPrefix: revoked.keyPrefix, organizationId: session.organizationId, userId: session.userId });
         Object.assign(set.headers, NO_STORE);
         return oneKeyJSON(store, revoked, clock.now());

@@ -126,10 +126,10 @@ export async function rotateApiKey(
 }
 
 /** ACTIVE → REVOKED, permanently. 404 for a key outside the organization, 409 when the key is not ACTIVE. */
-export async function revokeApiKey(store: Store, input: { organizationId: string; id: string }): Promise<ApiKeyRecord> {
+export async function revokeApiKey(store: Store, input: { organizationId: string; id: string; now: number }): Promise<ApiKeyRecord> {
   const current = await keyOfOrganization(store, input.organizationId, input.id);
   if (current.status !== "ACTIVE") throw notActive(current.status);
-  const revoked = await store.revokeApiKey(input.organizationId, input.id);
+  const revoked = await store.revokeApiKey(input.organizationId, input.id, input.now);
   if (revoked === null) throw notActive((await keyOfOrganization(store, input.organizationId, input.id)).status);
   return revoked;
 }

@@ -298,6 +298,113 @@ export type ResponseHeaders = {
     500: { "x-request-id": string; "content-language": "en" | "fr" };
     503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
+  getWebhookSettings: {
+    200: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  updateWebhookSettings: {
+    200: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  listWebhookEndpoints: {
+    200: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  createWebhookEndpoint: {
+    201: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  getWebhookEndpoint: {
+    200: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    404: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  deleteWebhookEndpoint: {
+    204: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    404: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  rotateWebhookSecret: {
+    200: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    404: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  enableWebhookEndpoint: {
+    200: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    404: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  sendWebhookTestEvent: {
+    202: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    404: { "x-request-id": string; "content-language": "en" | "fr" };
+    409: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  listWebhookDeliveries: {
+    200: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    404: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
   pushFeed: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
     400: { "x-request-id": string; "content-language": "en" | "fr" };

@@ -2,7 +2,7 @@
 
 import type { Client, Options as Options2, TDataShape } from './client';
 import { client } from './client.gen';
-import type { CancelLocalSubscriptionData, CancelLocalSubscriptionErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, DevelopmentSignInData, DevelopmentSignInErrors, DevelopmentSignInResponses, FinishBrowserSignInData, FinishBrowserSignInErrors, GetBillingBalanceData, GetBillingBalanceErrors, GetBillingBalanceResponses, GetBillingCatalogData, GetBillingCatalogErrors, GetBillingCatalogResponses, GetBillingReturnPageData, GetBillingReturnPageErrors, GetBillingReturnPageResponses, GetBillingUsageData, GetBillingUsageErrors, GetBillingUsageResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetLocalBillingPortalData, GetLocalBillingPortalErrors, GetLocalBillingPortalResponses, GetLocalCheckoutPageData, GetLocalCheckoutPageErrors, GetLocalCheckoutPageResponses, GetLocalInvoicePageData, GetLocalInvoicePageErrors, GetLocalInvoicePageResponses, GetMetricsData, GetMetricsErrors, GetMetricsResponses, GetProblemTypeData, GetProblemTypeErrors, GetProblemTypeResponses, GetProductPriceData, GetProductPriceErrors, GetProductPriceResponses, GetProductPricesData, GetProductPricesErrors, GetProductPricesResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListBillingInvoicesData, ListBillingInvoicesErrors, ListBillingInvoicesResponses, ListBillingTransactionsData, ListBillingTransactionsErrors, ListBillingTransactionsResponses, ListFeedRunsData, ListFeedRunsErrors, ListFeedRunsResponses, ListFeedSourcesData, ListFeedSourcesErrors, ListFeedSourcesResponses, OpenBillingPortalData, OpenBillingPortalErrors, OpenBillingPortalResponses, PayLocalOrderData, PayLocalOrderErrors, PushFeedData, PushFeedErrors, PushFeedResponses, ReceiveStripeWebhookData, ReceiveStripeWebhookErrors, ReceiveStripeWebhookResponses, RefreshSessionData, RefreshSessionErrors, RefreshSessionResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateApiKeyData, RotateApiKeyErrors, RotateApiKeyResponses, SignInWithOidcData, SignInWithOidcErrors, SignInWithOidcResponses, SignOutData, SignOutErrors, SignOutResponses, StartBrowserSignInData, StartBrowserSignInErrors, StartPackCheckoutData, StartPackCheckoutErrors, StartPackCheckoutResponses, StartSubscriptionCheckoutData, StartSubscriptionCheckoutErrors, StartSubscriptionCheckoutResponses, UpdateApiKeyData, UpdateApiKeyErrors, UpdateApiKeyResponses } from './types.gen';
+import type { CancelLocalSubscriptionData, CancelLocalSubscriptionErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateWebhookEndpointData, CreateWebhookEndpointErrors, CreateWebhookEndpointResponses, DeleteWebhookEndpointData, DeleteWebhookEndpointErrors, DeleteWebhookEndpointResponses, DevelopmentSignInData, DevelopmentSignInErrors, DevelopmentSignInResponses, EnableWebhookEndpointData, EnableWebhookEndpointErrors, EnableWebhookEndpointResponses, FinishBrowserSignInData, FinishBrowserSignInErrors, GetBillingBalanceData, GetBillingBalanceErrors, GetBillingBalanceResponses, GetBillingCatalogData, GetBillingCatalogErrors, GetBillingCatalogResponses, GetBillingReturnPageData, GetBillingReturnPageErrors, GetBillingReturnPageResponses, GetBillingUsageData, GetBillingUsageErrors, GetBillingUsageResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetLocalBillingPortalData, GetLocalBillingPortalErrors, GetLocalBillingPortalResponses, GetLocalCheckoutPageData, GetLocalCheckoutPageErrors, GetLocalCheckoutPageResponses, GetLocalInvoicePageData, GetLocalInvoicePageErrors, GetLocalInvoicePageResponses, GetMetricsData, GetMetricsErrors, GetMetricsResponses, GetProblemTypeData, GetProblemTypeErrors, GetProblemTypeResponses, GetProductPriceData, GetProductPriceErrors, GetProductPriceResponses, GetProductPricesData, GetProductPricesErrors, GetProductPricesResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetWebhookEndpointData, GetWebhookEndpointErrors, GetWebhookEndpointResponses, GetWebhookSettingsData, GetWebhookSettingsErrors, GetWebhookSettingsResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListBillingInvoicesData, ListBillingInvoicesErrors, ListBillingInvoicesResponses, ListBillingTransactionsData, ListBillingTransactionsErrors, ListBillingTransactionsResponses, ListFeedRunsData, ListFeedRunsErrors, ListFeedRunsResponses, ListFeedSourcesData, ListFeedSourcesErrors, ListFeedSourcesResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, OpenBillingPortalData, OpenBillingPortalErrors, OpenBillingPortalResponses, PayLocalOrderData, PayLocalOrderErrors, PushFeedData, PushFeedErrors, PushFeedResponses, ReceiveStripeWebhookData, ReceiveStripeWebhookErrors, ReceiveStripeWebhookResponses, RefreshSessionData, RefreshSessionErrors, RefreshSessionResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateApiKeyData, RotateApiKeyErrors, RotateApiKeyResponses, RotateWebhookSecretData, RotateWebhookSecretErrors, RotateWebhookSecretResponses, SendWebhookTestEventData, SendWebhookTestEventErrors, SendWebhookTestEventResponses, SignInWithOidcData, SignInWithOidcErrors, SignInWithOidcResponses, SignOutData, SignOutErrors, SignOutResponses, StartBrowserSignInData, StartBrowserSignInErrors, StartPackCheckoutData, StartPackCheckoutErrors, StartPackCheckoutResponses, StartSubscriptionCheckoutData, StartSubscriptionCheckoutErrors, StartSubscriptionCheckoutResponses, UpdateApiKeyData, UpdateApiKeyErrors, UpdateApiKeyResponses, UpdateWebhookSettingsData, UpdateWebhookSettingsErrors, UpdateWebhookSettingsResponses } from './types.gen';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -440,6 +440,164 @@ export const cancelLocalSubscription = <ThrowOnError extends boolean = false>(op
  * Signature-verified with STRIPE_WEBHOOK_SECRET. Applies checkout.session.completed, checkout.session.async_payment_succeeded, invoice.paid and charge.refunded, each event exactly once; other events are acknowledged. A bad signature is 400.
  */
 export const receiveStripeWebhook = <ThrowOnError extends boolean = false>(options?: Options<ReceiveStripeWebhookData, ThrowOnError>) => (options?.client ?? client).post<ReceiveStripeWebhookResponses, ReceiveStripeWebhookErrors, ThrowOnError>({ url: '/api/v1/webhooks/stripe', ...options });
+
+/**
+ * Read the organization's webhook settings
+ *
+ * The low-credit threshold of `credits.low`. Session cookie only.
+ */
+export const getWebhookSettings = <ThrowOnError extends boolean = false>(options?: Options<GetWebhookSettingsData, ThrowOnError>) => (options?.client ?? client).get<GetWebhookSettingsResponses, GetWebhookSettingsErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }],
+    url: '/api/v1/customer/webhooks/settings',
+    ...options
+});
+
+/**
+ * Set the low-credit threshold
+ *
+ * `credits.low` is sent when a debit (a billed look-up, an expiry or a refund) takes the organization's balance (available + held by requests in flight) from at least `lowCreditThreshold` to below it; null: never. `credits.depleted` is sent when the balance reaches 0, whatever the threshold. Session cookie only.
+ */
+export const updateWebhookSettings = <ThrowOnError extends boolean = false>(options: Options<UpdateWebhookSettingsData, ThrowOnError>) => (options.client ?? client).patch<UpdateWebhookSettingsResponses, UpdateWebhookSettingsErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }],
+    url: '/api/v1/customer/webhooks/settings',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List webhook endpoints
+ *
+ * Newest first; never includes a secret. Session cookie only.
+ */
+export const listWebhookEndpoints = <ThrowOnError extends boolean = false>(options?: Options<ListWebhookEndpointsData, ThrowOnError>) => (options?.client ?? client).get<ListWebhookEndpointsResponses, ListWebhookEndpointsErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }],
+    url: '/api/v1/customer/webhooks',
+    ...options
+});
+
+/**
+ * Create a webhook endpoint
+ *
+ * Events of the listed types are POSTed to `url`, signed the Standard Webhooks way (`webhook-id`, `webhook-timestamp`, `webhook-signature`) with the returned `secret`, shown only here. `url` must be https and may not point at a loopback, link-local or private address (422). Session cookie only.
+ */
+export const createWebhookEndpoint = <ThrowOnError extends boolean = false>(options: Options<CreateWebhookEndpointData, ThrowOnError>) => (options.client ?? client).post<CreateWebhookEndpointResponses, CreateWebhookEndpointErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }],
+    url: '/api/v1/customer/webhooks',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Delete a webhook endpoint
+ *
+ * 404 for an unknown id or an endpoint of another organization. Session cookie only.
+ */
+export const deleteWebhookEndpoint = <ThrowOnError extends boolean = false>(options: Options<DeleteWebhookEndpointData, ThrowOnError>) => (options.client ?? client).delete<DeleteWebhookEndpointResponses, DeleteWebhookEndpointErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }],
+    url: '/api/v1/customer/webhooks/{id}',
+    ...options
+});
+
+/**
+ * Read a webhook endpoint
+ *
+ * 404 for an unknown id or an endpoint of another organization. Session cookie only.
+ */
+export const getWebhookEndpoint = <ThrowOnError extends boolean = false>(options: Options<GetWebhookEndpointData, ThrowOnError>) => (options.client ?? client).get<GetWebhookEndpointResponses, GetWebhookEndpointErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }],
+    url: '/api/v1/customer/webhooks/{id}',
+    ...options
+});
+
+/**
+ * Rotate a webhook endpoint's signing secret
+ *
+ * Returns the new secret, shown only here. For 24 hours deliveries carry two signatures in `webhook-signature`, one per secret, so a receiver can switch at its own pace. 404 for an unknown id or an endpoint of another organization. Session cookie only.
+ */
+export const rotateWebhookSecret = <ThrowOnError extends boolean = false>(options: Options<RotateWebhookSecretData, ThrowOnError>) => (options.client ?? client).post<RotateWebhookSecretResponses, RotateWebhookSecretErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }],
+    url: '/api/v1/customer/webhooks/{id}/rotate-secret',
+    ...options
+});
+
+/**
+ * Enable a webhook endpoint again
+ *
+ * After the receiver is fixed: the endpoint is enabled with a fresh failing streak, its deliveries still pending resume at their next try, and new events are queued for it again (those of the time it was disabled are not). Enabling an enabled endpoint changes nothing. 404 for an unknown id or an endpoint of another organization. Session cookie only.
+ */
+export const enableWebhookEndpoint = <ThrowOnError extends boolean = false>(options: Options<EnableWebhookEndpointData, ThrowOnError>) => (options.client ?? client).post<EnableWebhookEndpointResponses, EnableWebhookEndpointErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }],
+    url: '/api/v1/customer/webhooks/{id}/enable',
+    ...options
+});
+
+/**
+ * Send a test event
+ *
+ * Queues a `webhook.test` event for this endpoint only; it is delivered like any other (see its delivery log). 409 conflict when the endpoint is disabled; 404 for an unknown id or an endpoint of another organization. Session cookie only.
+ */
+export const sendWebhookTestEvent = <ThrowOnError extends boolean = false>(options: Options<SendWebhookTestEventData, ThrowOnError>) => (options.client ?? client).post<SendWebhookTestEventResponses, SendWebhookTestEventErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }],
+    url: '/api/v1/customer/webhooks/{id}/test',
+    ...options
+});
+
+/**
+ * List an endpoint's deliveries
+ *
+ * The delivery log, newest event first: each event with its attempts, last status, a short excerpt of the last response and the next try. Failed attempts are retried with exponential back-off over about a day (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h); an endpoint failing for a day is disabled. 404 for an unknown id or an endpoint of another organization. Session cookie only.
+ */
+export const listWebhookDeliveries = <ThrowOnError extends boolean = false>(options: Options<ListWebhookDeliveriesData, ThrowOnError>) => (options.client ?? client).get<ListWebhookDeliveriesResponses, ListWebhookDeliveriesErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }],
+    url: '/api/v1/customer/webhooks/{id}/deliveries',
+    ...options
+});
 
 /**
  * Push a feed

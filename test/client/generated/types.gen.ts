@@ -4239,6 +4239,1235 @@ export type ReceiveStripeWebhookResponses = {
 
 export type ReceiveStripeWebhookResponse = ReceiveStripeWebhookResponses[keyof ReceiveStripeWebhookResponses];
 
+export type GetWebhookSettingsData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/api/v1/customer/webhooks/settings';
+};
+
+export type GetWebhookSettingsErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type GetWebhookSettingsError = GetWebhookSettingsErrors[keyof GetWebhookSettingsErrors];
+
+export type GetWebhookSettingsResponses = {
+    /**
+     * OK
+     */
+    200: {
+        /**
+         * A `credits.low` event is sent when a debit takes the balance from at least this to below it; null: never
+         */
+        lowCreditThreshold: number | null;
+    };
+};
+
+export type GetWebhookSettingsResponse = GetWebhookSettingsResponses[keyof GetWebhookSettingsResponses];
+
+export type UpdateWebhookSettingsData = {
+    body: {
+        /**
+         * A `credits.low` event is sent when a debit takes the balance from at least this to below it; null: never
+         */
+        lowCreditThreshold: number | null;
+    };
+    path?: never;
+    query?: never;
+    url: '/api/v1/customer/webhooks/settings';
+};
+
+export type UpdateWebhookSettingsErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type UpdateWebhookSettingsError = UpdateWebhookSettingsErrors[keyof UpdateWebhookSettingsErrors];
+
+export type UpdateWebhookSettingsResponses = {
+    /**
+     * OK
+     */
+    200: {
+        /**
+         * A `credits.low` event is sent when a debit takes the balance from at least this to below it; null: never
+         */
+        lowCreditThreshold: number | null;
+    };
+};
+
+export type UpdateWebhookSettingsResponse = UpdateWebhookSettingsResponses[keyof UpdateWebhookSettingsResponses];
+
+export type ListWebhookEndpointsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Page size (1..100)
+         */
+        limit?: number;
+        /**
+         * Opaque cursor from nextCursor
+         */
+        cursor?: string;
+    };
+    url: '/api/v1/customer/webhooks';
+};
+
+export type ListWebhookEndpointsErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type ListWebhookEndpointsError = ListWebhookEndpointsErrors[keyof ListWebhookEndpointsErrors];
+
+export type ListWebhookEndpointsResponses = {
+    /**
+     * OK
+     */
+    200: {
+        items: Array<{
+            id: string;
+            url: string;
+            eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+            status: 'enabled' | 'disabled';
+            /**
+             * First failed attempt since the last successful one
+             */
+            failingSince: string | null;
+            disabledAt: string | null;
+            createdAt: string;
+        }>;
+        nextCursor: string | null;
+    };
+};
+
+export type ListWebhookEndpointsResponse = ListWebhookEndpointsResponses[keyof ListWebhookEndpointsResponses];
+
+export type CreateWebhookEndpointData = {
+    body: {
+        /**
+         * An https URL (plain http only to networks in WEBHOOK_ALLOWED_NETWORKS, or in development mode)
+         */
+        url: string;
+        eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+    };
+    path?: never;
+    query?: never;
+    url: '/api/v1/customer/webhooks';
+};
+
+export type CreateWebhookEndpointErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type CreateWebhookEndpointError = CreateWebhookEndpointErrors[keyof CreateWebhookEndpointErrors];
+
+export type CreateWebhookEndpointResponses = {
+    /**
+     * Created
+     */
+    201: {
+        /**
+         * A webhook endpoint; its signing secret is shown only when it is created or rotated
+         */
+        endpoint: {
+            id: string;
+            url: string;
+            eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+            status: 'enabled' | 'disabled';
+            /**
+             * First failed attempt since the last successful one
+             */
+            failingSince: string | null;
+            disabledAt: string | null;
+            createdAt: string;
+        };
+        /**
+         * The Standard Webhooks signing secret (whsec_…), shown only in this response
+         */
+        secret: string;
+    };
+};
+
+export type CreateWebhookEndpointResponse = CreateWebhookEndpointResponses[keyof CreateWebhookEndpointResponses];
+
+export type DeleteWebhookEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * Endpoint id
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/api/v1/customer/webhooks/{id}';
+};
+
+export type DeleteWebhookEndpointErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    404: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type DeleteWebhookEndpointError = DeleteWebhookEndpointErrors[keyof DeleteWebhookEndpointErrors];
+
+export type DeleteWebhookEndpointResponses = {
+    /**
+     * Deleted, with its delivery log; nothing more is sent to it
+     */
+    204: void;
+};
+
+export type DeleteWebhookEndpointResponse = DeleteWebhookEndpointResponses[keyof DeleteWebhookEndpointResponses];
+
+export type GetWebhookEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * Endpoint id
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/api/v1/customer/webhooks/{id}';
+};
+
+export type GetWebhookEndpointErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    404: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type GetWebhookEndpointError = GetWebhookEndpointErrors[keyof GetWebhookEndpointErrors];
+
+export type GetWebhookEndpointResponses = {
+    /**
+     * A webhook endpoint; its signing secret is shown only when it is created or rotated
+     */
+    200: {
+        id: string;
+        url: string;
+        eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+        status: 'enabled' | 'disabled';
+        /**
+         * First failed attempt since the last successful one
+         */
+        failingSince: string | null;
+        disabledAt: string | null;
+        createdAt: string;
+    };
+};
+
+export type GetWebhookEndpointResponse = GetWebhookEndpointResponses[keyof GetWebhookEndpointResponses];
+
+export type RotateWebhookSecretData = {
+    body?: never;
+    path: {
+        /**
+         * Endpoint id
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/api/v1/customer/webhooks/{id}/rotate-secret';
+};
+
+export type RotateWebhookSecretErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    404: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type RotateWebhookSecretError = RotateWebhookSecretErrors[keyof RotateWebhookSecretErrors];
+
+export type RotateWebhookSecretResponses = {
+    /**
+     * OK
+     */
+    200: {
+        /**
+         * A webhook endpoint; its signing secret is shown only when it is created or rotated
+         */
+        endpoint: {
+            id: string;
+            url: string;
+            eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+            status: 'enabled' | 'disabled';
+            /**
+             * First failed attempt since the last successful one
+             */
+            failingSince: string | null;
+            disabledAt: string | null;
+            createdAt: string;
+        };
+        /**
+         * The Standard Webhooks signing secret (whsec_…), shown only in this response
+         */
+        secret: string;
+    };
+};
+
+export type RotateWebhookSecretResponse = RotateWebhookSecretResponses[keyof RotateWebhookSecretResponses];
+
+export type EnableWebhookEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * Endpoint id
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/api/v1/customer/webhooks/{id}/enable';
+};
+
+export type EnableWebhookEndpointErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    404: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type EnableWebhookEndpointError = EnableWebhookEndpointErrors[keyof EnableWebhookEndpointErrors];
+
+export type EnableWebhookEndpointResponses = {
+    /**
+     * A webhook endpoint; its signing secret is shown only when it is created or rotated
+     */
+    200: {
+        id: string;
+        url: string;
+        eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+        status: 'enabled' | 'disabled';
+        /**
+         * First failed attempt since the last successful one
+         */
+        failingSince: string | null;
+        disabledAt: string | null;
+        createdAt: string;
+    };
+};
+
+export type EnableWebhookEndpointResponse = EnableWebhookEndpointResponses[keyof EnableWebhookEndpointResponses];
+
+export type SendWebhookTestEventData = {
+    body?: never;
+    path: {
+        /**
+         * Endpoint id
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/api/v1/customer/webhooks/{id}/test';
+};
+
+export type SendWebhookTestEventErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    404: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    409: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type SendWebhookTestEventError = SendWebhookTestEventErrors[keyof SendWebhookTestEventErrors];
+
+export type SendWebhookTestEventResponses = {
+    /**
+     * Accepted
+     */
+    202: {
+        eventId: string;
+    };
+};
+
+export type SendWebhookTestEventResponse = SendWebhookTestEventResponses[keyof SendWebhookTestEventResponses];
+
+export type ListWebhookDeliveriesData = {
+    body?: never;
+    path: {
+        /**
+         * Endpoint id
+         */
+        id: string;
+    };
+    query?: {
+        /**
+         * Page size (1..100)
+         */
+        limit?: number;
+        /**
+         * Opaque cursor from nextCursor
+         */
+        cursor?: string;
+    };
+    url: '/api/v1/customer/webhooks/{id}/deliveries';
+};
+
+export type ListWebhookDeliveriesErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    404: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type ListWebhookDeliveriesError = ListWebhookDeliveriesErrors[keyof ListWebhookDeliveriesErrors];
+
+export type ListWebhookDeliveriesResponses = {
+    /**
+     * OK
+     */
+    200: {
+        items: Array<{
+            /**
+             * The event's id, sent as `webhook-id` (the same on every attempt)
+             */
+            eventId: string;
+            eventType: string;
+            state: 'pending' | 'delivered' | 'failed';
+            attempts: number;
+            /**
+             * HTTP status of the last attempt; null when none came (refused address, network error, time-out)
+             */
+            lastStatus: number | null;
+            /**
+             * The first 256 bytes of the last response body, or what went wrong
+             */
+            lastResponse: string | null;
+            lastAttemptAt: string | null;
+            /**
+             * When the next attempt is due; null once delivered or failed
+             */
+            nextAttemptAt: string | null;
+            createdAt: string;
+        }>;
+        nextCursor: string | null;
+    };
+};
+
+export type ListWebhookDeliveriesResponse = ListWebhookDeliveriesResponses[keyof ListWebhookDeliveriesResponses];
+
 export type PushFeedData = {
     /**
      * One feed record (JSON object) per line

@@ -107,8 +107,35 @@ export interface Catalog {
   plans: Array<{ id: string; name: string; creditsPerPeriod: number; interval: "month" | "year"; price: Money }>;
 }
 
+export interface WebhookEndpoint {
+  id: string;
+  url: string;
+  eventTypes: string[];
+  status: "enabled" | "disabled";
+  failingSince: string | null;
+  disabledAt: string | null;
+  createdAt: string;
+}
+
+export interface EndpointWithSecret {
+  endpoint: WebhookEndpoint;
+  secret: string;
+}
+
+export interface WebhookDelivery {
+  eventId: string;
+  eventType: string;
+  state: "pending" | "delivered" | "failed";
+  attempts: number;
+  lastStatus: number | null;
+  lastResponse: string | null;
+  lastAttemptAt: string | null;
+  nextAttemptAt: string | null;
+  createdAt: string;
+}
+
 /** Calls `/api/v1<path>`; resolves to the JSON body (null for 204), rejects with an APIError. */
-export async function call<T>(method: "GET" | "POST" | "PATCH", path: string, options: { body?: unknown; idempotencyKey?: string } = {}): Promise<T> {
+export async function call<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, options: { body?: unknown; idempotencyKey?: string } = {}): Promise<T> {
   const headers: Record<string, string> = { accept: "application/json", "accept-language": language() };
   if (options.body !== undefined) headers["content-type"] = "application/json";
   if (options.idempotencyKey !== undefined) headers["idempotency-key"] = options.idempotencyKey;

@@ -8,6 +8,7 @@ import { renderBilling } from "./pages/billing";
 import { renderKeys } from "./pages/keys";
 import { renderQuickstart } from "./pages/quickstart";
 import { renderSignIn } from "./pages/sign-in";
+import { renderWebhooks } from "./pages/webhooks";
 
 type Render = (context: PageContext, root: HTMLElement, url: URL) => Promise<void>;
 
@@ -15,6 +16,7 @@ const PAGES: Record<string, { render: Render; nav?: MessageKey; public?: true }>
   "/dashboard/sign-in": { render: renderSignIn, public: true },
   "/dashboard/keys": { render: renderKeys, nav: "navKeys" },
   "/dashboard/billing": { render: renderBilling, nav: "navBilling" },
+  "/dashboard/webhooks": { render: renderWebhooks, nav: "navWebhooks" },
   "/dashboard/quickstart": { render: renderQuickstart, nav: "navQuickstart" },
 };
 

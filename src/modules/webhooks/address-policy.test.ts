@@ -1,0 +1,44 @@
+import { describe, expect, test } from "bun:test";
+import { createAddressPolicy, literalAddress, parseNetwork } from "./address-policy";
+
+describe("createAddressPolicy", () => {
+  const production = createAddressPolicy({ allowedNetworks: [], allowLoopback: false });
+
+  test("refuses loopback, link-local, private, CGNAT, multicast and unspecified addresses", () => {
+    for (const address of ["127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "::1", "::", "fe80::1", "fd00::1", "::ffff:10.0.0.1", "::ffff:127.0.0.1"]) {
+      expect({ address, allowed: production.isAllowed(address) }).toEqual({ address, allowed: false });
+    }
+  });
+
+  test("allows public addresses", () => {
+    for (const address of ["93.184.216.34", "172.32.0.1", "8.8.8.8", "2606:4700:4700::1111"]) {
+      expect({ address, allowed: production.isAllowed(address) }).toEqual({ address, allowed: true });
+    }
+  });
+
+  test("allows the networks WEBHOOK_ALLOWED_NETWORKS lists, and loopback only when told", () => {
+    const onPremises = createAddressPolicy({ allowedNetworks: ["10.20.0.0/16", "fd12::/16"], allowLoopback: false });
+    expect(onPremises.isAllowed("10.20.3.4")).toBe(true);
+    expect(onPremises.isAllowed("fd12::5")).toBe(true);
+    expect(onPremises.isAllowed("10.21.0.1")).toBe(false);
+    expect(onPremises.isAllowed("127.0.0.1")).toBe(false);
+    const development = createAddressPolicy({ allowedNetworks: [], allowLoopback: true });
+    expect(development.isAllowed("127.0.0.1")).toBe(true);
+    expect(development.isAllowed("::1")).toBe(true);
+    expect(development.isAllowed("192.168.1.1")).toBe(false);
+  });
+});
+
+test("parseNetwork reads CIDR networks and single addresses, and nothing else", () => {
+  expect(parseNetwork("10.0.0.0/8")).toEqual({ address: "10.0.0.0", prefix: 8, family: "ipv4" });
+  expect(parseNetwork("fd00::1")).toEqual({ address: "fd00::1", prefix: 128, family: "ipv6" });
+  expect(parseNetwork("10.0.0.0/33")).toBeNull();
+  expect(parseNetwork("example.com")).toBeNull();
+  expect(parseNetwork("10.0.0.0/8/1")).toBeNull();
+});
+
+test("literalAddress strips IPv6 brackets and ignores names", () => {
+  expect(literalAddress("[::1]")).toBe("::1");
+  expect(literalAddress("127.0.0.1")).toBe("127.0.0.1");
+  expect(literalAddress("example.com")).toBeNull();
+});

@@ -1,0 +1,166 @@
+import { lookup } from "node:dns/promises";
+import { DAY_MS, type Store } from "../../db/store";
+import type { ClaimedDelivery } from "../../db/webhook-records";
+import type { Clock } from "../../lib/clock";
+import { newRandomToken } from "../../lib/ids";
+import type { Logger } from "../../lib/logger";
+import { type AddressPolicy, literalAddress } from "./address-policy";
+import { signWebhook } from "./signature";
+
+/**
+ * Pauses after each failed attempt (the Standard Webhooks reference schedule): retries over about
+ * 27 hours, after which the delivery is failed. An endpoint failing for DISABLE_AFTER_MS is disabled.
+ */
+export const RETRY_SCHEDULE_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000] as const;
+export const DISABLE_AFTER_MS = DAY_MS;
+/** A receiver must answer within this; the lease outlasts it by far, so a delivery in progress is never claimed twice. */
+export const DELIVERY_TIMEOUT_MS = 10_000;
+const LEASE_MS = 60_000;
+const CLAIM_LIMIT = 20;
+/** At most this much of a response body is kept, as text, in the delivery log. */
+export const RESPONSE_EXCERPT_BYTES = 256;
+
+export type ResolveHost = (hostname: string) => Promise<string[]>;
+
+const resolveWithDNS: ResolveHost = async (hostname) => (await lookup(hostname, { all: true, verbatim: true })).map((entry) => entry.address);
+
+/** What an attempt came to: `status` null when no response came (refused address, network error, time-out). */
+interface AttemptResult {
+  delivered: boolean;
+  status: number | null;
+  response: string | null;
+}
+
+/**
+ * Sends the outbox's deliveries, at least once each: claims due ones (a lease per delivery, so of
+ * several instances one sends each), posts them signed, and records each attempt with its next try.
+ * A crash after sending and before recording sends again once the lease ends: receivers
+ * de-duplicate on `webhook-id`, which stays the event's id across attempts.
+ */
+export class WebhookDispatcher {
+  private readonly owner = `dsp_${newRandomToken(10)}`;
+  private running: Promise<number> | null = null;
+  private readonly resolve: ResolveHost;
+  private readonly timeoutMs: number;
+
+  constructor(
+    private readonly deps: {
+      store: Store;
+      clock: Clock;
+      logger: Logger;
+      policy: AddressPolicy;
+      userAgent: string;
+      fetch?: typeof fetch;
+      resolve?: ResolveHost;
+      timeoutMs?: number;
+    },
+  ) {
+    this.resolve = deps.resolve ?? resolveWithDNS;
+    this.timeoutMs = deps.timeoutMs ?? DELIVERY_TIMEOUT_MS;
+  }
+
+  /** Sends what is due now; a tick while one runs waits for it instead of starting another. Returns the attempts made. */
+  tick(): Promise<number> {
+    this.running ??= this.sendDue().finally(() => (this.running = null));
+    return this.running;
+  }
+
+  /** Waits for the deliveries in progress (shutdown). */
+  async drain(): Promise<void> {
+    await this.running;
+  }
+
+  private async sendDue(): Promise<number> {
+    const claimed = await this.deps.store.claimWebhookDeliveries({ owner: this.owner, now: this.deps.clock.now(), leaseMs: LEASE_MS, limit: CLAIM_LIMIT });
+    await Promise.all(claimed.map((delivery) => this.send(delivery)));
+    return claimed.length;
+  }
+
+  private async send(delivery: ClaimedDelivery): Promise<void> {
+    const result = await this.attempt(delivery);
+    const now = this.deps.clock.now();
+    const pause = RETRY_SCHEDULE_MS[delivery.attempts];
+    const nextAttemptAt = result.delivered || pause === undefined ? null : now + pause;
+    await this.deps.store.finishWebhookDelivery({ endpointId: delivery.endpointId, eventId: delivery.eventId, owner: this.owner, now, ...result, nextAttemptAt, disableAfterMs: DISABLE_AFTER_MS });
+    if (!result.delivered) {
+      this.deps.logger.warn("webhook delivery failed", {
+        endpointId: delivery.endpointId,
+        eventId: delivery.eventId,
+        attempt: delivery.attempts + 1,
+        status: result.status,
+        nextAttemptAt: nextAttemptAt === null ? null : new Date(nextAttemptAt).toISOString(),
+      });
+    }
+  }
+
+  private async attempt(delivery: ClaimedDelivery): Promise<AttemptResult> {
+    const url = new URL(delivery.url);
+    const refusal = await this.refusal(url.hostname);
+    if (refusal !== null) return { delivered: false, status: null, response: refusal };
+    const body = JSON.stringify({ type: delivery.eventType, timestamp: new Date(delivery.eventCreatedAt).toISOString(), data: JSON.parse(delivery.payload) });
+    // The wall clock, not the service clock: receivers compare it with theirs to refuse replays.
+    const timestamp = Math.floor(Date.now() / 1000);
+    try {
+      const response = await (this.deps.fetch ?? fetch)(url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "user-agent": this.deps.userAgent,
+          "webhook-id": delivery.eventId,
+          "webhook-timestamp": String(timestamp),
+          "webhook-signature": signWebhook({ id: delivery.eventId, timestamp, body, secrets: delivery.secrets }),
+        },
+        body,
+        redirect: "manual",
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      return { delivered: response.status >= 200 && response.status < 300, status: response.status, response: await excerpt(response) };
+    } catch (error) {
+      const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
+      return { delivered: false, status: null, response: timedOut ? `no answer within ${this.timeoutMs} ms` : "connection failed" };
+    }
+  }
+
+  /** Why the host may not be reached, or null: every address it resolves to must be allowed. */
+  private async refusal(hostname: string): Promise<string | null> {
+    const literal = literalAddress(hostname);
+    let addresses: string[];
+    try {
+      addresses = literal === null ? await this.resolve(hostname) : [literal];
+    } catch {
+      return "host name not resolved";
+    }
+    if (addresses.length === 0) return "host name not resolved";
+    const refused = addresses.find((address) => !this.deps.policy.isAllowed(address));
+    return refused === undefined ? null : `address ${refused} refused: not a public address (see WEBHOOK_ALLOWED_NETWORKS)`;
+  }
+}
+
+/** The first RESPONSE_EXCERPT_BYTES of a body as text; the rest is never read. */
+async function excerpt(response: Response): Promise<string | null> {
+  if (response.body === null) return null;
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < RESPONSE_EXCERPT_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.byteLength;
+    }
+  } catch {
+    // A body cut off or too slow: what came is the excerpt.
+  } finally {
+    void reader.cancel().catch(() => {});
+  }
+  const bytes = new Uint8Array(Math.min(size, RESPONSE_EXCERPT_BYTES));
+  let offset = 0;
+  for (const chunk of chunks) {
+    const part = chunk.subarray(0, bytes.byteLength - offset);
+    bytes.set(part, offset);
+    offset += part.byteLength;
+    if (offset === bytes.byteLength) break;
+  }
+  return bytes.byteLength === 0 ? null : new TextDecoder().decode(bytes);
+}

@@ -1,0 +1,61 @@
+// Webhooks end to end over a real port, in development mode (which lets webhooks reach a loopback
+// receiver): look-ups take the balance across the customer's threshold and the receiver gets a
+// `credits.low` it verifies with the standardwebhooks package.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { Webhook } from "standardwebhooks";
+import { startReceiver, type Receiver } from "../webhooks/receiver";
+import { developmentSignIn, feedLine, postJSON, type Service, startService } from "./harness";
+
+const FRESH_GTIN = "4006381333931";
+const WEBHOOKS = "/api/v1/customer/webhooks";
+
+let service: Service;
+let receiver: Receiver;
+
+beforeAll(async () => {
+  receiver = startReceiver();
+  service = await startService({
+    env: { PRICE_ENV: "development", TRIAL_CREDITS: "10" },
+    prepare: async (cli) => void (await cli(["import", "-"], { stdin: feedLine(FRESH_GTIN, { merchantId: "m-1", price: "12.99", ageMs: 60_000 }) })),
+  });
+});
+
+afterAll(async () => {
+  await service?.stop();
+  await receiver?.stop();
+});
+
+async function body<T = any>(response: Response, status: number): Promise<T> {
+  const text = await response.text();
+  expect({ status: response.status, text }).toEqual({ status, text: expect.any(String) });
+  return JSON.parse(text) as T;
+}
+
+/** Waits for the service's delivery worker (it looks every second) to reach the receiver. */
+async function received(count: number): Promise<void> {
+  for (let waited = 0; receiver.received.length < count && waited < 20_000; waited += 100) await Bun.sleep(100);
+  expect(receiver.received.length).toBe(count);
+}
+
+test("look-ups that cross the low-credit threshold send a signed credits.low to the customer's receiver", async () => {
+  const { cookie, user } = await developmentSignIn(service, "ada@example.com");
+  const headers = { cookie, origin: service.publicURL };
+  const settings = await service.request(`${WEBHOOKS}/settings`, { method: "PATCH", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ lowCreditThreshold: 5 }) });
+  expect(await body(settings, 200)).toEqual({ lowCreditThreshold: 5 });
+  const { endpoint, secret } = await body(await postJSON(service, WEBHOOKS, { url: receiver.url, eventTypes: ["credits.low"] }, headers), 201);
+  const { clearKey } = await body(await postJSON(service, "/api/v1/customer/api-keys", { name: "production" }, headers), 201);
+
+  // 10 trial credits: the sixth billed look-up takes the balance from 5 to 4, below the threshold.
+  for (let i = 0; i < 6; i++) {
+    const response = await service.request(`/api/v1/products/${FRESH_GTIN}/price`, { headers: { authorization: `Bearer ${clearKey}` } });
+    expect((await body(response, 200)).meta.creditsRemaining).toBe(9 - i);
+  }
+  await received(1);
+  const [request] = receiver.received;
+  const event = new Webhook(secret).verify(request!.body, { "webhook-id": request!.id, "webhook-timestamp": request!.timestamp, "webhook-signature": request!.signature }) as any;
+  expect(event).toMatchObject({ type: "credits.low", data: { organizationId: user.organization.id, balance: 4, threshold: 5 } });
+  expect(request!.headers["user-agent"]).toStartWith("price-service/");
+
+  const log = await body(await service.request(`${WEBHOOKS}/${endpoint.id}/deliveries`, { headers }), 200);
+  expect(log.items).toMatchObject([{ eventId: request!.id, eventType: "credits.low", state: "delivered", attempts: 1, lastStatus: 200 }]);
+});
