@@ -44,7 +44,8 @@ export async function importFeed(store: Store, stream: ReadableStream<Uint8Array
   const gtins = new Set<string>();
   let batch: FeedRecord[] = [];
 
-  for await (const numbered of readRecords(stream, options.format)) {
+  for await (const chunk of readRecords(stream, options.format)) {
+    for (const numbered of chunk) {
     report.read++;
     const parsed =
       numbered.value === undefined
@@ -62,6 +63,7 @@ export async function importFeed(store: Store, stream: ReadableStream<Uint8Array
       batch = [];
       options.onProgress?.(report);
     }
+    }
   }
   if (batch.length > 0) await store.applyFeedRecords(batch, options.now, apply);
 
@@ -69,7 +71,7 @@ export async function importFeed(store: Store, stream: ReadableStream<Uint8Array
   return report;
 }
 
-function readRecords(stream: ReadableStream<Uint8Array>, format: FeedFormat): AsyncIterable<NumberedRecord> {
+function readRecords(stream: ReadableStream<Uint8Array>, format: FeedFormat): AsyncIterable<NumberedRecord[]> {
   return format === "csv" ? readCSV(stream) : readNDJSON(stream);
 }
 

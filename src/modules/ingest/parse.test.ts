@@ -17,9 +17,9 @@ function byteByByte(text: string): ReadableStream<Uint8Array> {
   return streamOf(...Array.from(bytes, (byte) => Uint8Array.of(byte)));
 }
 
-async function collect(records: AsyncIterable<NumberedRecord>): Promise<NumberedRecord[]> {
+async function collect(chunks: AsyncIterable<NumberedRecord[]>): Promise<NumberedRecord[]> {
   const collected: NumberedRecord[] = [];
-  for await (const record of records) collected.push(record);
+  for await (const records of chunks) collected.push(...records);
   return collected;
 }
 
