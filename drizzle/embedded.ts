@@ -8,6 +8,7 @@ import sqlite4 from "./sqlite/0004_feeds.sql" with { type: "text" };
 import sqlite5 from "./sqlite/0005_offer_price_history_triggers.sql" with { type: "text" };
 import sqlite6 from "./sqlite/0006_usage_counters.sql" with { type: "text" };
 import sqlite7 from "./sqlite/0007_key_controls.sql" with { type: "text" };
+import sqlite8 from "./sqlite/0008_offer_state_since.sql" with { type: "text" };
 import postgres0 from "./postgres/0000_init.sql" with { type: "text" };
 import postgres1 from "./postgres/0001_bucket_clawback_owed.sql" with { type: "text" };
 import postgres2 from "./postgres/0002_payment_reversals.sql" with { type: "text" };
@@ -15,6 +16,7 @@ import postgres3 from "./postgres/0003_feeds.sql" with { type: "text" };
 import postgres4 from "./postgres/0004_offer_price_history_triggers.sql" with { type: "text" };
 import postgres5 from "./postgres/0005_usage_counters.sql" with { type: "text" };
 import postgres6 from "./postgres/0006_key_controls.sql" with { type: "text" };
+import postgres7 from "./postgres/0007_offer_state_since.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
@@ -25,6 +27,7 @@ export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0005_offer_price_history_triggers", when: 1795468459207, breakpoints: true, sql: sqlite5 },
   { tag: "0006_usage_counters", when: 1795472315147, breakpoints: true, sql: sqlite6 },
   { tag: "0007_key_controls", when: 1795473238698, breakpoints: true, sql: sqlite7 },
+  { tag: "0008_offer_state_since", when: 1795478932724, breakpoints: true, sql: sqlite8 },
 ];
 
 export const postgresMigrations: EmbeddedMigration[] = [
@@ -35,4 +38,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0004_offer_price_history_triggers", when: 1795468460841, breakpoints: true, sql: postgres4 },
   { tag: "0005_usage_counters", when: 1795472316457, breakpoints: true, sql: postgres5 },
   { tag: "0006_key_controls", when: 1795473239502, breakpoints: true, sql: postgres6 },
+  { tag: "0007_offer_state_since", when: 1795478933721, breakpoints: true, sql: postgres7 },
 ];

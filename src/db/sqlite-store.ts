@@ -1642,22 +1642,15 @@ export class SQLiteStore implements Store {
 
   async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
     return this.database
-      .query<PriceHistoryEntry, [string, string | null, string | null]>(
-        `SELECT gtin, merchant_id AS merchantId, price_amount AS priceAmount, currency, shipping_amount AS shippingAmount, availability,
-                observed_at AS observedAt, source_id AS sourceId
-         FROM offer_price_history WHERE gtin = ? AND (? IS NULL OR merchant_id = ?) ORDER BY observed_at, id`,
+      .query<PriceHistoryEntry, [string, string | null]>(
+        `SELECT gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt, sourceId FROM (${PRICE_HISTORY_SQL}) ORDER BY observedAt, position`,
       )
-      .all(gtin, merchantId ?? null, merchantId ?? null);
+      .all(gtin, merchantId ?? null);
   }
 
   async prunePriceHistory(before: number): Promise<number> {
-    // An offer's newest row stays whatever its age: it is the price its next change replaces.
-    return this.write(
-      () =>
-        this.database
-          .query("DELETE FROM offer_price_history WHERE observed_at < ? AND id NOT IN (SELECT max(id) FROM offer_price_history GROUP BY gtin, merchant_id)")
-          .run(before).changes,
-    );
+    // An offer's newest entry is the offer itself (`state_since`), so it stays whatever its age.
+    return this.write(() => this.database.query("DELETE FROM offer_price_history WHERE observed_at < ?").run(before).changes);
   }
 
   async getStripeCustomerId(organizationId: string): Promise<string | null> {
@@ -1748,6 +1741,18 @@ function mergeProductsAndMerchants(records: FeedRecord[]): { products: Array<Fee
   return { products: [...products.values()], merchants: [...merchantsById.values()] };
 }
 
+/**
+ * An offer's price history: the states it replaced, then its current one (last among equal times).
+ * Parameters: ?1 the GTIN, ?2 a merchant id or null for all.
+ */
+const PRICE_HISTORY_SQL = `
+  SELECT gtin, merchant_id AS merchantId, price_amount AS priceAmount, currency, shipping_amount AS shippingAmount, availability,
+         observed_at AS observedAt, source_id AS sourceId, id AS position
+  FROM offer_price_history WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2)
+  UNION ALL
+  SELECT gtin, merchant_id, price_amount, currency, shipping_amount, availability, state_since, state_source_id, ${Number.MAX_SAFE_INTEGER}
+  FROM offers WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2)`;
+
 /** Rows per import upsert statement: past about a hundred, longer statements stop paying off. */
 const IMPORT_ROWS_PER_STATEMENT = 100;
 const PRODUCT_COLUMNS = 5;
@@ -1765,10 +1770,16 @@ function productUpsertSQL(rows: number): string {
 }
 
 function offerUpsertSQL(rows: number): string {
-  return `INSERT INTO offers (gtin, merchant_id, price_amount, currency, shipping_amount, availability, condition, url, observed_at, source_id)
-    SELECT * FROM (VALUES ${valuesList(rows, OFFER_COLUMNS)}) WHERE true
+  // `offers.x` is the stored row: an update that changes the state starts a new `state_since` (and
+  // the history trigger keeps the state it replaces); an identical repeat keeps the old one.
+  const changed = `excluded.price_amount IS NOT offers.price_amount OR excluded.currency IS NOT offers.currency
+    OR excluded.shipping_amount IS NOT offers.shipping_amount OR excluded.availability IS NOT offers.availability`;
+  return `INSERT INTO offers (gtin, merchant_id, price_amount, currency, shipping_amount, availability, condition, url, observed_at, source_id, state_since, state_source_id)
+    SELECT *, column9, column10 FROM (VALUES ${valuesList(rows, OFFER_COLUMNS)}) WHERE true
     ON CONFLICT (gtin, merchant_id) DO UPDATE SET price_amount = excluded.price_amount, currency = excluded.currency,
       shipping_amount = excluded.shipping_amount, availability = excluded.availability, condition = excluded.condition,
-      url = excluded.url, observed_at = excluded.observed_at, source_id = excluded.source_id
+      url = excluded.url, observed_at = excluded.observed_at, source_id = excluded.source_id,
+      state_since = CASE WHEN ${changed} THEN excluded.observed_at ELSE offers.state_since END,
+      state_source_id = CASE WHEN ${changed} THEN excluded.source_id ELSE offers.state_source_id END
     WHERE excluded.observed_at >= offers.observed_at`;
 }
