@@ -16,6 +16,15 @@ const QUOTED_VALUE_MAX_CHARS = 40;
 const ISO_TIMESTAMP =
   /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+-])(\d{2}):?(\d{2}))$/;
 
+/**
+ * Most feed URLs: http(s), a host of ASCII letters, digits and hyphens whose last label starts with a
+ * letter (so not an IPv4 address, which URL would check), an optional port of up to four digits, then
+ * printable ASCII. URL accepts every one of them; matching is cheaper than building a URL object per
+ * offer. IDNA labels (xn--) are left to URL, which may refuse them. Anything else is parsed by URL.
+ */
+const PLAIN_HTTP_URL = /^https?:\/\/(?:[a-z0-9-]+\.)*[a-z][a-z0-9-]*(?::\d{1,4})?(?:[/?#][!-~]*)?$/i;
+const IDNA_LABEL = /xn--/i;
+
 /** A field that failed validation; carries the message reported for the whole record. */
 class InvalidField {
   constructor(readonly error: string) {}
@@ -144,13 +153,14 @@ function readChoice<T extends string>(
   const value = readString(raw, field);
   if (value === undefined) return fallback;
   if (value instanceof InvalidField) return value;
-  const choice = choices.find((candidate) => candidate === value);
-  return choice ?? new InvalidField(`${field}: ${quote(value)} is not one of ${choices.join(", ")}`);
+  for (const choice of choices) if (choice === value) return choice;
+  return new InvalidField(`${field}: ${quote(value)} is not one of ${choices.join(", ")}`);
 }
 
 function readHTTPURL(raw: Record<string, unknown>, field: string): string | undefined | InvalidField {
   const value = readString(raw, field);
   if (value === undefined || value instanceof InvalidField) return value;
+  if (PLAIN_HTTP_URL.test(value) && !IDNA_LABEL.test(value)) return value;
   const url = URL.parse(value);
   if (url === null || (url.protocol !== "http:" && url.protocol !== "https:")) {
     return new InvalidField(`${field}: ${quote(value)} is not an http(s) URL`);
