@@ -27,7 +27,7 @@ export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0005_offer_price_history_triggers", when: 1795468459207, breakpoints: true, sql: sqlite5 },
   { tag: "0006_usage_counters", when: 1795472315147, breakpoints: true, sql: sqlite6 },
   { tag: "0007_key_controls", when: 1795473238698, breakpoints: true, sql: sqlite7 },
-  { tag: "0008_offer_state_since", when: 1795478932724, breakpoints: true, sql: sqlite8 },
+  { tag: "0008_offer_state_since", when: 1795480675196, breakpoints: true, sql: sqlite8 },
 ];
 
 export const postgresMigrations: EmbeddedMigration[] = [
@@ -38,5 +38,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0004_offer_price_history_triggers", when: 1795468460841, breakpoints: true, sql: postgres4 },
   { tag: "0005_usage_counters", when: 1795472316457, breakpoints: true, sql: postgres5 },
   { tag: "0006_key_controls", when: 1795473239502, breakpoints: true, sql: postgres6 },
-  { tag: "0007_offer_state_since", when: 1795478933721, breakpoints: true, sql: postgres7 },
+  { tag: "0007_offer_state_since", when: 1795480675910, breakpoints: true, sql: postgres7 },
 ];

@@ -1,5 +1,10 @@
+-- offers_source_idx keeps only offers written for a feed source, all the freshness metrics read:
+-- the operator's import (no source) then writes one index fewer per offer.
+DROP INDEX "offers_source_idx";--> statement-breakpoint
 ALTER TABLE "offers" ADD COLUMN "state_since" bigint;--> statement-breakpoint
 ALTER TABLE "offers" ADD COLUMN "state_source_id" text;--> statement-breakpoint
+CREATE INDEX "offers_source_idx" ON "offers" USING btree ("source_id","observed_at") WHERE "offers"."source_id" IS NOT NULL;
+--> statement-breakpoint
 -- Price history no longer repeats each offer's current state (see the SQLite twin of this
 -- migration): the offer holds it with `state_since`, offer_price_history the states it replaced.
 UPDATE offers SET (state_since, state_source_id) = (

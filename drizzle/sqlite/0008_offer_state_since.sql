@@ -1,5 +1,10 @@
+-- offers_source_idx keeps only offers written for a feed source, all the freshness metrics read:
+-- the operator's import (no source) then writes one index fewer per offer.
+DROP INDEX `offers_source_idx`;--> statement-breakpoint
 ALTER TABLE `offers` ADD `state_since` integer;--> statement-breakpoint
 ALTER TABLE `offers` ADD `state_source_id` text;--> statement-breakpoint
+CREATE INDEX `offers_source_idx` ON `offers` (`source_id`,`observed_at`) WHERE "offers"."source_id" IS NOT NULL;
+--> statement-breakpoint
 -- Price history no longer repeats each offer's current state: the offer holds it, with when
 -- (`state_since`) and from which source it was first observed, and offer_price_history keeps only
 -- the states it replaced. A new offer, the bulk of an import, then writes no history row at all.
