@@ -185,7 +185,8 @@ class CSVRowSplitter {
     // The LF of a CRLF whose CR ended the last row belongs to that row.
     if (this.previousWasCR) return -1;
     const end = text.indexOf("\n", start);
-    if (end === -1 || end - start > MAX_RECORD_CHARS) return -1;
+    // The state machine counts the line break too: a row of MAX_RECORD_CHARS characters is over-long there.
+    if (end === -1 || end - start >= MAX_RECORD_CHARS) return -1;
     // The next quote and CR in the chunk are looked up again only once passed: a chunk is scanned for
     // each once, not once per row.
     if (this.nextQuote !== -1 && this.nextQuote < start) this.nextQuote = text.indexOf('"', start);
