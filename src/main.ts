@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 import { VERSION } from "./app";
-import { type Command, type CommandContext, programName, UsageError } from "./cli/command";
+import { type Command, type CommandContext, programName, type TerminalOutput, UsageError } from "./cli/command";
 import { backupCommand } from "./cli/commands/backup";
 import { creditsCommand } from "./cli/commands/credits";
 import { feedsCommand } from "./cli/commands/feeds";
@@ -85,6 +85,7 @@ export async function main(
   argv: string[],
   out: (text: string) => void = (text) => console.log(text),
   err: (text: string) => void = (text) => console.error(text),
+  terminal: TerminalOutput = process.stderr,
 ): Promise<number> {
   const globals = extractGlobals(argv);
   // The command is the first word; a command's own flags (--json) may come before it too.
@@ -113,6 +114,7 @@ export async function main(
     args,
     config,
     out,
+    terminal,
     store: async () => (store ??= await openStore(config.databaseUrl, { create: command.createsDatabase === true })),
   };
   try {

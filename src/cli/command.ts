@@ -12,6 +12,13 @@ export interface CommandContext {
   /** Opens the configured store (and migrates it) on first call; closed by the runner. */
   store(): Promise<Store>;
   out(text: string): void;
+  /** Where progress lines go: standard error unless a test stands in for a terminal. */
+  terminal?: TerminalOutput;
+}
+
+export interface TerminalOutput {
+  isTTY?: boolean;
+  write(text: string): unknown;
 }
 
 export interface Command {
@@ -81,10 +88,17 @@ export function wholeNumber(raw: string, name: string, min = 1): number {
  * A progress line on standard error, rewritten in place; only on a terminal and without --json, so
  * pipes, logs and scripts never see it. `done` clears it before the result is printed.
  */
-export function progressLine(json: boolean): { update(text: string): void; done(): void } {
-  if (json || !process.stderr.isTTY) return { update() {}, done() {} };
+export function progressLine(context: CommandContext, json: boolean): { update(text: string): void; done(): void } {
+  const terminal = context.terminal ?? process.stderr;
+  if (json || terminal.isTTY !== true) return { update() {}, done() {} };
+  let isShown = false;
   return {
-    update: (text) => process.stderr.write(`\r\x1b[K${text}`),
-    done: () => process.stderr.write("\r\x1b[K"),
+    update: (text) => {
+      isShown = true;
+      terminal.write(`\r\x1b[K${text}`);
+    },
+    done: () => {
+      if (isShown) terminal.write("\r\x1b[K");
+    },
   };
 }

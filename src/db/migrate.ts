@@ -25,12 +25,12 @@ export function toMigrationMeta(migrations: EmbeddedMigration[]): MigrationMeta[
   }));
 }
 
-/** Applies pending migrations (drizzle's own bookkeeping table), in one transaction. */
-export function applySQLiteMigrations(database: Database): void {
+/** Applies pending migrations (drizzle's own bookkeeping table), in one transaction; `migrations` are all of them but in tests of one migration. */
+export function applySQLiteMigrations(database: Database, migrations: EmbeddedMigration[] = sqliteMigrations): void {
   const db = drizzle(database);
   // drizzle exposes migrate() only for a folder; its dialect takes the parsed records directly.
   const internals = db as unknown as { dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): void }; session: unknown };
-  internals.dialect.migrate(toMigrationMeta(sqliteMigrations), internals.session, { migrationsTable: "__drizzle_migrations" });
+  internals.dialect.migrate(toMigrationMeta(migrations), internals.session, { migrationsTable: "__drizzle_migrations" });
 }
 
 /** First key of the migration advisory lock ("pric"); the second is the schema, so schemas migrate independently. */
@@ -42,7 +42,7 @@ const MIGRATION_LOCK_NAMESPACE = 0x70726963;
  * nothing pending. Tables and drizzle's bookkeeping table go into the current schema (the first of
  * `search_path`), so one database can hold several isolated deployments or test runs.
  */
-export async function applyPostgresMigrations(databaseUrl: string): Promise<void> {
+export async function applyPostgresMigrations(databaseUrl: string, migrations: EmbeddedMigration[] = postgresMigrations): Promise<void> {
   // One connection: a session advisory lock belongs to the connection that took it.
   const client = openPostgresClient(databaseUrl, { max: 1 });
   try {
@@ -53,8 +53,8 @@ export async function applyPostgresMigrations(databaseUrl: string): Promise<void
     await db.execute(sql`SELECT pg_advisory_lock(${MIGRATION_LOCK_NAMESPACE}, hashtext(${schema}))`);
     try {
       const internals = db as unknown as { dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): Promise<void> }; session: unknown };
-      const migrations = toMigrationMeta(postgresMigrations).map((m) => ({ ...m, sql: m.sql.map(resolveThroughSearchPath) }));
-      await internals.dialect.migrate(migrations, internals.session, { migrationsTable: "__drizzle_migrations", migrationsSchema: schema });
+      const meta = toMigrationMeta(migrations).map((m) => ({ ...m, sql: m.sql.map(resolveThroughSearchPath) }));
+      await internals.dialect.migrate(meta, internals.session, { migrationsTable: "__drizzle_migrations", migrationsSchema: schema });
     } finally {
       await db.execute(sql`SELECT pg_advisory_unlock(${MIGRATION_LOCK_NAMESPACE}, hashtext(${schema}))`);
     }

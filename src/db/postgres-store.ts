@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, notInArray, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
 import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
@@ -396,10 +396,14 @@ export class PostgresStore implements Store {
       for (const chunk of chunks(merged.merchants.filter((m) => m.name === undefined))) {
         await tx.insert(merchants).values(chunk.map((m) => ({ id: m.id, name: m.id }))).onConflictDoNothing();
       }
+      // `offers.x` is the stored row: an update that changes the state starts a new `state_since` (and
+      // the history trigger keeps the state it replaces); an identical repeat keeps the old one.
+      const changed = sql`excluded.price_amount IS DISTINCT FROM ${offers.priceAmount} OR excluded.currency IS DISTINCT FROM ${offers.currency}
+        OR excluded.shipping_amount IS DISTINCT FROM ${offers.shippingAmount} OR excluded.availability IS DISTINCT FROM ${offers.availability}`;
       for (const chunk of merged.offerRounds.flatMap((round) => chunks(round))) {
         await tx
           .insert(offers)
-          .values(chunk.map((offer) => ({ ...offer, sourceId })))
+          .values(chunk.map((offer) => ({ ...offer, sourceId, stateSince: offer.observedAt, stateSourceId: sourceId })))
           .onConflictDoUpdate({
             target: [offers.gtin, offers.merchantId],
             set: {
@@ -411,6 +415,8 @@ export class PostgresStore implements Store {
               url: sql`excluded.url`,
               observedAt: sql`excluded.observed_at`,
               sourceId: sql`excluded.source_id`,
+              stateSince: sql`CASE WHEN ${changed} THEN excluded.observed_at ELSE ${offers.stateSince} END`,
+              stateSourceId: sql`CASE WHEN ${changed} THEN excluded.source_id ELSE ${offers.stateSourceId} END`,
             },
             setWhere: sql`excluded.observed_at >= ${offers.observedAt}`,
           });
@@ -1611,29 +1617,25 @@ export class PostgresStore implements Store {
   }
 
   async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
-    return this.db
-      .select({
-        gtin: offerPriceHistory.gtin,
-        merchantId: offerPriceHistory.merchantId,
-        priceAmount: offerPriceHistory.priceAmount,
-        currency: offerPriceHistory.currency,
-        shippingAmount: offerPriceHistory.shippingAmount,
-        availability: offerPriceHistory.availability,
-        observedAt: offerPriceHistory.observedAt,
-        sourceId: offerPriceHistory.sourceId,
-      })
-      .from(offerPriceHistory)
-      .where(and(eq(offerPriceHistory.gtin, gtin), merchantId === undefined ? undefined : eq(offerPriceHistory.merchantId, merchantId)))
-      .orderBy(asc(offerPriceHistory.observedAt), asc(offerPriceHistory.id));
+    // The states each offer replaced, then its current one (last among equal times).
+    const merchant = merchantId ?? null;
+    const rows = await this.db.execute<PriceHistoryEntry & Record<string, unknown>>(sql`
+      SELECT gtin, merchant_id AS "merchantId", price_amount AS "priceAmount", currency, shipping_amount AS "shippingAmount", availability,
+             observed_at AS "observedAt", source_id AS "sourceId"
+      FROM (
+        SELECT gtin, merchant_id, price_amount, currency, shipping_amount, availability, observed_at, source_id, id AS position
+        FROM offer_price_history WHERE gtin = ${gtin} AND (${merchant}::text IS NULL OR merchant_id = ${merchant})
+        UNION ALL
+        SELECT gtin, merchant_id, price_amount, currency, shipping_amount, availability, state_since, state_source_id, ${Number.MAX_SAFE_INTEGER}::bigint
+        FROM offers WHERE gtin = ${gtin} AND (${merchant}::text IS NULL OR merchant_id = ${merchant})
+      ) history
+      ORDER BY observed_at, position`);
+    return rows.map(({ gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt, sourceId }) => ({ gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt: Number(observedAt), sourceId }));
   }
 
   async prunePriceHistory(before: number): Promise<number> {
-    // An offer's newest row stays whatever its age: it is the price its next change replaces.
-    const newest = this.db.select({ id: sql`max(${offerPriceHistory.id})` }).from(offerPriceHistory).groupBy(offerPriceHistory.gtin, offerPriceHistory.merchantId);
-    const deleted = await this.db
-      .delete(offerPriceHistory)
-      .where(and(lt(offerPriceHistory.observedAt, before), notInArray(offerPriceHistory.id, newest)))
-      .returning({ id: offerPriceHistory.id });
+    // An offer's newest entry is the offer itself (`state_since`), so it stays whatever its age.
+    const deleted = await this.db.delete(offerPriceHistory).where(lt(offerPriceHistory.observedAt, before)).returning({ id: offerPriceHistory.id });
     return deleted.length;
   }
 

@@ -1,4 +1,4 @@
-import { Database } from "bun:sqlite";
+import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
 import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { utcMonth } from "../lib/clock";
@@ -426,44 +426,57 @@ export class SQLiteStore implements Store {
     });
   }
 
-  // Absent optional fields (null placeholders) keep what is stored; offers keep the newer observation.
-  // Imports are the one bulk write: plain bun:sqlite statements with positional parameters (drizzle's
-  // prepared statements map named placeholders on every call, which cost more than the insert), and
-  // each product and merchant upserted once per batch. Offers are applied one by one, in order, so
-  // the price history triggers see every change a batch makes.
-  private readonly importStatements = this.lazy(() => ({
-    product: this.database.prepare<unknown, [string, string | null, string | null, string | null, number]>(
-      `INSERT INTO products (gtin, title, brand, image_url, updated_at) VALUES (?1, coalesce(?2, ''), ?3, ?4, ?5)
-       ON CONFLICT (gtin) DO UPDATE SET title = coalesce(?2, title), brand = coalesce(excluded.brand, brand),
-         image_url = coalesce(excluded.image_url, image_url), updated_at = excluded.updated_at`,
-    ),
-    merchant: this.database.prepare<unknown, [string, string | null]>(
+  // Absent optional fields (null) keep what is stored; offers keep the newer observation. Imports
+  // are the one bulk write, and a bun:sqlite call costs more than the row it writes, so rows go
+  // IMPORT_ROWS_PER_STATEMENT at a time as `INSERT … SELECT … FROM (VALUES …)` (the `WHERE true`
+  // lets SQLite parse the upsert clause after a SELECT). SQLite upserts those rows one after the
+  // other, in order, so a key repeated within a statement updates the row its earlier copy wrote,
+  // and the price history triggers see every change a batch makes, as with one statement per record.
+  // Each product and merchant is upserted once per batch; a title is never empty when given, so the
+  // empty title a new product gets without one is also how an update tells "absent".
+  private readonly importStatements = new Map<string, Statement>();
+
+  private importStatement(kind: "product" | "offer", rows: number): Statement {
+    const key = `${kind}:${rows}`;
+    let statement = this.importStatements.get(key);
+    if (statement === undefined) {
+      statement = this.database.prepare(kind === "product" ? productUpsertSQL(rows) : offerUpsertSQL(rows));
+      this.importStatements.set(key, statement);
+    }
+    return statement;
+  }
+
+  private readonly importMerchant = this.lazy(() =>
+    this.database.prepare<unknown, [string, string | null]>(
       "INSERT INTO merchants (id, name) VALUES (?1, coalesce(?2, ?1)) ON CONFLICT (id) DO UPDATE SET name = coalesce(?2, name)",
     ),
-    offer: this.database.prepare<unknown, [string, string, number, string, number | null, string, string, string | null, number, string | null]>(
-      `INSERT INTO offers (gtin, merchant_id, price_amount, currency, shipping_amount, availability, condition, url, observed_at, source_id)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (gtin, merchant_id) DO UPDATE SET price_amount = excluded.price_amount, currency = excluded.currency,
-         shipping_amount = excluded.shipping_amount, availability = excluded.availability, condition = excluded.condition,
-         url = excluded.url, observed_at = excluded.observed_at, source_id = excluded.source_id
-       WHERE excluded.observed_at >= offers.observed_at`,
-    ),
-  }));
+  );
+
+  /** Runs the `kind` upsert over `values` (`columns` per row), IMPORT_ROWS_PER_STATEMENT rows per statement. */
+  private upsertRows(kind: "product" | "offer", columns: number, values: SQLQueryBindings[]): void {
+    const perStatement = IMPORT_ROWS_PER_STATEMENT * columns;
+    for (let start = 0; start < values.length; start += perStatement) {
+      const chunk = start === 0 && values.length <= perStatement ? values : values.slice(start, start + perStatement);
+      this.importStatement(kind, chunk.length / columns).run(...chunk);
+    }
+  }
 
   async applyFeedRecords(records: FeedRecord[], now: number, options: { sourceId?: string } = {}): Promise<{ products: number; offers: number }> {
     const sourceId = options.sourceId ?? null;
     const { products: mergedProducts, merchants: mergedMerchants } = mergeProductsAndMerchants(records);
-    const statements = this.importStatements();
+    const productValues: SQLQueryBindings[] = [];
+    for (const product of mergedProducts) productValues.push(product.gtin, product.title ?? "", product.brand ?? null, product.imageUrl ?? null, now);
+    const offerValues: SQLQueryBindings[] = [];
+    for (const { product, offer } of records) {
+      if (offer === undefined) continue;
+      offerValues.push(product.gtin, offer.merchantId, offer.priceAmount, offer.currency, offer.shippingAmount, offer.availability, offer.condition, offer.url, offer.observedAt, sourceId);
+    }
+    const merchantStatement = this.importMerchant();
     return this.write(() => {
-      let offerCount = 0;
-      for (const product of mergedProducts) statements.product.run(product.gtin, product.title ?? null, product.brand ?? null, product.imageUrl ?? null, now);
-      for (const merchant of mergedMerchants) statements.merchant.run(merchant.id, merchant.name ?? null);
-      for (const { product, offer } of records) {
-        if (offer === undefined) continue;
-        statements.offer.run(product.gtin, offer.merchantId, offer.priceAmount, offer.currency, offer.shippingAmount, offer.availability, offer.condition, offer.url, offer.observedAt, sourceId);
-        offerCount++;
-      }
-      return { products: records.length, offers: offerCount };
+      this.upsertRows("product", PRODUCT_COLUMNS, productValues);
+      for (const merchant of mergedMerchants) merchantStatement.run(merchant.id, merchant.name ?? null);
+      this.upsertRows("offer", OFFER_COLUMNS, offerValues);
+      return { products: records.length, offers: offerValues.length / OFFER_COLUMNS };
     });
   }
 
@@ -1697,22 +1710,15 @@ export class SQLiteStore implements Store {
 
   async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
     return this.database
-      .query<PriceHistoryEntry, [string, string | null, string | null]>(
-        `SELECT gtin, merchant_id AS merchantId, price_amount AS priceAmount, currency, shipping_amount AS shippingAmount, availability,
-                observed_at AS observedAt, source_id AS sourceId
-         FROM offer_price_history WHERE gtin = ? AND (? IS NULL OR merchant_id = ?) ORDER BY observed_at, id`,
+      .query<PriceHistoryEntry, [string, string | null]>(
+        `SELECT gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt, sourceId FROM (${PRICE_HISTORY_SQL}) ORDER BY observedAt, position`,
       )
-      .all(gtin, merchantId ?? null, merchantId ?? null);
+      .all(gtin, merchantId ?? null);
   }
 
   async prunePriceHistory(before: number): Promise<number> {
-    // An offer's newest row stays whatever its age: it is the price its next change replaces.
-    return this.write(
-      () =>
-        this.database
-          .query("DELETE FROM offer_price_history WHERE observed_at < ? AND id NOT IN (SELECT max(id) FROM offer_price_history GROUP BY gtin, merchant_id)")
-          .run(before).changes,
-    );
+    // An offer's newest entry is the offer itself (`state_since`), so it stays whatever its age.
+    return this.write(() => this.database.query("DELETE FROM offer_price_history WHERE observed_at < ?").run(before).changes);
   }
 
   // --- webhooks (issue 18) ---
@@ -1850,4 +1856,47 @@ function mergeProductsAndMerchants(records: FeedRecord[]): { products: Array<Fee
     else if (offer.merchantName !== undefined) merchant.name = offer.merchantName;
   }
   return { products: [...products.values()], merchants: [...merchantsById.values()] };
+}
+
+/**
+ * An offer's price history: the states it replaced, then its current one (last among equal times).
+ * Parameters: ?1 the GTIN, ?2 a merchant id or null for all.
+ */
+const PRICE_HISTORY_SQL = `
+  SELECT gtin, merchant_id AS merchantId, price_amount AS priceAmount, currency, shipping_amount AS shippingAmount, availability,
+         observed_at AS observedAt, source_id AS sourceId, id AS position
+  FROM offer_price_history WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2)
+  UNION ALL
+  SELECT gtin, merchant_id, price_amount, currency, shipping_amount, availability, state_since, state_source_id, ${Number.MAX_SAFE_INTEGER}
+  FROM offers WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2)`;
+
+/** Rows per import upsert statement: past about a hundred, longer statements stop paying off. */
+const IMPORT_ROWS_PER_STATEMENT = 100;
+const PRODUCT_COLUMNS = 5;
+const OFFER_COLUMNS = 10;
+
+function valuesList(rows: number, columns: number): string {
+  const row = `(${Array.from({ length: columns }, () => "?").join(", ")})`;
+  return Array.from({ length: rows }, () => row).join(", ");
+}
+
+function productUpsertSQL(rows: number): string {
+  return `INSERT INTO products (gtin, title, brand, image_url, updated_at) SELECT * FROM (VALUES ${valuesList(rows, PRODUCT_COLUMNS)}) WHERE true
+    ON CONFLICT (gtin) DO UPDATE SET title = coalesce(nullif(excluded.title, ''), title), brand = coalesce(excluded.brand, brand),
+      image_url = coalesce(excluded.image_url, image_url), updated_at = excluded.updated_at`;
+}
+
+function offerUpsertSQL(rows: number): string {
+  // `offers.x` is the stored row: an update that changes the state starts a new `state_since` (and
+  // the history trigger keeps the state it replaces); an identical repeat keeps the old one.
+  const changed = `excluded.price_amount IS NOT offers.price_amount OR excluded.currency IS NOT offers.currency
+    OR excluded.shipping_amount IS NOT offers.shipping_amount OR excluded.availability IS NOT offers.availability`;
+  return `INSERT INTO offers (gtin, merchant_id, price_amount, currency, shipping_amount, availability, condition, url, observed_at, source_id, state_since, state_source_id)
+    SELECT *, column9, column10 FROM (VALUES ${valuesList(rows, OFFER_COLUMNS)}) WHERE true
+    ON CONFLICT (gtin, merchant_id) DO UPDATE SET price_amount = excluded.price_amount, currency = excluded.currency,
+      shipping_amount = excluded.shipping_amount, availability = excluded.availability, condition = excluded.condition,
+      url = excluded.url, observed_at = excluded.observed_at, source_id = excluded.source_id,
+      state_since = CASE WHEN ${changed} THEN excluded.observed_at ELSE offers.state_since END,
+      state_source_id = CASE WHEN ${changed} THEN excluded.source_id ELSE offers.state_source_id END
+    WHERE excluded.observed_at >= offers.observed_at`;
 }

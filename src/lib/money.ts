@@ -42,18 +42,38 @@ export function money(amount: number, currency: string, language: Language): Mon
  * has more fraction digits than the currency allows.
  */
 export function parseMajorUnits(value: string, currency: string): number | null {
-  const match = /^(\d{1,12})(?:\.(\d+))?$/.exec(value.trim());
-  if (match === null) return null;
+  // By hand rather than with a regular expression: feed imports parse two amounts per offer.
+  const text = value.trim();
   const digits = minorUnitDigits(currency);
-  const fraction = match[2] ?? "";
-  if (fraction.length > digits) return null;
-  return Number(match[1]) * 10 ** digits + Number(fraction.padEnd(digits, "0") || "0");
+  let units = 0;
+  let index = 0;
+  for (; index < text.length && index <= 12; index++) {
+    const code = text.charCodeAt(index);
+    if (code < 48 || code > 57) break;
+    units = units * 10 + (code - 48);
+  }
+  if (index === 0 || index > 12) return null;
+  let minor = 0;
+  let fractionDigits = 0;
+  if (index < text.length) {
+    if (text.charCodeAt(index) !== 46 || index === text.length - 1) return null;
+    for (index++; index < text.length; index++, fractionDigits++) {
+      const code = text.charCodeAt(index);
+      if (code < 48 || code > 57 || fractionDigits === digits) return null;
+      minor = minor * 10 + (code - 48);
+    }
+  }
+  return units * 10 ** digits + minor * 10 ** (digits - fractionDigits);
 }
 
+const currencyCodes = new Set<string>();
+
 export function isCurrencyCode(value: string): boolean {
+  if (currencyCodes.has(value)) return true;
   if (!/^[A-Z]{3}$/.test(value)) return false;
   try {
     minorUnitDigits(value);
+    currencyCodes.add(value);
     return true;
   } catch {
     return false;

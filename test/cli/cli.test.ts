@@ -72,6 +72,33 @@ describe("operator CLI", () => {
     expect(output.rejected[0].error).toContain("gtin");
   });
 
+  test("import shows a progress line (records, offers, rejected, rate, bytes) on a terminal only, and clears it", async () => {
+    const feed = join(directory, "progress.csv");
+    const now = new Date().toISOString();
+    const rows = Array.from({ length: 2500 }, (_, index) => `4006381333931,m${index},1.99,EUR,${now}`);
+    rows[10] = "4006381333932,m1,1.99,EUR,";
+    const text = ["gtin,merchantId,price,currency,observedAt", ...rows].join("\n");
+    writeFileSync(feed, text);
+    const terminal = (isTTY: boolean) => {
+      const writes: string[] = [];
+      return { writes, isTTY, write: (chunk: string) => writes.push(chunk) };
+    };
+
+    const tty = terminal(true);
+    const printed: string[] = [];
+    expect(await main(["import", feed, "--allow-rejects", "--database-url", databaseUrl], (line) => printed.push(line), () => {}, tty)).toBe(0);
+    // The first batch's line is drawn at once; later ones only after the redraw interval.
+    expect(tty.writes[0]).toMatch(/^\r\x1b\[Kimporting: 1001 records, 1000 offers, 1 rejected, \d+ records\/s, \d+\.\d kB read$/);
+    expect(tty.writes.at(-1)).toBe("\r\x1b[K");
+    expect(printed.join("\n")).toStartWith("read 2500, products 1, offers 2499, rejected 1");
+
+    const pipe = terminal(false);
+    expect(await main(["import", feed, "--allow-rejects", "--database-url", databaseUrl], () => {}, () => {}, pipe)).toBe(0);
+    const json = terminal(true);
+    expect(await main(["import", feed, "--allow-rejects", "--json", "--database-url", databaseUrl], () => {}, () => {}, json)).toBe(0);
+    expect([pipe.writes, json.writes]).toEqual([[], []]);
+  });
+
   test("seed --demo creates an organization with credits and a working key", async () => {
     const seed = (await cli("seed", "--demo", "--products", "30", "--credits", "7", "--json")).output;
     expect(seed.clearKey).toMatch(/^pps_/);

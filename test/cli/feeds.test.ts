@@ -56,6 +56,24 @@ describe("price-service feeds and history", () => {
     expect((await cli("history", "show", "4006381333931", "--merchant", "shop-d", "--json")).output.map((entry: any) => entry.priceAmount)).toEqual([450]);
   });
 
+  test("feeds run shows each file's progress line on a terminal only", async () => {
+    const inbox = mkdtempSync(join(tmpdir(), "feeds-progress-"));
+    try {
+      writeFileSync(join(inbox, "a.ndjson"), [offerLine(PEN, "shop-p", "5.00", Date.now() - 3000), "{"].join("\n"));
+      await cli("feeds", "add", "inbox", "--directory", inbox);
+      const writes: string[] = [];
+      expect(await main(["feeds", "run", "inbox", "--database-url", database.url], () => {}, () => {}, { isTTY: true, write: (text: string) => writes.push(text) })).toBe(0);
+      expect(writes).toEqual([expect.stringMatching(/^\r\x1b\[Kinbox a\.ndjson: 2 records, 1 offers, 1 rejected, \d+ records\/s, \d+ B read$/), "\r\x1b[K"]);
+
+      writeFileSync(join(inbox, "b.ndjson"), offerLine(PEN, "shop-p", "4.00", Date.now() - 2000));
+      const piped: string[] = [];
+      expect(await main(["feeds", "run", "inbox", "--database-url", database.url], () => {}, () => {}, { isTTY: false, write: (text: string) => piped.push(text) })).toBe(0);
+      expect(piped).toEqual([]);
+    } finally {
+      rmSync(inbox, { recursive: true, force: true });
+    }
+  });
+
   test("tokens: a push token for a push source, a read token, listed without secrets, revoked once", async () => {
     await cli("feeds", "add", "pos", "--push");
     const push = (await cli("feeds", "token", "create", "--source", "pos", "--json")).output;

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { Store } from "../../src/db/store";
+import { gtin13 } from "../../src/modules/ingest/demo-data";
 import { formatFromFileName, importFeed, type ImportReport } from "../../src/modules/ingest/import-feed";
 import { openTestStore } from "../helpers";
 
@@ -216,6 +217,85 @@ describe("importFeed", () => {
     }
     expect(ndjsonReport).toMatchObject({ read: 4, products: 3, offers: 2, rejected: [{ line: 4 }] });
     expect(ndjsonProducts.every((found) => found !== null)).toBe(true);
+  });
+});
+
+// The SQLite store writes up to 100 rows per statement: these feeds span several statements, and
+// batches of several hundred records, so the boundaries between both fall inside them.
+describe("importFeed, feeds of many rows", () => {
+  const gtinOf = (index: number) => gtin13(`400${String(index).padStart(9, "0")}`);
+  /** The 14-digit form the store keys products by. */
+  const storedGTIN = (index: number) => `0${gtinOf(index)}`;
+  const priced = (index: number, price: string, observedAt = "2026-11-22T09:00:00Z") => offer(gtinOf(index), `shop-${index % 3}`, price, observedAt);
+  const history = async (index: number) =>
+    (await store.listPriceHistory(storedGTIN(index))).map((entry) => [entry.priceAmount, entry.observedAt - Date.parse("2026-11-22T09:00:00Z")]);
+
+  test("a bad row inside a statement and a GTIN repeated across statements: every good row written, each change kept in order", async () => {
+    const lines: Array<Record<string, unknown> | string> = [];
+    for (let index = 0; index < 450; index++) lines.push(priced(index, `${1 + index}.00`));
+    lines[150] = { ...priced(150, "1.00"), currency: "euro" };
+    lines[260] = "{";
+    // Offer 7 again in a later statement of the same batch, at a newer time and price, then an older
+    // observation of it that the offer does not take.
+    lines.push(priced(7, "99.00", "2026-11-22T09:30:00Z"), priced(7, "5.00", "2026-11-22T08:00:00Z"));
+
+    for (const batchSize of [1000, 128]) {
+      const batchStore = await openTestStore();
+      try {
+        const report = await importFeed(batchStore, streamOf(ndjson(...lines)), { format: "ndjson", now: NOW, batchSize });
+        expect(report).toEqual({
+          read: 452,
+          products: 448,
+          offers: 450,
+          rejected: [
+            { line: 151, error: 'currency: "euro" is not an ISO 4217 code' },
+            { line: 261, error: "not valid JSON" },
+          ],
+          rejectedCount: 2,
+        });
+        expect(await batchStore.countProducts()).toBe(448);
+        expect((await batchStore.findProductWithOffers(storedGTIN(449)))?.offers.map((row) => row.priceAmount)).toEqual([45000]);
+        expect(await batchStore.findProductWithOffers(storedGTIN(150))).toBeNull();
+        expect((await batchStore.findProductWithOffers(storedGTIN(7)))?.offers.map((row) => row.priceAmount)).toEqual([9900]);
+        expect((await batchStore.listPriceHistory(storedGTIN(7))).map((entry) => entry.priceAmount)).toEqual([800, 9900]);
+      } finally {
+        await batchStore.close();
+      }
+    }
+  });
+
+  test("importing the same feed again adds no history; a changed price or availability adds one entry", async () => {
+    const feed = (price: (index: number) => string, observedAt: string, availability = "in_stock") =>
+      ndjson(...Array.from({ length: 250 }, (_, index) => ({ ...priced(index, price(index), observedAt), availability })));
+    await importNDJSON(feed((index) => `${1 + index}.00`, "2026-11-22T09:00:00Z"));
+    await importNDJSON(feed((index) => `${1 + index}.00`, "2026-11-22T09:10:00Z"));
+    expect(await history(3)).toEqual([[400, 0]]);
+
+    await importNDJSON(feed((index) => (index === 3 ? "3.50" : `${1 + index}.00`), "2026-11-22T09:20:00Z"));
+    await importNDJSON(feed((index) => (index === 3 ? "3.50" : `${1 + index}.00`), "2026-11-22T09:30:00Z", "out_of_stock"));
+    expect(await history(3)).toEqual([
+      [400, 0],
+      [350, 1_200_000],
+      [350, 1_800_000],
+    ]);
+    expect(await history(4)).toEqual([
+      [500, 0],
+      [500, 1_800_000],
+    ]);
+  });
+
+  test("duplicate GTIN rows within one batch: the product takes the fields given last, each merchant keeps its offer", async () => {
+    const lines = Array.from({ length: 300 }, (_, index) => ({ ...offer(gtinOf(index % 120), `shop-${index % 7}`, `${index}.00`, "2026-11-22T09:00:00Z"), title: `Title ${index}` }));
+    const report = await importNDJSON(ndjson(...lines));
+    expect(report).toMatchObject({ read: 300, products: 120, offers: 300, rejectedCount: 0 });
+    const found = await store.findProductWithOffers(storedGTIN(5));
+    // Rows 5, 125 and 245 are GTIN 5, at shops 5, 6 and 0.
+    expect(found?.product.title).toBe("Title 245");
+    expect(found?.offers.map((row) => [row.merchantId, row.priceAmount])).toEqual([
+      ["shop-0", 24500],
+      ["shop-5", 500],
+      ["shop-6", 12500],
+    ]);
   });
 });
 

@@ -21,7 +21,7 @@ export const backupCommand: Command = {
     const source = sqlitePathFromURL(databaseUrl);
     if (source === ":memory:") throw new UsageError("an in-memory database has nothing to back up");
     // VACUUM INTO runs as one call: the line says what is under way until it returns.
-    const progress = progressLine(values.json === true);
+    const progress = progressLine(context, values.json === true);
     progress.update(`backing up ${source} to ${resolve(file)}…`);
     let report: ReturnType<typeof backupSQLite>;
     try {

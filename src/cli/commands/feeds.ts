@@ -8,6 +8,7 @@ import { runJSON, sourceJSON, sourceStatuses } from "../../modules/feeds/freshne
 import { FeedScheduler, MAX_FEED_RETRIES } from "../../modules/feeds/scheduler";
 import { createFeedToken, feedTokenJSON } from "../../modules/feeds/tokens";
 import { type Command, output, parseCommandArgs, programName, requireOption, UsageError, wholeNumber } from "../command";
+import { importProgressLine } from "./import";
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 const DEFAULT_INTERVAL = { url: "15m", directory: "1m" } as const;
@@ -125,6 +126,7 @@ export const feedsCommand: Command = {
         const source = await findSource(positionals[1]);
         if (source.kind === "push") throw new UsageError(`${source.name} is a push source: it is written by POST /api/v1/feeds/push`);
         const logger = createLogger({ level: "silent" });
+        let progress: { reading: string | null; line: ReturnType<typeof importProgressLine> } = { reading: null, line: importProgressLine(context, json) };
         const scheduler = new FeedScheduler({
           store: await context.store(),
           clock: systemClock,
@@ -135,8 +137,13 @@ export const feedsCommand: Command = {
           retryBaseMs: 1000,
           bodyLimitBytes: context.config.feedBodyLimitBytes,
           userAgent: `price-service/${packageJSON.version}`,
+          onProgress: (reading, report, bytesRead) => {
+            // A directory source imports its new files one after the other: one line each.
+            if (reading !== progress.reading) progress = { reading, line: importProgressLine(context, json, `${source.name} ${reading}`) };
+            progress.line.update(report, bytesRead);
+          },
         });
-        const runs = await scheduler.runNow(source);
+        const runs = await scheduler.runNow(source).finally(() => progress.line.done());
         if (runs === null) {
           console.error(`price-service: ${source.name} is being run already (by serve or another command); try again when it is done`);
           return 1;

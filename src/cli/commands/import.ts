@@ -1,5 +1,5 @@
-import { type FeedFormat, formatFromFileName, importFeed } from "../../modules/ingest/import-feed";
-import { type Command, output, parseCommandArgs, programName, progressLine, UsageError } from "../command";
+import { type FeedFormat, formatFromFileName, importFeed, type ImportReport } from "../../modules/ingest/import-feed";
+import { type Command, type CommandContext, output, parseCommandArgs, programName, progressLine, UsageError } from "../command";
 
 const FEED_FIELDS = `Feed fields (one NDJSON object per line, or CSV with a header row naming the columns):
   gtin          required; GTIN-8/12/13/14 digits with a valid check digit
@@ -43,12 +43,8 @@ export const importCommand: Command = {
       stream = handle.stream();
       format ??= formatFromFileName(file);
     }
-    const progress = progressLine(values.json === true);
-    const report = await importFeed(await context.store(), stream, {
-      format,
-      now: Date.now(),
-      onProgress: (sofar) => progress.update(`importing: ${sofar.read} lines read, ${sofar.offers} offers, ${sofar.rejected.length} rejected`),
-    }).finally(() => progress.done());
+    const progress = importProgressLine(context, values.json === true);
+    const report = await importFeed(await context.store(), stream, { format, now: Date.now(), onProgress: progress.update }).finally(() => progress.done());
     const rejectedLines = report.rejected.map((r) => `line ${r.line}: ${r.error}`).join("\n");
     const { rejectedCount: _count, ...printed } = report;
     output(
@@ -95,4 +91,34 @@ async function detectFormat(input: ReadableStream<Uint8Array>): Promise<{ format
     },
   });
   return { format, stream };
+}
+
+/** Redraws of the import progress line at most this often: a batch is written every few milliseconds. */
+const PROGRESS_INTERVAL_MS = 200;
+
+/**
+ * The progress line of an import (`import`, `feeds run`): records read, offers, rejected lines, the
+ * rate since it started and the bytes read, each update after the first at most every
+ * PROGRESS_INTERVAL_MS. Shown on a terminal only, like every progress line.
+ */
+export function importProgressLine(context: CommandContext, json: boolean, label = "importing"): { update(report: Readonly<ImportReport>, bytesRead: number): void; done(): void } {
+  const line = progressLine(context, json);
+  const startedAt = performance.now();
+  let shownAt = Number.NEGATIVE_INFINITY;
+  return {
+    update: (report, bytesRead) => {
+      const now = performance.now();
+      if (now - shownAt < PROGRESS_INTERVAL_MS) return;
+      shownAt = now;
+      const rate = Math.round(report.read / Math.max((now - startedAt) / 1000, 0.001));
+      line.update(`${label}: ${report.read} records, ${report.offers} offers, ${report.rejectedCount} rejected, ${rate} records/s, ${formatBytes(bytesRead)} read`);
+    },
+    done: line.done,
+  };
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes < 1000) return `${bytes} B`;
+  if (bytes < 1_000_000) return `${(bytes / 1000).toFixed(1)} kB`;
+  return `${(bytes / 1_000_000).toFixed(1)} MB`;
 }

@@ -122,8 +122,20 @@ export const offers = pgTable(
     observedAt: epochMs("observed_at").notNull(),
     /** The feed source that last wrote the offer (null: the operator's `import`, demo data); per-source freshness counts by it. */
     sourceId: text("source_id"),
+    /**
+     * When the offer's price, currency, shipping and availability were first observed as they are now,
+     * and by which source: the newest entry of its price history (older ones are in offer_price_history).
+     * Every write sets them; nullable only because a column added to a filled table has to be.
+     */
+    stateSince: epochMs("state_since"),
+    stateSourceId: text("state_source_id"),
   },
-  (table) => [primaryKey({ columns: [table.gtin, table.merchantId] }), index("offers_source_idx").on(table.sourceId, table.observedAt)],
+  // Only offers written for a feed source are indexed by it: what the freshness metrics read, and
+  // the operator's `import` (no source) leaves one index fewer to write per offer.
+  (table) => [
+    primaryKey({ columns: [table.gtin, table.merchantId] }),
+    index("offers_source_idx").on(table.sourceId, table.observedAt).where(sql`${table.sourceId} IS NOT NULL`),
+  ],
 );
 
 export const creditBuckets = pgTable(
@@ -403,7 +415,7 @@ export const feedSourceFiles = pgTable(
   (table) => [primaryKey({ columns: [table.sourceId, table.name, table.size, table.modifiedAt] })],
 );
 
-/** Every change of an offer's price, currency, shipping or availability, written by triggers on `offers` (see schema/sqlite.ts). */
+/** An offer's price history but its newest entry, written by a trigger on `offers` (see schema/sqlite.ts). */
 export const offerPriceHistory = pgTable(
   "offer_price_history",
   {

@@ -117,8 +117,20 @@ export const offers = sqliteTable(
     observedAt: integer("observed_at").notNull(),
     /** The feed source that last wrote the offer (null: the operator's `import`, demo data); per-source freshness counts by it. */
     sourceId: text("source_id"),
+    /**
+     * When the offer's price, currency, shipping and availability were first observed as they are now,
+     * and by which source: the newest entry of its price history (older ones are in offer_price_history).
+     * Every write sets them; nullable only because a column added to a filled table has to be.
+     */
+    stateSince: integer("state_since"),
+    stateSourceId: text("state_source_id"),
   },
-  (table) => [primaryKey({ columns: [table.gtin, table.merchantId] }), index("offers_source_idx").on(table.sourceId, table.observedAt)],
+  // Only offers written for a feed source are indexed by it: what the freshness metrics read, and
+  // the operator's `import` (no source) leaves one index fewer to write per offer.
+  (table) => [
+    primaryKey({ columns: [table.gtin, table.merchantId] }),
+    index("offers_source_idx").on(table.sourceId, table.observedAt).where(sql`${table.sourceId} IS NOT NULL`),
+  ],
 );
 
 export const creditBuckets = sqliteTable(
@@ -406,9 +418,11 @@ export const feedSourceFiles = sqliteTable(
 );
 
 /**
- * Every change of an offer's price, currency, shipping or availability (and its first observation),
- * written by triggers on `offers` (migration 0005) whatever process writes the offer; an identical
- * repeat writes nothing. Pruned by age with `history prune`.
+ * An offer's price history but its newest entry (which is the offer's own state and `state_since`):
+ * each earlier state of its price, currency, shipping and availability, from when it was first
+ * observed. Written by a trigger on `offers` when an update changes one of them, whatever process
+ * writes the offer; a new offer or an identical repeat writes nothing here. Pruned by age with
+ * `history prune`.
  */
 export const offerPriceHistory = sqliteTable(
   "offer_price_history",

@@ -14,6 +14,8 @@ export interface PullOptions {
   /** Largest body a pull reads, after gzip decompression. */
   bodyLimitBytes: number;
   userAgent: string;
+  /** Called as a run's records are written, with what it reads (the URL or the file's name): `feeds run`'s progress line. */
+  onProgress?: (reading: string, report: Readonly<ImportReport>, bytesRead: number) => void;
 }
 
 /** Statuses worth asking again: the server or something in front of it is overloaded or down for a moment. */
@@ -71,7 +73,8 @@ export async function pullURLSource(store: Store, clock: Clock, source: FeedSour
     const contentType = response.headers.get("content-type");
     const body = limitedBody(response.body ?? new Blob([]).stream(), { limitBytes: options.bodyLimitBytes });
     const format = formatOf(source, new URL(url).pathname, contentType);
-    const { report, error } = await importForSource(store, clock, context, { stream: body, format });
+    const onProgress = options.onProgress === undefined ? undefined : (report: Readonly<ImportReport>, bytes: number) => options.onProgress?.(url, report, bytes);
+    const { report, error } = await importForSource(store, clock, context, { stream: body, format, onProgress });
     if (error !== null) {
       const reason = signal.aborted ? `timed out after ${source.timeoutMs} ms while reading the body` : `reading the body failed: ${describeError(error)}`;
       return finish(runRecord(clock, context, { status: "failed", report, error: reason }));
@@ -101,7 +104,7 @@ export async function scanDirectorySource(
   clock: Clock,
   source: FeedSource,
   input: { trigger: FeedRunTrigger; leaseOwner: string | null; leaseMs?: number },
-  options: Pick<PullOptions, "bodyLimitBytes">,
+  options: Pick<PullOptions, "bodyLimitBytes" | "onProgress">,
 ): Promise<FeedRun[]> {
   const directory = source.location!;
   const startedAt = clock.now();
@@ -130,7 +133,8 @@ export async function scanDirectorySource(
     let outcome: { report?: ImportReport; error: unknown };
     try {
       const body = limitedBody(Bun.file(join(directory, file.name)).stream(), { limitBytes: options.bodyLimitBytes });
-      outcome = await importForSource(store, clock, context, { stream: body, format: formatOf(source, file.name) });
+      const onProgress = options.onProgress === undefined ? undefined : (report: Readonly<ImportReport>, bytes: number) => options.onProgress?.(file.name, report, bytes);
+      outcome = await importForSource(store, clock, context, { stream: body, format: formatOf(source, file.name), onProgress });
     } catch (error) {
       outcome = { error };
     }

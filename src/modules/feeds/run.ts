@@ -31,7 +31,7 @@ export async function importForSource(
   store: Store,
   clock: Clock,
   context: RunContext,
-  input: { stream: ReadableStream<Uint8Array>; format: FeedFormat; onProgress?: (report: Readonly<ImportReport>) => void },
+  input: { stream: ReadableStream<Uint8Array>; format: FeedFormat; onProgress?: (report: Readonly<ImportReport>, bytesRead: number) => void },
 ): Promise<{ report: ImportReport; error: unknown }> {
   let report: ImportReport = { read: 0, products: 0, offers: 0, rejected: [], rejectedCount: 0 };
   try {
@@ -40,9 +40,9 @@ export async function importForSource(
       now: clock.now(),
       sourceId: context.source.id,
       maxRejected: MAX_REPORTED_REJECTS,
-      onProgress: (sofar) => {
+      onProgress: (sofar, bytesRead) => {
         report = { ...sofar, rejected: sofar.rejected };
-        input.onProgress?.(sofar);
+        input.onProgress?.(sofar, bytesRead);
       },
     });
     return { report, error: null };

@@ -164,6 +164,31 @@ describe("parseFeedRecord", () => {
     expect(errorOf(offerWith(changes))).toBe(message);
   });
 
+  test("a URL is accepted exactly when URL parses it as http(s), on the quick path for plain URLs too", () => {
+    const urls = [
+      "https://shop.example/p/88?ref=feed#top",
+      "HTTP://Shop-A.Example:8080/p/%zz/\\x",
+      "http://localhost",
+      "http://a..b/",
+      "http://-.com/",
+      "http://1.2.3.4/",
+      "http://1.2.3.256/",
+      "http://shop.0x1/",
+      "http://shop.example:99999/",
+      "http://xn--a.example/",
+      "http://xn--nxasmq6b.example/",
+      "http://user@shop.example/",
+      "https://shop example/",
+      "https:shop.example",
+      "https://",
+    ];
+    for (const url of urls) {
+      const parsed = URL.parse(url);
+      const isHTTP = parsed !== null && (parsed.protocol === "http:" || parsed.protocol === "https:");
+      expect([url, errorOf(offerWith({ url })) === null]).toEqual([url, isHTTP]);
+    }
+  });
+
   test("a long bad value is cut short in the message", () => {
     const error = errorOf(offerWith({ price: "9".repeat(1000) }));
     expect(error).toBe(`price: "${"9".repeat(40)}…" is not a decimal amount`);

@@ -16,6 +16,15 @@ const QUOTED_VALUE_MAX_CHARS = 40;
 const ISO_TIMESTAMP =
   /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+-])(\d{2}):?(\d{2}))$/;
 
+/**
+ * Most feed URLs: http(s), a host of ASCII letters, digits and hyphens whose last label starts with a
+ * letter (so not an IPv4 address, which URL would check), an optional port of up to four digits, then
+ * printable ASCII. URL accepts every one of them; matching is cheaper than building a URL object per
+ * offer. IDNA labels (xn--) are left to URL, which may refuse them. Anything else is parsed by URL.
+ */
+const PLAIN_HTTP_URL = /^https?:\/\/(?:[a-z0-9-]+\.)*[a-z][a-z0-9-]*(?::\d{1,4})?(?:[/?#][!-~]*)?$/i;
+const IDNA_LABEL = /xn--/i;
+
 /** A field that failed validation; carries the message reported for the whole record. */
 class InvalidField {
   constructor(readonly error: string) {}
@@ -42,7 +51,7 @@ function readProduct(raw: Record<string, unknown>): FeedRecord["product"] | Inva
   if (gtin instanceof InvalidField) return gtin;
   const title = readString(raw, "title");
   if (title instanceof InvalidField) return title;
-  if (title !== undefined && countCharacters(title) > MAX_TITLE_CHARS) {
+  if (title !== undefined && countCharacters(title, MAX_TITLE_CHARS) > MAX_TITLE_CHARS) {
     return new InvalidField(`title: longer than ${MAX_TITLE_CHARS} characters`);
   }
   const brand = readString(raw, "brand");
@@ -58,7 +67,7 @@ function readProduct(raw: Record<string, unknown>): FeedRecord["product"] | Inva
 }
 
 function readOffer(raw: Record<string, unknown>, merchantId: string, now: number): NonNullable<FeedRecord["offer"]> | InvalidField {
-  if (countCharacters(merchantId) > MAX_MERCHANT_ID_CHARS) {
+  if (countCharacters(merchantId, MAX_MERCHANT_ID_CHARS) > MAX_MERCHANT_ID_CHARS) {
     return new InvalidField(`merchantId: longer than ${MAX_MERCHANT_ID_CHARS} characters`);
   }
   const merchantName = readString(raw, "merchantName");
@@ -98,8 +107,14 @@ function readString(raw: Record<string, unknown>, field: string): string | undef
   const value = raw[field];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "string") return new InvalidField(`${field}: must be a string`);
+  if (value.length > 0 && isPrintableASCII(value.charCodeAt(0)) && isPrintableASCII(value.charCodeAt(value.length - 1))) return value;
   const trimmed = value.trim();
   return trimmed === "" ? undefined : trimmed;
+}
+
+/** Printable ASCII but the space: never whitespace, so a value between two of these needs no trim. */
+function isPrintableASCII(code: number): boolean {
+  return code > 32 && code < 127;
 }
 
 function readGTIN(raw: Record<string, unknown>): string | InvalidField {
@@ -138,13 +153,14 @@ function readChoice<T extends string>(
   const value = readString(raw, field);
   if (value === undefined) return fallback;
   if (value instanceof InvalidField) return value;
-  const choice = choices.find((candidate) => candidate === value);
-  return choice ?? new InvalidField(`${field}: ${quote(value)} is not one of ${choices.join(", ")}`);
+  for (const choice of choices) if (choice === value) return choice;
+  return new InvalidField(`${field}: ${quote(value)} is not one of ${choices.join(", ")}`);
 }
 
 function readHTTPURL(raw: Record<string, unknown>, field: string): string | undefined | InvalidField {
   const value = readString(raw, field);
   if (value === undefined || value instanceof InvalidField) return value;
+  if (PLAIN_HTTP_URL.test(value) && !IDNA_LABEL.test(value)) return value;
   const url = URL.parse(value);
   if (url === null || (url.protocol !== "http:" && url.protocol !== "https:")) {
     return new InvalidField(`${field}: ${quote(value)} is not an http(s) URL`);
@@ -156,12 +172,20 @@ function readObservedAt(raw: Record<string, unknown>, now: number): number | Inv
   const value = readString(raw, "observedAt");
   if (value instanceof InvalidField) return value;
   if (value === undefined) return new InvalidField("observedAt: required with merchantId");
-  const observedAt = parseISOTimestamp(value);
+  const observedAt = parseISOTimestampOnce(value);
   if (observedAt === null) {
     return new InvalidField(`observedAt: ${quote(value)} is not an ISO 8601 timestamp with a timezone`);
   }
   if (observedAt > now + MAX_CLOCK_SKEW_MS) return new InvalidField(`observedAt: ${quote(value)} is in the future`);
   return observedAt;
+}
+
+/** The last timestamp parsed: the records of one feed often share their `observedAt`. */
+let lastTimestamp: { text: string; value: number | null } = { text: "", value: null };
+
+function parseISOTimestampOnce(text: string): number | null {
+  if (text !== lastTimestamp.text) lastTimestamp = { text, value: parseISOTimestamp(text) };
+  return lastTimestamp.value;
 }
 
 /**
@@ -193,7 +217,9 @@ function daysInMonth(year: number, month: number): number {
   return [31, isLeapYear ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1] ?? 0;
 }
 
-function countCharacters(value: string): number {
+/** Characters (code points) of `value`; counted only past `max` UTF-16 units, which never hold more. */
+function countCharacters(value: string, max: number): number {
+  if (value.length <= max) return value.length;
   let count = 0;
   for (const _ of value) count++;
   return count;

@@ -10,8 +10,8 @@ export interface ImportOptions {
   now: number;
   /** Records per store transaction. */
   batchSize?: number;
-  /** Called after each batch is written, with the report so far (for a progress line). */
-  onProgress?: (report: Readonly<ImportReport>) => void;
+  /** Called after each batch is written, with the report so far and the bytes read from the stream (for a progress line). */
+  onProgress?: (report: Readonly<ImportReport>, bytesRead: number) => void;
   /** The feed source the offers are written for (per-source freshness); none for the operator's `import`. */
   sourceId?: string;
   /** Rejected lines kept in the report at most (`rejectedCount` counts them all); every one by default. */
@@ -42,34 +42,50 @@ export async function importFeed(store: Store, stream: ReadableStream<Uint8Array
   const maxRejected = options.maxRejected ?? Number.POSITIVE_INFINITY;
   const apply = { sourceId: options.sourceId };
   const gtins = new Set<string>();
+  const counted = options.onProgress === undefined ? { stream, bytes: () => 0 } : countingBytes(stream);
   let batch: FeedRecord[] = [];
+  const writeBatch = async () => {
+    await store.applyFeedRecords(batch, options.now, apply);
+    batch = [];
+    options.onProgress?.(report, counted.bytes());
+  };
 
-  for await (const numbered of readRecords(stream, options.format)) {
-    report.read++;
-    const parsed =
-      numbered.value === undefined
-        ? { ok: false as const, error: numbered.error ?? "unreadable record" }
-        : parseFeedRecord(numbered.value, options.now);
-    if (!parsed.ok) {
-      if (report.rejectedCount++ < maxRejected) report.rejected.push({ line: numbered.line, error: parsed.error });
-      continue;
-    }
-    gtins.add(parsed.record.product.gtin);
-    if (parsed.record.offer !== undefined) report.offers++;
-    batch.push(parsed.record);
-    if (batch.length >= batchSize) {
-      await store.applyFeedRecords(batch, options.now, apply);
-      batch = [];
-      options.onProgress?.(report);
+  for await (const records of readRecords(counted.stream, options.format)) {
+    for (const numbered of records) {
+      report.read++;
+      const parsed =
+        numbered.value === undefined
+          ? { ok: false as const, error: numbered.error ?? "unreadable record" }
+          : parseFeedRecord(numbered.value, options.now);
+      if (!parsed.ok) {
+        if (report.rejectedCount++ < maxRejected) report.rejected.push({ line: numbered.line, error: parsed.error });
+        continue;
+      }
+      gtins.add(parsed.record.product.gtin);
+      if (parsed.record.offer !== undefined) report.offers++;
+      batch.push(parsed.record);
+      if (batch.length >= batchSize) await writeBatch();
     }
   }
-  if (batch.length > 0) await store.applyFeedRecords(batch, options.now, apply);
+  if (batch.length > 0) await writeBatch();
 
   report.products = gtins.size;
   return report;
 }
 
-function readRecords(stream: ReadableStream<Uint8Array>, format: FeedFormat): AsyncIterable<NumberedRecord> {
+/** The stream passed through, counting its bytes as they are read. */
+function countingBytes(stream: ReadableStream<Uint8Array>): { stream: ReadableStream<Uint8Array>; bytes: () => number } {
+  let bytes = 0;
+  const counter = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      bytes += chunk.byteLength;
+      controller.enqueue(chunk);
+    },
+  });
+  return { stream: stream.pipeThrough(counter), bytes: () => bytes };
+}
+
+function readRecords(stream: ReadableStream<Uint8Array>, format: FeedFormat): AsyncIterable<NumberedRecord[]> {
   return format === "csv" ? readCSV(stream) : readNDJSON(stream);
 }
 

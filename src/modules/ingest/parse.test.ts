@@ -17,9 +17,9 @@ function byteByByte(text: string): ReadableStream<Uint8Array> {
   return streamOf(...Array.from(bytes, (byte) => Uint8Array.of(byte)));
 }
 
-async function collect(records: AsyncIterable<NumberedRecord>): Promise<NumberedRecord[]> {
+async function collect(chunks: AsyncIterable<NumberedRecord[]>): Promise<NumberedRecord[]> {
   const collected: NumberedRecord[] = [];
-  for await (const record of records) collected.push(record);
+  for await (const records of chunks) collected.push(...records);
   return collected;
 }
 
@@ -178,6 +178,34 @@ describe("readCSV", () => {
     const atOnce = await collect(readCSV(streamOf(csv)));
     expect(atOnce).toHaveLength(2);
     expect(await collect(readCSV(byteByByte(csv)))).toEqual(atOnce);
+  });
+
+  test("plain and quoted rows, every line ending and blank lines read the same however the text is cut into chunks", async () => {
+    // Rows without a quote are split at once when their whole line is in the chunk; the others, and
+    // rows cut by a chunk's end, go through the character-by-character state machine.
+    const csv = 'a,b\r\n1,2\r\n\r\n3,"x\ny"\n4,5\r6,7\n\n"8",9\r\n10, 11 \n12" in,13\n14,"""q"""\r\n15,16';
+    const expected = [
+      { line: 2, value: { a: "1", b: "2" } },
+      { line: 4, value: { a: "3", b: "x\ny" } },
+      { line: 6, value: { a: "4", b: "5" } },
+      { line: 7, value: { a: "6", b: "7" } },
+      { line: 9, value: { a: "8", b: "9" } },
+      { line: 10, value: { a: "10", b: " 11 " } },
+      { line: 11, value: { a: '12" in', b: "13" } },
+      { line: 12, value: { a: "14", b: '"q"' } },
+      { line: 13, value: { a: "15", b: "16" } },
+    ];
+    for (let size = 1; size <= csv.length; size++) {
+      const chunks = Array.from({ length: Math.ceil(csv.length / size) }, (_, index) => csv.slice(index * size, (index + 1) * size));
+      expect(await collect(readCSV(streamOf(...chunks)))).toEqual(expected);
+    }
+  });
+
+  test("a wrong field count on a plain row is reported like on a quoted one", async () => {
+    expect(await collect(readCSV(streamOf('a,b\n1,2,3\n"1",2,3\n')))).toEqual([
+      { line: 2, error: "row has 3 fields, the header has 2" },
+      { line: 3, error: "row has 3 fields, the header has 2" },
+    ]);
   });
 
   test("an over-long row is reported and the next row is still read", async () => {
