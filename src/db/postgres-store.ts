@@ -850,12 +850,30 @@ export class PostgresStore implements Store {
         moved AS (
           UPDATE organizations SET ledger_balance = organizations.ledger_balance - paid.amount
           FROM claimed, paid WHERE organizations.id = claimed.organization_id
-          RETURNING organizations.id, organizations.ledger_balance
+          RETURNING organizations.id, organizations.ledger_balance, organizations.low_credit_threshold
         ),
         ledger AS (
           INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, description, created_at)
           SELECT ${transactionId}, moved.id, 'refund', -paid.amount, moved.ledger_balance, paid.bucket_id, 'Refund: credits a request in flight gave back', ${now}
           FROM moved, paid
+        ),
+        -- The refund lowers the sum like any debit (appendLedger): its balance events, with their deliveries, in the same statement.
+        balance_events AS (
+          INSERT INTO webhook_events (id, organization_id, type, payload, created_at)
+          SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), moved.id, kind.type, kind.payload, ${now}
+          FROM moved, paid CROSS JOIN LATERAL (VALUES
+            ('credits.low', moved.low_credit_threshold IS NOT NULL AND moved.ledger_balance + paid.amount >= moved.low_credit_threshold AND moved.ledger_balance < moved.low_credit_threshold,
+             jsonb_build_object('organizationId', moved.id, 'balance', moved.ledger_balance, 'threshold', moved.low_credit_threshold)::text),
+            ('credits.depleted', moved.ledger_balance + paid.amount > 0 AND moved.ledger_balance <= 0, jsonb_build_object('organizationId', moved.id, 'balance', moved.ledger_balance)::text)
+          ) AS kind(type, crossed, payload)
+          WHERE kind.crossed
+          RETURNING id, organization_id, type, created_at
+        ),
+        balance_deliveries AS (
+          INSERT INTO webhook_deliveries (endpoint_id, event_id, state, attempts, next_attempt_at, created_at)
+          SELECT e.id, balance_events.id, 'pending', 0, balance_events.created_at, balance_events.created_at
+          FROM balance_events JOIN webhook_endpoints e
+            ON e.organization_id = balance_events.organization_id AND e.status = 'enabled' AND e.event_types @> jsonb_build_array(balance_events.type)
         )
         SELECT count(*)::int AS released, set_config('synchronous_commit', 'off', true) AS async_commit FROM claimed`;
   }

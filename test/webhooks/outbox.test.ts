@@ -3,6 +3,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { SYSTEM_USER_ID } from "../../src/db/store";
 import { newId } from "../../src/lib/ids";
+import { completeLocalOrder } from "../../src/modules/billing/service";
 import { createApiKey, revokeApiKey, rotateApiKey } from "../../src/modules/keys/service";
 import { addProduct, createOrganization, createTestContext, packOrder, queryRows, signIn, type TestContext, type TestOrganization } from "../helpers";
 
@@ -129,6 +130,26 @@ describe("events written with their cause", () => {
     clock.advance(2000);
     await store.expireBuckets(clock.now());
     expect((await events(other.id)).map((event) => event.type)).toEqual(["credits.granted", "credits.low", "credits.depleted"]);
+  });
+
+  test("a refund paid from credits a look-up gives back counts as a debit", async () => {
+    const { store, clock } = context;
+    const other = await store.createOrganization({ name: "Refunded", now: clock.now() });
+    await store.setLowCreditThreshold(other.id, 5);
+    const order = await store.createOrder(packOrder({ id: "ord_refunded", organizationId: other.id, credits: 10, amount: 900, now: clock.now() }));
+    expect((await completeLocalOrder({ store, clock }, order.id)).applied).toBe(true);
+    const held = await store.reserveCredits({ organizationId: other.id, amount: 3, keyId: null, requestId: "req_held", now: clock.now() });
+    if (!held.ok) throw new Error("expected the reservation to succeed");
+    // The free 7 go at once (10 → 3: below the threshold); the held 3 go to the refund when the look-up gives them back (3 → 0).
+    expect(await store.refundPayment({ event: null, ref: order.id, refundedAmount: 900, description: "Refund", now: clock.now() })).toMatchObject({ applied: true, clawedBack: 7 });
+    clock.advance(1000);
+    expect(await store.releaseReservation(held.reservationId, clock.now())).toBe(true);
+    const balanceEvents = (await events(other.id)).filter((event) => event.type.startsWith("credits."));
+    expect(balanceEvents.map((event) => [event.type, event.data.balance])).toEqual([
+      ["credits.granted", 10],
+      ["credits.low", 3],
+      ["credits.depleted", 0],
+    ]);
   });
 });
 
