@@ -10,6 +10,13 @@ describe("createAddressPolicy", () => {
     }
   });
 
+  test("refuses IPv6 forms that embed an IPv4 address a gateway or tunnel may forward to, like NAT64's 64:ff9b::/96", () => {
+    // NAT64, local-use NAT64 (RFC 8215) and IPv4-compatible (deprecated, ::/96) forms of 10.0.0.1 and 127.0.0.1.
+    for (const address of ["64:ff9b::a00:1", "64:ff9b:1::a00:1", "::a00:1", "::127.0.0.1"]) {
+      expect({ address, allowed: production.isAllowed(address) }).toEqual({ address, allowed: false });
+    }
+  });
+
   test("allows public addresses", () => {
     for (const address of ["93.184.216.34", "172.32.0.1", "8.8.8.8", "2606:4700:4700::1111"]) {
       expect({ address, allowed: production.isAllowed(address) }).toEqual({ address, allowed: true });

@@ -28,8 +28,9 @@ const BLOCKED_IPV4: Array<[string, number]> = [
   ["240.0.0.0", 4],
 ];
 const BLOCKED_IPV6: Array<[string, number]> = [
-  ["::", 127], // :: and ::1
+  ["::", 96], // :: and ::1, and the deprecated IPv4-compatible ::a.b.c.d
   ["64:ff9b::", 96], // NAT64 of any IPv4 address, private ones included
+  ["64:ff9b:1::", 48], // local-use NAT64 (RFC 8215), likewise
   ["100::", 64],
   ["2001:db8::", 32],
   ["fc00::", 7],
