@@ -228,6 +228,48 @@ describe("crashes and instances", () => {
     return store.grantCredits({ organizationId, source: "grant", type: "grant", amount: 5, expiresAt: null, description: "grant", now: clock.now() });
   }
 
+  test("a tick ends only when all its deliveries are recorded, even when recording one of them fails", async () => {
+    const { store, clock } = context;
+    const organization = await store.createOrganization({ name: "Flaky", now: clock.now() });
+    await addEndpoint(store, organization.id, clock);
+    for (let i = 0; i < 2; i++) await grant(store, organization.id, clock);
+    // The first attempt's record fails (its database write), the second's receiver answers later.
+    let releaseSlow!: () => void;
+    const slow = new Promise<void>((resolve) => (releaseSlow = resolve));
+    let calls = 0;
+    let recordFailed!: () => void;
+    const failedRecord = new Promise<void>((resolve) => (recordFailed = resolve));
+    const flakyStore = new Proxy(store, {
+      get(target, property, receiving) {
+        if (property === "finishWebhookDelivery") {
+          return () => {
+            recordFailed();
+            return Promise.reject(new Error("could not write (injected)"));
+          };
+        }
+        const value = Reflect.get(target, property, receiving);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const fetchOnce = (async () => {
+      if (calls++ === 1) await slow;
+      return new Response("ok");
+    }) as unknown as typeof fetch;
+    const flaky = new WebhookDispatcher({ store: flakyStore, clock, logger: silent, policy: createAddressPolicy({ allowedNetworks: [], allowLoopback: true }), userAgent: "test", fetch: fetchOnce });
+    let settled = false;
+    const ticking = flaky.tick().then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    await failedRecord;
+    await new Promise((resolve) => setImmediate(resolve));
+    // The slow delivery is still being sent: the tick (and drain at shutdown) must wait for it.
+    expect(settled).toBe(false);
+    releaseSlow();
+    await ticking;
+    expect(calls).toBe(2);
+  });
+
   test("an event whose cause committed before a crash is delivered after the restart", async () => {
     const database = await createTestDatabase();
     const clock = new FakeClock();

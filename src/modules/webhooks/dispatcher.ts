@@ -72,7 +72,10 @@ export class WebhookDispatcher {
 
   private async sendDue(): Promise<number> {
     const claimed = await this.deps.store.claimWebhookDeliveries({ owner: this.owner, now: this.deps.clock.now(), leaseMs: LEASE_MS, limit: CLAIM_LIMIT });
-    await Promise.all(claimed.map((delivery) => this.send(delivery)));
+    // Every send is waited for, also when recording one fails: a tick (and drain at shutdown) ends only when none is in flight.
+    const sent = await Promise.allSettled(claimed.map((delivery) => this.send(delivery)));
+    const failed = sent.find((outcome) => outcome.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
     return claimed.length;
   }
 
