@@ -319,11 +319,10 @@ export class PostgresStore implements Store {
         .update(apiKeys)
         .set({ status: "ROTATED", replacedBy: replacement.id })
         .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({ id: apiKeys.id });
+        .returning({ line: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})` });
       if (changed.length !== 1) return false;
-      await tx.insert(apiKeys).values({ ...replacement, status: "ACTIVE" });
-      // The replacement is the same fence: what the key spent counts against the new one's limit.
-      await tx.execute(sql`INSERT INTO api_key_monthly_usage (key_id, month, spent) SELECT ${replacement.id}, month, spent FROM api_key_monthly_usage WHERE key_id = ${id}`);
+      // The replacement joins the key's line: what the line spent and holds counts against its limit.
+      await tx.insert(apiKeys).values({ ...replacement, status: "ACTIVE", lineId: changed[0]!.line });
       const data = keyEventData({ ...replacement, id }, { replacedBy: replacement.id });
       await emitPostgres(tx, [{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
       return true;
@@ -343,9 +342,10 @@ export class PostgresStore implements Store {
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
     if (keyIds.length === 0) return new Map();
     const rows = await this.db
-      .select({ keyId: apiKeyMonthlyUsage.keyId, spent: apiKeyMonthlyUsage.spent })
-      .from(apiKeyMonthlyUsage)
-      .where(and(inArray(apiKeyMonthlyUsage.keyId, keyIds), eq(apiKeyMonthlyUsage.month, month)));
+      .select({ keyId: apiKeys.id, spent: apiKeyMonthlyUsage.spent })
+      .from(apiKeys)
+      .innerJoin(apiKeyMonthlyUsage, and(eq(apiKeyMonthlyUsage.keyId, sql`coalesce(${apiKeys.lineId}, ${apiKeys.id})`), eq(apiKeyMonthlyUsage.month, month)))
+      .where(inArray(apiKeys.id, keyIds));
     return new Map(rows.map((row) => [row.keyId, row.spent]));
   }
 
@@ -579,23 +579,27 @@ export class PostgresStore implements Store {
     return { ok: true, reservationId, available: Number(row!.available) - input.amount };
   }
 
-  // Invariant: a key's spending in the month plus what its open reservations hold never exceeds its
-  // monthly limit. Every reservation of a capped key first locks the key's counter row of the month
-  // (inserting it if needed), and every debit moves that row in its own statement, so reservations
-  // of one key queue on it and each one reads the committed spending and reservations of the others
-  // (read in a second statement, after the lock: a debit that committed before is seen whole, one
-  // still running waits and is seen as neither). A released reservation frees its share at once.
+  // Invariant: a key line's spending in the month plus what its open reservations hold never exceeds
+  // its monthly limit (a line is a key and its rotations, and its limit is the live key's). Every
+  // reservation of a capped line first locks the line's counter row of the month (inserting it if
+  // needed; a key's line never changes, so a rotation cannot split the queue), and every debit moves
+  // that row in its own statement, so reservations of one line queue on it and each one reads the
+  // committed spending and reservations of the others (read in a second statement, after the lock:
+  // a debit that committed before is seen whole, one still running waits and is seen as neither).
+  // A released reservation frees its share at once.
   private async reserveCapped(input: Parameters<Store["reserveCredits"]>[0], reservationId: string): Promise<Reservation> {
     const keyId = input.keyId!;
     const outcome = await retrying(() =>
       this.client.begin(async (tx) => {
-        const [counter] = await tx<Array<{ spent: string }>>`
-          INSERT INTO api_key_monthly_usage (key_id, month, spent) VALUES (${keyId}, ${utcMonth(input.now)}, 0)
+        const [counter] = await tx<Array<{ line: string; spent: string }>>`
+          INSERT INTO api_key_monthly_usage (key_id, month, spent)
+          SELECT coalesce(line_id, id), ${utcMonth(input.now)}, 0 FROM api_keys WHERE id = ${keyId}
           ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent
-          RETURNING spent`;
+          RETURNING key_id AS line, spent`;
+        const line = counter!.line;
         const [key] = await tx<Array<{ monthly_credit_limit: string | null; held: string }>>`
-          SELECT monthly_credit_limit, (SELECT coalesce(sum(amount), 0)::bigint FROM reservations WHERE key_id = ${keyId}) AS held
-          FROM api_keys WHERE id = ${keyId}`;
+          SELECT (SELECT monthly_credit_limit FROM api_keys WHERE id = ${line} OR line_id = ${line} ORDER BY status = 'ACTIVE' DESC, created_at DESC LIMIT 1) AS monthly_credit_limit,
+                 (SELECT coalesce(sum(amount), 0)::bigint FROM reservations WHERE key_id IN (SELECT id FROM api_keys WHERE id = ${line} OR line_id = ${line})) AS held`;
         const limit = key?.monthly_credit_limit == null ? null : Number(key.monthly_credit_limit);
         if (limit !== null && Number(counter!.spent) + Number(key!.held) + input.amount > limit) return { refusedBy: limit };
         const [row] = await this.reserveStatement(tx, input, reservationId, { unlimitedKeyOnly: false });
@@ -608,7 +612,8 @@ export class PostgresStore implements Store {
   }
 
   private reserveStatement(sql: postgres.Sql | postgres.TransactionSql, input: Parameters<Store["reserveCredits"]>[0], reservationId: string, options: { unlimitedKeyOnly: boolean }) {
-    const capped = sql`EXISTS (SELECT 1 FROM api_keys WHERE id = ${input.keyId} AND monthly_credit_limit IS NOT NULL)`;
+    // A key no longer ACTIVE (rotated while its request was admitted) takes the capped path too: its line's limit is the live key's.
+    const capped = sql`EXISTS (SELECT 1 FROM api_keys WHERE id = ${input.keyId} AND (monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE'))`;
     return sql<Array<{ available: string; reservation_id: string | null; capped: boolean }>>`
         WITH locked AS (
           SELECT id, remaining, expires_at FROM credit_buckets
@@ -755,10 +760,11 @@ export class PostgresStore implements Store {
         ON CONFLICT (organization_id, period_ms, period_start, key_id, reason)
         DO UPDATE SET requests = usage_counters.requests + excluded.requests, credits = usage_counters.credits + excluded.credits
       ),
-      -- Each key's spending of the month moves with its usage rows (the monthly credit limit reads it).
+      -- Each key line's spending of the month moves with its usage rows (the monthly credit limit reads it).
       spending AS (
         INSERT INTO api_key_monthly_usage (key_id, month, spent)
-        SELECT key_id, month, sum(amount)::bigint FROM debits WHERE key_id IS NOT NULL GROUP BY key_id, month ORDER BY key_id, month
+        SELECT coalesce(api_keys.line_id, api_keys.id), month, sum(amount)::bigint FROM debits JOIN api_keys ON api_keys.id = debits.key_id
+        GROUP BY 1, 2 ORDER BY 1, 2
         ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
       ),
       -- The webhook events of balances this batch took across the low-credit threshold or to zero

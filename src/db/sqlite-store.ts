@@ -241,7 +241,7 @@ export class SQLiteStore implements Store {
   private readonly keyCache = new Map<string, KeyCredential>();
   private readonly productCache = new Map<string, { product: ProductRecord; offers: OfferRecord[] } | null>();
   private readonly bucketCache = new Map<string, Array<{ id: string; remaining: number; expiresAt: number | null }>>();
-  /** Per key: its monthly credit limit (null: none) and what it spent in one month, as committed. */
+  /** Per key line: its monthly credit limit (null: none) and what it spent in one month, as committed. */
   private readonly keyLimitCache = new Map<string, number | null>();
   private readonly keySpentCache = new Map<string, { month: string; spent: number }>();
   private seenDataVersion = -1;
@@ -383,9 +383,8 @@ export class SQLiteStore implements Store {
         .returning({ id: apiKeys.id })
         .all();
       if (changed.length !== 1) return false;
-      tx.insert(apiKeys).values({ ...replacement, status: "ACTIVE" }).run();
-      // The replacement is the same fence: what the key spent counts against the new one's limit.
-      tx.run(sql`INSERT INTO api_key_monthly_usage (key_id, month, spent) SELECT ${replacement.id}, month, spent FROM api_key_monthly_usage WHERE key_id = ${id}`);
+      // The replacement joins the key's line: what the line spent and holds counts against its limit.
+      tx.insert(apiKeys).values({ ...replacement, status: "ACTIVE", lineId: this.keyLineOf(id) }).run();
       const data = keyEventData({ ...replacement, id }, { replacedBy: replacement.id });
       this.webhooks.emit([{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
       return true;
@@ -404,13 +403,7 @@ export class SQLiteStore implements Store {
   }
 
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
-    if (keyIds.length === 0) return new Map();
-    const rows = this.db
-      .select({ keyId: apiKeyMonthlyUsage.keyId, spent: apiKeyMonthlyUsage.spent })
-      .from(apiKeyMonthlyUsage)
-      .where(and(inArray(apiKeyMonthlyUsage.keyId, keyIds), eq(apiKeyMonthlyUsage.month, month)))
-      .all();
-    return new Map(rows.map((row) => [row.keyId, row.spent]));
+    return new Map(keyIds.map((id) => [id, this.keySpentById().get(this.keyLineOf(id), month)?.spent ?? 0]));
   }
 
   async touchApiKeys(lastUsed: Map<string, number>): Promise<void> {
@@ -666,41 +659,60 @@ export class SQLiteStore implements Store {
   // debited only when a usage row is written, in the same transaction.
   private readonly holds = new Map<string, number>();
   private readonly heldReservations = new Map<string, { organizationId: string; amount: number; allocations: Array<{ bucketId: string; amount: number }>; keyId: string | null; requestId: string }>();
-  /** Credits held per key by its requests in flight (for monthly credit limits). */
+  /** Credits held per key line by its requests in flight (for monthly credit limits). */
   private readonly keyHolds = new Map<string, number>();
 
   private readonly keyLimitById = this.lazy(() =>
-    this.database.prepare<{ limit: number | null }, [string]>("SELECT monthly_credit_limit AS \"limit\" FROM api_keys WHERE id = ?1"),
+    this.database.prepare<{ limit: number | null }, [string]>("SELECT monthly_credit_limit AS \"limit\" FROM api_keys WHERE id = ?1 OR line_id = ?1 ORDER BY status = 'ACTIVE' DESC, created_at DESC LIMIT 1"),
   );
   private readonly keySpentById = this.lazy(() =>
     this.database.prepare<{ spent: number }, [string, string]>("SELECT spent FROM api_key_monthly_usage WHERE key_id = ?1 AND month = ?2"),
   );
 
-  /** The key's monthly credit limit as stored now (the caches are exact: any change clears them). */
-  private keyLimitOf(keyId: string): number | null {
-    let limit = this.keyLimitCache.get(keyId);
+  private readonly keyLines = new Map<string, string>();
+  private readonly keyLineById = this.lazy(() =>
+    this.database.prepare<{ line: string }, [string]>("SELECT coalesce(line_id, id) AS line FROM api_keys WHERE id = ?1"),
+  );
+
+  // Invariant: a monthly credit limit fences a key's line (the key and its rotations): the line's
+  // spending is one counter, its requests in flight hold against it, and its limit is the live key's,
+  // so neither a rotation nor a request of the old key still running frees room under the limit.
+  /** The line of a key: fixed when the key is made, so it is cached for good. */
+  private keyLineOf(keyId: string): string {
+    let line = this.keyLines.get(keyId);
+    if (line === undefined) {
+      line = this.keyLineById().get(keyId)?.line ?? keyId;
+      this.keyLines.set(keyId, line);
+    }
+    return line;
+  }
+
+  /** The line's monthly credit limit as stored now (the caches are exact: any change clears them). */
+  private keyLimitOf(line: string): number | null {
+    let limit = this.keyLimitCache.get(line);
     if (limit === undefined) {
-      limit = this.keyLimitById().get(keyId)?.limit ?? null;
-      this.keyLimitCache.set(keyId, limit);
+      limit = this.keyLimitById().get(line)?.limit ?? null;
+      this.keyLimitCache.set(line, limit);
     }
     return limit;
   }
 
-  /** What the key's committed debits of `month` add up to. */
-  private keySpentIn(keyId: string, month: string): number {
-    let cached = this.keySpentCache.get(keyId);
+  /** What the line's committed debits of `month` add up to. */
+  private keySpentIn(line: string, month: string): number {
+    let cached = this.keySpentCache.get(line);
     if (cached === undefined || cached.month !== month) {
-      cached = { month, spent: this.keySpentById().get(keyId, month)?.spent ?? 0 };
-      this.keySpentCache.set(keyId, cached);
+      cached = { month, spent: this.keySpentById().get(line, month)?.spent ?? 0 };
+      this.keySpentCache.set(line, cached);
     }
     return cached.spent;
   }
 
   private changeKeyHold(keyId: string | null, delta: number): void {
     if (keyId === null) return;
-    const held = (this.keyHolds.get(keyId) ?? 0) + delta;
-    if (held === 0) this.keyHolds.delete(keyId);
-    else this.keyHolds.set(keyId, held);
+    const line = this.keyLineOf(keyId);
+    const held = (this.keyHolds.get(line) ?? 0) + delta;
+    if (held === 0) this.keyHolds.delete(line);
+    else this.keyHolds.set(line, held);
   }
 
   /** Spendable buckets (unexpired, FEFO) with what requests in flight hold already taken out. */
@@ -733,8 +745,9 @@ export class SQLiteStore implements Store {
     const buckets = this.spendableBuckets(input.organizationId, input.now);
     const available = buckets.reduce((sum, bucket) => sum + bucket.free, 0);
     if (available < input.amount) return { ok: false, available };
-    const keyLimit = input.keyId === null ? null : this.keyLimitOf(input.keyId);
-    if (keyLimit !== null && this.keySpentIn(input.keyId!, utcMonth(input.now)) + (this.keyHolds.get(input.keyId!) ?? 0) + input.amount > keyLimit) {
+    const keyLine = input.keyId === null ? null : this.keyLineOf(input.keyId);
+    const keyLimit = keyLine === null ? null : this.keyLimitOf(keyLine);
+    if (keyLimit !== null && this.keySpentIn(keyLine!, utcMonth(input.now)) + (this.keyHolds.get(keyLine!) ?? 0) + input.amount > keyLimit) {
       return { ok: false, available, keyLimit };
     }
     const allocations: Array<{ bucketId: string; amount: number }> = [];
@@ -830,8 +843,9 @@ export class SQLiteStore implements Store {
       if (usage.idempotency !== undefined) this.completeIdempotencyRecord(usage.idempotency);
       if (reservation.keyId !== null) {
         const month = utcMonth(usage.now);
-        const spending = keySpending.get(`${reservation.keyId} ${month}`);
-        if (spending === undefined) keySpending.set(`${reservation.keyId} ${month}`, { keyId: reservation.keyId, month, amount: reservation.amount });
+        const keyId = this.keyLineOf(reservation.keyId);
+        const spending = keySpending.get(`${keyId} ${month}`);
+        if (spending === undefined) keySpending.set(`${keyId} ${month}`, { keyId, month, amount: reservation.amount });
         else spending.amount += reservation.amount;
       }
     }
@@ -971,10 +985,11 @@ export class SQLiteStore implements Store {
   private spendCachedKey(reservationId: string, now: number): void {
     const reservation = this.heldReservations.get(reservationId)!;
     if (reservation.keyId === null) return;
-    const cached = this.keySpentCache.get(reservation.keyId);
+    const line = this.keyLineOf(reservation.keyId);
+    const cached = this.keySpentCache.get(line);
     if (cached === undefined) return;
     if (cached.month === utcMonth(now)) cached.spent += reservation.amount;
-    else this.keySpentCache.delete(reservation.keyId);
+    else this.keySpentCache.delete(line);
   }
 
   private dropReservation(reservationId: string): boolean {

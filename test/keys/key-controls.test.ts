@@ -318,4 +318,31 @@ describe("rotation", () => {
     expect((await price(rotated.clearKey)).status).toBe(402);
     expect((await listed(ada, old.key.id)).status).toBe("ROTATED");
   });
+
+  test("a batch of the old key still in flight at the rotation counts against the new key's limit", async () => {
+    await grant(ada, 100);
+    const old = await createKey(ada, { monthlyCreditLimit: 3 });
+    const { store, clock } = context;
+    const inFlight = await store.reserveCredits({ organizationId: ada.organizationId, amount: 2, keyId: old.key.id, requestId: "req_in_flight", now: clock.now() });
+    if (!inFlight.ok) throw new Error("expected the reservation to succeed");
+    const rotated = await json(await send("POST", `${KEYS}/${old.key.id}/rotate`, ada));
+    // While the old key's 2 credits are held, the new key may take only 1.
+    const held = await store.reserveCredits({ organizationId: ada.organizationId, amount: 2, keyId: rotated.key.id, requestId: "req_new_held", now: clock.now() });
+    expect(held).toMatchObject({ ok: false, keyLimit: 3 });
+    expect(await store.commitReservation(inFlight.reservationId, { gtin: null, description: "Price look-ups of 2 GTINs", now: clock.now(), items: 2 })).toBe(true);
+    expect((await listed(ada, rotated.key.id)).creditsSpentThisMonth).toBe(2);
+    expect((await price(rotated.clearKey)).status).toBe(200);
+    expect((await price(rotated.clearKey)).status).toBe(402);
+    expect(await ledgerSum(context.store, ada.organizationId)).toBe(97);
+  });
+
+  test("a request of the old key that reserves just after the rotation is held to the new key's spending", async () => {
+    await grant(ada, 100);
+    const old = await createKey(ada, { monthlyCreditLimit: 3 });
+    const rotated = await json(await send("POST", `${KEYS}/${old.key.id}/rotate`, ada));
+    for (let i = 0; i < 3; i++) expect((await price(rotated.clearKey)).status).toBe(200);
+    const { store, clock } = context;
+    const late = await store.reserveCredits({ organizationId: ada.organizationId, amount: 1, keyId: old.key.id, requestId: "req_late", now: clock.now() });
+    expect(late).toMatchObject({ ok: false, keyLimit: 3 });
+  });
 });

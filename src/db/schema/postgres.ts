@@ -68,6 +68,8 @@ export const apiKeys = pgTable(
     keyHash: text("key_hash").notNull(),
     status: text("status", { enum: ["ACTIVE", "ROTATED", "REVOKED"] }).notNull(),
     replacedBy: text("replaced_by"),
+    /** The first key of its rotations (null: this key is): a monthly credit limit fences the whole line. */
+    lineId: text("line_id"),
     createdBy: text("created_by").notNull().references(() => users.id),
     createdAt: epochMs("created_at").notNull(),
     lastUsedAt: epochMs("last_used_at"),
@@ -78,7 +80,7 @@ export const apiKeys = pgTable(
     /** Requests per second on the data endpoint; null: the service's RATE_LIMIT. */
     rateLimit: integer("rate_limit"),
   },
-  (table) => [uniqueIndex("api_keys_key_hash_unique").on(table.keyHash), index("api_keys_org_idx").on(table.organizationId, table.id)],
+  (table) => [uniqueIndex("api_keys_key_hash_unique").on(table.keyHash), index("api_keys_org_idx").on(table.organizationId, table.id), index("api_keys_line_idx").on(table.lineId)],
 );
 
 /**
