@@ -776,23 +776,7 @@ export class PostgresStore implements Store {
                (SELECT max(created_at) FROM debits WHERE debits.organization_id = moved.id) AS created_at
         FROM moved
       ),
-      balance_events AS (
-        INSERT INTO webhook_events (id, organization_id, type, payload, created_at)
-        SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), organization_id, kind.type, kind.payload, created_at
-        FROM crossings CROSS JOIN LATERAL (VALUES
-          ('credits.low', threshold IS NOT NULL AND before >= threshold AND after < threshold,
-           jsonb_build_object('organizationId', organization_id, 'balance', after, 'threshold', threshold)::text),
-          ('credits.depleted', before > 0 AND after <= 0, jsonb_build_object('organizationId', organization_id, 'balance', after)::text)
-        ) AS kind(type, crossed, payload)
-        WHERE kind.crossed
-        RETURNING id, organization_id, type, created_at
-      ),
-      balance_deliveries AS (
-        INSERT INTO webhook_deliveries (endpoint_id, event_id, state, attempts, next_attempt_at, created_at)
-        SELECT e.id, balance_events.id, 'pending', 0, balance_events.created_at, balance_events.created_at
-        FROM balance_events JOIN webhook_endpoints e
-          ON e.organization_id = balance_events.organization_id AND e.status = 'enabled' AND e.event_types @> jsonb_build_array(balance_events.type)
-      ),
+      ${balanceEvents(this.client)},
       completed AS (
         UPDATE idempotency_records SET status = 'done', response_status = debits.response_status, response_body = debits.response_body
         FROM debits
@@ -864,23 +848,12 @@ export class PostgresStore implements Store {
           FROM moved, paid
         ),
         -- The refund lowers the sum like any debit (appendLedger): its balance events, with their deliveries, in the same statement.
-        balance_events AS (
-          INSERT INTO webhook_events (id, organization_id, type, payload, created_at)
-          SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), moved.id, kind.type, kind.payload, ${now}
-          FROM moved, paid CROSS JOIN LATERAL (VALUES
-            ('credits.low', moved.low_credit_threshold IS NOT NULL AND moved.ledger_balance + paid.amount >= moved.low_credit_threshold AND moved.ledger_balance < moved.low_credit_threshold,
-             jsonb_build_object('organizationId', moved.id, 'balance', moved.ledger_balance, 'threshold', moved.low_credit_threshold)::text),
-            ('credits.depleted', moved.ledger_balance + paid.amount > 0 AND moved.ledger_balance <= 0, jsonb_build_object('organizationId', moved.id, 'balance', moved.ledger_balance)::text)
-          ) AS kind(type, crossed, payload)
-          WHERE kind.crossed
-          RETURNING id, organization_id, type, created_at
+        crossings AS (
+          SELECT moved.id AS organization_id, moved.ledger_balance + paid.amount AS before, moved.ledger_balance AS after,
+                 moved.low_credit_threshold AS threshold, ${now}::bigint AS created_at
+          FROM moved, paid
         ),
-        balance_deliveries AS (
-          INSERT INTO webhook_deliveries (endpoint_id, event_id, state, attempts, next_attempt_at, created_at)
-          SELECT e.id, balance_events.id, 'pending', 0, balance_events.created_at, balance_events.created_at
-          FROM balance_events JOIN webhook_endpoints e
-            ON e.organization_id = balance_events.organization_id AND e.status = 'enabled' AND e.event_types @> jsonb_build_array(balance_events.type)
-        )
+        ${balanceEvents(sql)}
         SELECT count(*)::int AS released, set_config('synchronous_commit', 'off', true) AS async_commit FROM claimed`;
   }
 
@@ -1809,4 +1782,31 @@ function mergeFeedRecords(records: FeedRecord[]): {
     merchants: [...merchantsById.values()].sort(byKey((m) => m.id)),
     offerRounds: offerRounds.map((round) => [...round.values()].sort(byKey((o) => `${o.gtin}\u0000${o.merchantId}`))),
   };
+}
+
+/**
+ * The CTEs that write the webhook events of balances crossing the low-credit threshold or reaching
+ * zero (balanceEventTypes in SQL), with their deliveries, from a CTE `crossings` (organization_id,
+ * before, after, threshold, created_at): in the statement that moves the balance, so an event exists
+ * exactly when its cause does.
+ */
+function balanceEvents(sql: postgres.Sql | postgres.TransactionSql) {
+  return sql`
+      balance_events AS (
+        INSERT INTO webhook_events (id, organization_id, type, payload, created_at)
+        SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), organization_id, kind.type, kind.payload, created_at
+        FROM crossings CROSS JOIN LATERAL (VALUES
+          ('credits.low', threshold IS NOT NULL AND before >= threshold AND after < threshold,
+           jsonb_build_object('organizationId', organization_id, 'balance', after, 'threshold', threshold)::text),
+          ('credits.depleted', before > 0 AND after <= 0, jsonb_build_object('organizationId', organization_id, 'balance', after)::text)
+        ) AS kind(type, crossed, payload)
+        WHERE kind.crossed
+        RETURNING id, organization_id, type, created_at
+      ),
+      balance_deliveries AS (
+        INSERT INTO webhook_deliveries (endpoint_id, event_id, state, attempts, next_attempt_at, created_at)
+        SELECT e.id, balance_events.id, 'pending', 0, balance_events.created_at, balance_events.created_at
+        FROM balance_events JOIN webhook_endpoints e
+          ON e.organization_id = balance_events.organization_id AND e.status = 'enabled' AND e.event_types @> jsonb_build_array(balance_events.type)
+      )`;
 }
