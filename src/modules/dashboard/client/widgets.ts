@@ -117,6 +117,44 @@ export async function copyText(text: string, field: HTMLInputElement | HTMLEleme
   }
 }
 
+/**
+ * The panel that shows a secret once (a new API key, a webhook signing secret), with Copy and Done;
+ * Done empties `region` and calls `onDone`. `ids` names the field and its title and warning.
+ */
+export function secretPanel(options: {
+  region: HTMLElement;
+  announce: (message: string) => void;
+  secret: string;
+  ids: { field: string; title: string; warning: string };
+  text: { title: string; warning: string; label: string };
+  focus: boolean;
+  onDone: () => void;
+}): void {
+  const { region, secret, ids, text } = options;
+  const field = h("input", { id: ids.field, class: "secret", readonly: true, value: secret, spellcheck: "false", autocomplete: "off", "aria-describedby": ids.warning });
+  const copy = h("button", { type: "button" }, t("copy"));
+  copy.addEventListener("click", async () => options.announce(t((await copyText(secret, field)) ? "copied" : "copyFailed")));
+  const done = h("button", { type: "button", class: "secondary" }, t("secretDone"));
+  done.addEventListener("click", () => {
+    replace(region);
+    options.onDone();
+  });
+  field.addEventListener("focus", () => field.select());
+  replace(
+    region,
+    h(
+      "section",
+      { class: "panel secret-panel", "aria-labelledby": ids.title },
+      h("h2", { id: ids.title }, text.title),
+      h("p", { id: ids.warning, class: "warning" }, text.warning),
+      h("label", { for: ids.field }, text.label),
+      h("div", { class: "row" }, field, copy),
+      h("div", {}, done),
+    ),
+  );
+  if (options.focus) copy.focus();
+}
+
 /** A random Idempotency-Key; works outside secure contexts too, unlike crypto.randomUUID. */
 export function newIdempotencyKey(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(16));

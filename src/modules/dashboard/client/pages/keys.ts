@@ -2,7 +2,7 @@ import { type APIKey, call, type CreatedKey, type Page, withQuery } from "../api
 import type { PageContext } from "../context";
 import { h, replace, srOnly } from "../dom";
 import { formatDateTime, type MessageKey, t } from "../i18n";
-import { confirmAction, copyText, newIdempotencyKey, type PagedTable, pagedTable, uniqueId } from "../widgets";
+import { confirmAction, newIdempotencyKey, type PagedTable, pagedTable, secretPanel, uniqueId } from "../widgets";
 
 /**
  * The one clear secret the dashboard holds: in memory only, until the user dismisses it or the page
@@ -10,35 +10,20 @@ import { confirmAction, copyText, newIdempotencyKey, type PagedTable, pagedTable
  */
 let shownSecret: { name: string; clearKey: string } | null = null;
 
-function secretPanel(context: PageContext, region: HTMLElement, focus: boolean): void {
-  if (shownSecret === null) {
-    replace(region);
-    return;
-  }
-  const { name, clearKey } = shownSecret;
-  const field = h("input", { id: "secret-key", class: "secret", readonly: true, value: clearKey, spellcheck: "false", autocomplete: "off", "aria-describedby": "secret-warning" });
-  const copy = h("button", { type: "button" }, t("copy"));
-  copy.addEventListener("click", async () => context.announce(t((await copyText(clearKey, field)) ? "copied" : "copyFailed")));
-  const done = h("button", { type: "button", class: "secondary" }, t("secretDone"));
-  done.addEventListener("click", () => {
-    shownSecret = null;
-    replace(region);
-    document.getElementById("key-name")?.focus();
-  });
-  field.addEventListener("focus", () => field.select());
-  replace(
+function showSecret(context: PageContext, region: HTMLElement, focus: boolean): void {
+  if (shownSecret === null) return replace(region);
+  secretPanel({
     region,
-    h(
-      "section",
-      { class: "panel secret-panel", "aria-labelledby": "secret-title" },
-      h("h2", { id: "secret-title" }, t("secretTitle", { name })),
-      h("p", { id: "secret-warning", class: "warning" }, t("secretWarning")),
-      h("label", { for: "secret-key" }, t("secretLabel")),
-      h("div", { class: "row" }, field, copy),
-      h("div", {}, done),
-    ),
-  );
-  if (focus) copy.focus();
+    announce: (message) => context.announce(message),
+    secret: shownSecret.clearKey,
+    ids: { field: "secret-key", title: "secret-title", warning: "secret-warning" },
+    text: { title: t("secretTitle", { name: shownSecret.name }), warning: t("secretWarning"), label: t("secretLabel") },
+    focus,
+    onDone: () => {
+      shownSecret = null;
+      document.getElementById("key-name")?.focus();
+    },
+  });
 }
 
 /** What the key's controls are, one line each: its spending against its monthly limit, its expiry, its rate limit. */
@@ -123,7 +108,7 @@ function keyRow(context: PageContext, key: APIKey, table: PagedTable, region: HT
         const rotated = await call<CreatedKey>("POST", `/customer/api-keys/${encodeURIComponent(key.id)}/rotate`);
         shownSecret = { name: rotated.key.name, clearKey: rotated.clearKey };
         await table.reload();
-        secretPanel(context, region, true);
+        showSecret(context, region, true);
       } catch (error) {
         context.fail(error);
         await table.reload(); // the key may have changed elsewhere (409): show what it is now
@@ -203,7 +188,7 @@ export async function renderKeys(context: PageContext, root: HTMLElement): Promi
       shownSecret = { name: created.key.name, clearKey: created.clearKey };
       form.reset();
       await table.reload();
-      secretPanel(context, secretRegion, true);
+      showSecret(context, secretRegion, true);
     } catch (error) {
       context.fail(error);
     } finally {
@@ -212,5 +197,5 @@ export async function renderKeys(context: PageContext, root: HTMLElement): Promi
   });
 
   root.append(h("p", {}, t("keysIntro")), secretRegion, form, table.element);
-  secretPanel(context, secretRegion, false);
+  showSecret(context, secretRegion, false);
 }

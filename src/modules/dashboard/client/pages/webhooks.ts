@@ -2,38 +2,27 @@ import { call, type EndpointWithSecret, type Page, type WebhookDelivery, type We
 import type { PageContext } from "../context";
 import { h, replace, srOnly } from "../dom";
 import { formatDateTime, type MessageKey, t } from "../i18n";
-import { confirmAction, copyText, pagedTable, type PagedTable, uniqueId } from "../widgets";
+import { confirmAction, pagedTable, type PagedTable, secretPanel, uniqueId } from "../widgets";
 
 const EVENT_TYPES = ["credits.low", "credits.depleted", "credits.granted", "key.created", "key.rotated", "key.revoked", "invoice.created"];
 
 /** The one signing secret the page holds, in memory only, until dismissed or the page is reloaded. */
 let shownSecret: { url: string; secret: string } | null = null;
 
-function secretPanel(context: PageContext, region: HTMLElement, focus: boolean): void {
+function showSecret(context: PageContext, region: HTMLElement, focus: boolean): void {
   if (shownSecret === null) return replace(region);
-  const { url, secret } = shownSecret;
-  const field = h("input", { id: "hook-secret", class: "secret", readonly: true, value: secret, spellcheck: "false", autocomplete: "off", "aria-describedby": "hook-secret-warning" });
-  const copy = h("button", { type: "button" }, t("copy"));
-  copy.addEventListener("click", async () => context.announce(t((await copyText(secret, field)) ? "copied" : "copyFailed")));
-  const done = h("button", { type: "button", class: "secondary" }, t("secretDone"));
-  done.addEventListener("click", () => {
-    shownSecret = null;
-    replace(region);
-    document.getElementById("hook-url")?.focus();
-  });
-  replace(
+  secretPanel({
     region,
-    h(
-      "section",
-      { class: "panel secret-panel", "aria-labelledby": "hook-secret-title" },
-      h("h2", { id: "hook-secret-title" }, t("hookSecretTitle", { url })),
-      h("p", { id: "hook-secret-warning", class: "warning" }, t("hookSecretWarning")),
-      h("label", { for: "hook-secret" }, t("hookSecretLabel")),
-      h("div", { class: "row" }, field, copy),
-      h("div", {}, done),
-    ),
-  );
-  if (focus) copy.focus();
+    announce: (message) => context.announce(message),
+    secret: shownSecret.secret,
+    ids: { field: "hook-secret", title: "hook-secret-title", warning: "hook-secret-warning" },
+    text: { title: t("hookSecretTitle", { url: shownSecret.url }), warning: t("hookSecretWarning"), label: t("hookSecretLabel") },
+    focus,
+    onDone: () => {
+      shownSecret = null;
+      document.getElementById("hook-url")?.focus();
+    },
+  });
 }
 
 function thresholdForm(context: PageContext): HTMLFormElement {
@@ -118,7 +107,7 @@ function endpointRow(context: PageContext, endpoint: WebhookEndpoint, table: Pag
     try {
       const rotated = await call<EndpointWithSecret>("POST", `/customer/webhooks/${encodeURIComponent(endpoint.id)}/rotate-secret`);
       shownSecret = { url: rotated.endpoint.url, secret: rotated.secret };
-      secretPanel(context, secretRegion, true);
+      showSecret(context, secretRegion, true);
     } catch (error) {
       context.fail(error);
     }
@@ -182,7 +171,7 @@ export async function renderWebhooks(context: PageContext, root: HTMLElement): P
       shownSecret = { url: created.endpoint.url, secret: created.secret };
       form.reset();
       await table.reload();
-      secretPanel(context, secretRegion, true);
+      showSecret(context, secretRegion, true);
     } catch (error) {
       context.fail(error);
     } finally {
@@ -190,5 +179,5 @@ export async function renderWebhooks(context: PageContext, root: HTMLElement): P
     }
   });
   root.append(h("p", {}, t("hooksIntro")), thresholdForm(context), secretRegion, form, table.element, logRegion);
-  secretPanel(context, secretRegion, false);
+  showSecret(context, secretRegion, false);
 }
