@@ -11,7 +11,7 @@ export function productRoutes(services: Services) {
   return new Elysia({ name: "products", prefix: "/api/v1/products" })
     .get(
       "/:gtin/price",
-      // A string body with its content type: Elysia sends it as is (the 200 schema is documentation only).
+      // A UTF-8 body with its content type: Elysia sends it as is (the 200 schema is documentation only).
       ({ params, query, request, set }) => prices.single({ request, set }, params.gtin, query.language) as Promise<{ meta: PriceMetaValue; data: PriceDataValue }>,
       {
         params: t.Object({ gtin: t.String({ description: "GTIN-8, GTIN-12, GTIN-13 or GTIN-14", examples: ["4006381333931"] }) }),
@@ -52,7 +52,7 @@ export function productRoutes(services: Services) {
     )
     .post(
       "/prices",
-      // Written as text around each product's `data` serialized once (the 200 schema is documentation only).
+      // Written as UTF-8 around each product's `data` serialized once (the 200 schema is documentation only).
       ({ body, request, set }) => prices.batch({ request, set }, body) as Promise<typeof BatchEnvelope.static>,
       {
         body: BatchBody,

@@ -5,10 +5,12 @@ import { isLanguage, languageFromHeader, type Language } from "../../http/i18n";
 import { hashRequestBody, IdempotencyKeyHeader, withIdempotency } from "../../http/idempotency";
 import { noteBillingMeta } from "../../http/observability";
 import { PROBLEMS, Problem } from "../../http/problem";
+import { sendableBody } from "../../http/large-body";
 import { keyRateLimitPolicy, rateLimitHeaders } from "../../http/rate-limit";
 import { repeatedQueryParameter } from "../../http/request";
 import { repeatedParameter, type Texts } from "../../http/validation";
 import { nextUTCMonthStart, toISO } from "../../lib/clock";
+import { joinUTF8 } from "../../lib/utf8";
 import { checkBearerKey, unauthorizedKey } from "../keys/bearer";
 import { normalizeGTIN } from "./gtin";
 import { ITEM_REASONS, MAX_BATCH_GTINS, type BatchItemValue, type BatchMetaValue, type ItemReason, type PriceDataValue, type PriceMetaValue, type Reason } from "./model";
@@ -62,8 +64,8 @@ interface Endpoint<Answer extends { meta: object }> {
   fingerprint(lookup: Lookup): unknown;
   /** The 200 answer of a look-up; throws `refused` (the 402 or 503 of the look-up) or its own problem, with `limitHeaders`. */
   answer(result: PriceLookupResult, refused: Problem | null, limitHeaders: Record<string, string>): Answer;
-  /** The same answer as JSON text, written around the `data` serialized once per product. */
-  text(answer: Answer, result: PriceLookupResult): string;
+  /** The same answer as UTF-8 JSON, written around the `data` serialized once per product. */
+  body(answer: Answer, result: PriceLookupResult): Uint8Array;
   /** Counts the answer's reasons, one per item, in the usage counters. */
   countReasons(answer: Answer, count: (reason: string) => void): void;
 }
@@ -120,7 +122,7 @@ export class PriceRequests {
         if (item!.data === null) throw new Problem("product-not-found", undefined, { meta: resultMeta }, limitHeaders);
         return { meta: resultMeta, data: item!.data };
       },
-      text: (answer, result) => `{"meta":${JSON.stringify(answer.meta)},"data":${result.items[0]!.dataJSON}}`,
+      body: (answer, result) => joinUTF8([`{"meta":${JSON.stringify(answer.meta)},"data":`, result.items[0]!.dataJSON!, "}"]),
       countReasons: (answer, count) => count(answer.meta.reason),
     });
   }
@@ -176,11 +178,15 @@ export class PriceRequests {
         });
         return { meta: meta(result.creditsRemaining, result.creditsConsumed, data), data };
       },
-      text: (answer) => {
-        const items = answer.data.map((item) =>
-          "data" in item ? `{"input":${JSON.stringify(item.input)},"gtin":"${item.gtin}","reason":"${item.reason}","data":${outcomes.get(item.gtin)!.dataJSON}}` : JSON.stringify(item),
-        );
-        return `{"meta":${JSON.stringify(answer.meta)},"data":[${items.join(",")}]}`;
+      body: (answer) => {
+        const parts: Array<string | Uint8Array> = [`{"meta":${JSON.stringify(answer.meta)},"data":[`];
+        answer.data.forEach((item, index) => {
+          const separator = index === 0 ? "" : ",";
+          if (!("data" in item)) parts.push(separator + JSON.stringify(item));
+          else parts.push(`${separator}{"input":${JSON.stringify(item.input)},"gtin":"${item.gtin}","reason":"${item.reason}","data":`, outcomes.get(item.gtin)!.dataJSON!, "}");
+        });
+        parts.push("]}");
+        return joinUTF8(parts);
       },
       countReasons: (answer, count) => {
         for (const item of answer.data) count(item.reason);
@@ -214,7 +220,7 @@ export class PriceRequests {
       const input = { credential, gtins: lookup.gtins, language: lookup.language, requestId };
 
       if (idempotencyKey === null) {
-        // The common case, answered as text: each product's `data` was serialized once (see answerOf),
+        // The common case, answered as UTF-8 bytes: each product's `data` was serialized once (see answerOf),
         // so only the rest is serialized here; the route schemas document it (noValidate).
         const result = await lookUpPrices(this.deps, input);
         const answer = endpoint.answer(result, refusal(result, limitHeaders, clock.now()), limitHeaders);
@@ -222,7 +228,7 @@ export class PriceRequests {
         noteBillingMeta(request, answer.meta);
         endpoint.countReasons(answer, countUsage);
         set.headers["content-type"] = "application/json";
-        return endpoint.text(answer, result);
+        return sendableBody(endpoint.body(answer, result));
       }
       const run = async (recorder: Parameters<Parameters<typeof withIdempotency>[2]>[0]) => {
         let sealed: Answer | undefined;

@@ -20,8 +20,8 @@ export interface ItemOutcome {
   gtin: string;
   reason: "fresh-offer" | "stale-data" | "no-data" | "product-not-found";
   data: PriceDataValue | null;
-  /** `data` serialized once (JSON), shared by every answer of that product and language while it holds. */
-  dataJSON: string | null;
+  /** `data` serialized once (JSON as UTF-8), shared by every answer of that product and language while it holds. */
+  dataJSON: Uint8Array | null;
 }
 
 export interface PriceLookupResult {
@@ -38,7 +38,7 @@ export interface PriceLookupResult {
 interface PreparedAnswer {
   reason: "fresh-offer" | "stale-data" | "no-data";
   data: PriceDataValue;
-  dataJSON: string;
+  dataJSON: Uint8Array;
   /** When it was computed, and until when it holds: the moment its first fresh offer leaves the window. */
   computedAt: number;
   validUntil: number;
@@ -165,7 +165,7 @@ function answerOf(deps: PriceLookupDeps, gtin: string, found: { product: Product
 }
 
 function prepareAnswer(found: { product: ProductRecord; offers: OfferRecord[] }, language: Language, now: number, freshnessWindowMs: number): PreparedAnswer {
-  const prepared = (reason: PreparedAnswer["reason"], data: PriceDataValue, validUntil: number): PreparedAnswer => ({ reason, data, dataJSON: JSON.stringify(data), computedAt: now, validUntil });
+  const prepared = (reason: PreparedAnswer["reason"], data: PriceDataValue, validUntil: number): PreparedAnswer => ({ reason, data, dataJSON: Buffer.from(JSON.stringify(data)), computedAt: now, validUntil });
   if (found.offers.length === 0) return prepared("no-data", priceData(found.product, [], null, language), Infinity);
   const fresh = found.offers.filter((offer) => now - offer.observedAt <= freshnessWindowMs);
   const lastObservedAt = Math.max(...(fresh.length > 0 ? fresh : found.offers).map((offer) => offer.observedAt));
