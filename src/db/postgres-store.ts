@@ -459,6 +459,12 @@ export class PostgresStore implements Store {
     return gtins.map((gtin) => productOfRows(byGTIN.get(gtin) ?? []));
   }
 
+  async refreshCatalogStatistics(): Promise<void> {
+    // Autovacuum analyzes a bulk-loaded table only on its next round (up to a minute later); until
+    // then the planner may scan all offers for a batch look-up (10 ms instead of 1 ms for 100 GTINs).
+    await this.client`ANALYZE products, offers, merchants`;
+  }
+
   async countProducts(): Promise<number> {
     const [row] = await this.db.select({ count: sql<number>`count(*)`.mapWith(Number) }).from(products);
     return row!.count;

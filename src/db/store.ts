@@ -252,6 +252,8 @@ export interface Store {
   /** findProductWithOffers for several GTINs at once (a batch look-up), in their order. */
   findProductsWithOffers(gtins: readonly string[]): Promise<Array<{ product: ProductRecord; offers: OfferRecord[] } | null>>;
   countProducts(): Promise<number>;
+  /** After a large import: fresh planner statistics for the catalogue tables, so the next look-ups use their indexes. */
+  refreshCatalogStatistics(): Promise<void>;
 
   /** Grants credits as a new bucket and its ledger row, in one transaction. */
   grantCredits(input: {

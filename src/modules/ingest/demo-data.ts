@@ -86,6 +86,7 @@ export async function seedDemo(
 ): Promise<DemoSeed> {
   const feed = demoFeed(options.products, options.now, options.freshnessWindowMs);
   for (let start = 0; start < feed.length; start += 2000) await store.applyFeedRecords(feed.slice(start, start + 2000), options.now);
+  await store.refreshCatalogStatistics();
   const organization = await store.createOrganization({ name: "Demo Organization", now: options.now });
   await store.grantCredits({
     organizationId: organization.id,

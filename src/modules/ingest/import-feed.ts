@@ -29,6 +29,8 @@ export interface ImportReport {
 }
 
 const DEFAULT_BATCH_SIZE = 1000;
+/** An import of at least this many records refreshes the planner's statistics when it ends. */
+export const STATISTICS_REFRESH_RECORDS = 1000;
 
 /**
  * Streams a feed into the store. Each record is validated on its own: a rejected one is reported
@@ -68,6 +70,7 @@ export async function importFeed(store: Store, stream: ReadableStream<Uint8Array
     }
   }
   if (batch.length > 0) await writeBatch();
+  if (report.read - report.rejectedCount >= STATISTICS_REFRESH_RECORDS) await store.refreshCatalogStatistics();
 
   report.products = gtins.size;
   return report;
