@@ -58,16 +58,21 @@ function isLocalized(url: string): boolean {
 
 export const SESSION_CHALLENGE = 'Cookie realm="price-service", cookie-name="session"';
 
-export function problemResponse(problem: Problem, request: Request, requestId: string, typeBase: string): Response {
+/**
+ * A problem's answer: its status and headers go into `set` and its JSON body is returned, so Elysia
+ * builds one Response with every header of the request (a returned Response would be copied again
+ * to merge them).
+ */
+export function problemAnswer(problem: Problem, request: Request, set: { status?: number | string; headers: Record<string, unknown> }, requestId: string, typeBase: string): string {
   // A problem that names its language (the batch look-up's body `language`) is written in it.
   const named = problem.headers["content-language"];
   const language = isLanguage(named) ? named : requestLanguage(request);
-  const body = problemBody(problem, { typeBase, language, requestId });
-  const challenge = problem.status === 401 && !Object.keys(problem.headers).some((name) => name.toLowerCase() === "www-authenticate") ? { "www-authenticate": SESSION_CHALLENGE } : undefined;
-  return new Response(JSON.stringify(body), {
-    status: problem.status,
-    headers: { "content-type": "application/problem+json", "content-language": language, ...challenge, ...problem.headers },
-  });
+  set.status = problem.status;
+  set.headers["content-type"] = "application/problem+json";
+  set.headers["content-language"] = language;
+  if (problem.status === 401 && !Object.keys(problem.headers).some((name) => name.toLowerCase() === "www-authenticate")) set.headers["www-authenticate"] = SESSION_CHALLENGE;
+  Object.assign(set.headers, problem.headers);
+  return JSON.stringify(problemBody(problem, { typeBase, language, requestId }));
 }
 
 /**
@@ -125,7 +130,6 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
         options.logger.error("unhandled error", { requestId, code: String(code), error: error instanceof Error ? error.stack ?? error.message : String(error) });
         problem = new Problem("internal");
       }
-      set.status = problem.status;
-      return problemResponse(problem, request, requestId, options.typeBase);
+      return problemAnswer(problem, request, set, requestId, options.typeBase);
     });
 }
