@@ -8,10 +8,11 @@
 // starts with an unmeasured warm-up (3 s, 1 s with --ci).
 //
 // Usage: bun bench/lookup.ts [--seconds 8] [--rounds 3] [--connections 32] [--products 20000]
-//          [--postgres postgres://postgres@127.0.0.1:5432/test] [--ci]
+//          [--postgres postgres://postgres@127.0.0.1:5432/test] [--stages billed,batch] [--ci]
 // Stages: healthz, 400, 402, stale, billed (single look-ups), batch (POST batches of 100 fresh GTINs).
 // Setups: SQLite, one instance (every stage); with --postgres also PostgreSQL, one instance (every
 // stage), two instances with one hot organization, and two instances with 50 organizations (billed).
+// --stages: only these stages (comma-separated), in every setup that has them.
 // --ci: 1 s per stage, 1 round, 2 000 products: a few seconds that print the ratios.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,6 +31,7 @@ const { values } = parseArgs({
     connections: { type: "string", default: "32" },
     products: { type: "string" },
     postgres: { type: "string" },
+    stages: { type: "string" },
     ci: { type: "boolean", default: false },
   },
 });
@@ -194,6 +196,10 @@ if (values.postgres !== undefined) {
     { label: "PostgreSQL, 2 instances, 50 orgs", databaseUrl: schema("fifty"), instances: 2, organizations: 50, stages: ["billed"] },
   );
   for (const name of schemas) await admin.unsafe(`CREATE SCHEMA ${name}`);
+}
+if (values.stages !== undefined) {
+  const only = new Set(values.stages.split(","));
+  for (const setup of setups) setup.stages = setup.stages.filter((stage) => only.has(stage));
 }
 
 /** Demo products, `organizations` organizations with credits and a key each, and one with no credits. */
