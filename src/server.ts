@@ -43,6 +43,7 @@ export async function startServer(services: Services, options: { port: number; h
   await store.recoverInFlightWork(clock.now());
   await store.releaseStaleReservations(clock.now());
   await payments.renewSubscriptions(clock.now());
+  const checkpoints = store.startBackgroundCheckpoints();
   const app = createApp(services);
   app.listen(listenOptions(config, options));
   const server = app.server!;
@@ -88,6 +89,7 @@ export async function startServer(services: Services, options: { port: number; h
         await keyUsage.flush();
         await usageCounters.flush();
         logger.flush();
+        await checkpoints.stop();
         await store.close();
       })();
       return stopping;

@@ -459,6 +459,11 @@ export class PostgresStore implements Store {
     return gtins.map((gtin) => productOfRows(byGTIN.get(gtin) ?? []));
   }
 
+  /** PostgreSQL checkpoints on its own processes. */
+  startBackgroundCheckpoints(): { stop(): Promise<void> } {
+    return { stop: async () => {} };
+  }
+
   async refreshCatalogStatistics(): Promise<void> {
     // Autovacuum analyzes a bulk-loaded table only on its next round (up to a minute later); until
     // then the planner may scan all offers for a batch look-up (10 ms instead of 1 ms for 100 GTINs).

@@ -1,3 +1,4 @@
+import { checkpointOnWorker } from "./sqlite-checkpointer";
 import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
 import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
@@ -518,6 +519,10 @@ export class SQLiteStore implements Store {
     if (this.productCache.size >= PRODUCT_CACHE_SIZE) this.productCache.delete(this.productCache.keys().next().value!);
     this.productCache.set(gtin, found);
     return found;
+  }
+
+  startBackgroundCheckpoints(): { stop(): Promise<void> } {
+    return checkpointOnWorker(this.database);
   }
 
   /** Nothing to do: without statistics SQLite's planner already takes the primary keys the look-ups use. */

@@ -209,6 +209,8 @@ export interface Store {
   readonly dialect: "sqlite" | "postgres";
   close(): Promise<void>;
   isReachable(): Promise<boolean>;
+  /** For `serve`: the store's own upkeep off the request path (SQLite: WAL checkpoints on a worker thread); returns its stop. */
+  startBackgroundCheckpoints(): { stop(): Promise<void> };
 
   createOrganization(input: { name: string; now: number }): Promise<Organization>;
   getOrganization(id: string): Promise<Organization | null>;

@@ -1,0 +1,45 @@
+import { afterEach, beforeEach, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { seedDatabase, spawnServe, type SeededDatabase, type ServeProcess } from "../process-helpers";
+
+let directory: string;
+let databasePath: string;
+let seed: SeededDatabase;
+let serve: ServeProcess | undefined;
+
+beforeEach(async () => {
+  directory = mkdtempSync(join(tmpdir(), "price-checkpoints-"));
+  databasePath = join(directory, "service.db");
+  seed = await seedDatabase(`sqlite:${databasePath}`, 10);
+});
+afterEach(() => {
+  serve?.child.kill("SIGKILL");
+  rmSync(directory, { recursive: true, force: true });
+});
+
+/**
+ * Frames in the WAL and frames already copied into the database file, read from the WAL index
+ * (the -shm file) without touching the database: `mxFrame` of its header, `nBackfill` of its
+ * checkpoint record (https://sqlite.org/walformat.html, native byte order).
+ */
+function walState(): { frames: number; copied: number } {
+  const index = readFileSync(`${databasePath}-shm`);
+  return { frames: index.readUInt32LE(16), copied: index.readUInt32LE(96) };
+}
+
+test("serve copies the WAL into the database file in the background, well before the 10 000-page automatic checkpoint", async () => {
+  serve = await spawnServe({ databaseUrl: `sqlite:${databasePath}` });
+  for (let index = 0; index < 5; index++) {
+    const response = await fetch(`${serve.url}/api/v1/products/${seed.gtin}/price`, { headers: { authorization: `Bearer ${seed.clearKey}` } });
+    expect(response.status).toBe(200);
+  }
+  // Five billed look-ups wrote a few dozen WAL frames: far below the automatic checkpoint, so only
+  // the background checkpoint (every 200 ms) can have copied them.
+  await Bun.sleep(600);
+  const state = walState();
+  expect(state.frames).toBeGreaterThan(0);
+  expect(state.frames).toBeLessThan(10_000);
+  expect(state.copied).toBe(state.frames);
+});
