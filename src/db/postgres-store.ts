@@ -1736,10 +1736,13 @@ async function retrying<T>(run: () => Promise<T>, alsoRetry: (error: unknown) =>
 }
 
 /**
- * The bucket check (`remaining >= 0`) refused a reservation: seen under load with concurrent batches
- * (about one run in twenty of the concurrent-batch test with both cores busy), the reservation's FEFO
- * take was computed from an older `remaining` than the one its UPDATE met. The statement is refused
- * whole (nothing held, nothing debited), so it is run again on a fresh snapshot like a deadlock.
+ * The bucket check (`remaining >= 0`) refused a reservation although the credits were there. A
+ * release that committed after the reserve statement's snapshot raised a bucket (1 → 4, say): the
+ * `FOR UPDATE` CTE locks and reads the new row (4) and takes 3 from it, but PostgreSQL computes the
+ * UPDATE's new row from the snapshot's version first (1 − 3) and checks constraints on it before it
+ * finds the newer version and recomputes (4 − 3). With the constraint dropped, no bucket ever went
+ * below zero in the same race (releases racing reserves, 60 rounds of 8). The statement is refused
+ * whole (nothing held, nothing debited), so it runs again on a fresh snapshot, like a deadlock.
  */
 function isOverdrawRefused(error: unknown): boolean {
   const cause = ((error as { cause?: unknown } | null)?.cause ?? error) as { code?: string; constraint_name?: string } | null;
