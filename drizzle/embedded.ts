@@ -11,6 +11,7 @@ import sqlite7 from "./sqlite/0007_key_controls.sql" with { type: "text" };
 import sqlite8 from "./sqlite/0008_webhooks.sql" with { type: "text" };
 import sqlite9 from "./sqlite/0009_offer_state_since.sql" with { type: "text" };
 import sqlite10 from "./sqlite/0010_key_lines.sql" with { type: "text" };
+import sqlite11 from "./sqlite/0011_bucket_index_without_remaining.sql" with { type: "text" };
 import postgres0 from "./postgres/0000_init.sql" with { type: "text" };
 import postgres1 from "./postgres/0001_bucket_clawback_owed.sql" with { type: "text" };
 import postgres2 from "./postgres/0002_payment_reversals.sql" with { type: "text" };
@@ -21,6 +22,7 @@ import postgres6 from "./postgres/0006_key_controls.sql" with { type: "text" };
 import postgres7 from "./postgres/0007_webhooks.sql" with { type: "text" };
 import postgres8 from "./postgres/0008_offer_state_since.sql" with { type: "text" };
 import postgres9 from "./postgres/0009_key_lines.sql" with { type: "text" };
+import postgres10 from "./postgres/0010_bucket_index_without_remaining.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
@@ -34,6 +36,7 @@ export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0008_webhooks", when: 1795478663269, breakpoints: true, sql: sqlite8 },
   { tag: "0009_offer_state_since", when: 1795481361342, breakpoints: true, sql: sqlite9 },
   { tag: "0010_key_lines", when: 1795482106425, breakpoints: true, sql: sqlite10 },
+  { tag: "0011_bucket_index_without_remaining", when: 1795493959069, breakpoints: true, sql: sqlite11 },
 ];
 
 export const postgresMigrations: EmbeddedMigration[] = [
@@ -47,4 +50,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0007_webhooks", when: 1795478664648, breakpoints: true, sql: postgres7 },
   { tag: "0008_offer_state_since", when: 1795481361975, breakpoints: true, sql: postgres8 },
   { tag: "0009_key_lines", when: 1795482107026, breakpoints: true, sql: postgres9 },
+  { tag: "0010_bucket_index_without_remaining", when: 1795493959572, breakpoints: true, sql: postgres10 },
 ];

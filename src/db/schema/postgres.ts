@@ -154,7 +154,9 @@ export const creditBuckets = pgTable(
     createdAt: epochMs("created_at").notNull(),
   },
   (table) => [
-    index("credit_buckets_org_spendable_idx").on(table.organizationId, table.remaining),
+    // Not on `remaining`: every reservation and debit changes it, and an indexed column that changes
+    // rules out HOT updates, so each one left dead index entries that later reservations walked.
+    index("credit_buckets_org_expiry_idx").on(table.organizationId, table.expiresAt),
     // Several instances debit the same buckets: the database itself refuses an overdraw.
     check("credit_buckets_remaining_not_negative", sql`${table.remaining} >= 0`),
   ],

@@ -150,7 +150,8 @@ export const creditBuckets = sqliteTable(
   },
   // Whatever process writes the file, the database itself refuses a bucket below zero: triggers in
   // migration 0001 (SQLite cannot add a CHECK to an existing table, which payments reference).
-  (table) => [index("credit_buckets_org_spendable_idx").on(table.organizationId, table.remaining)],
+  // Not on `remaining`, which every debit changes (the index entry would move each time).
+  (table) => [index("credit_buckets_org_expiry_idx").on(table.organizationId, table.expiresAt)],
 );
 
 export const creditTransactions = sqliteTable(
