@@ -14,7 +14,7 @@
 // stage), two instances with one hot organization, and two instances with 50 organizations (billed).
 // --stages: only these stages (comma-separated), in every setup that has them.
 // --ci: 1 s per stage, 1 round, 2 000 products: a few seconds that print the ratios.
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -23,6 +23,7 @@ import { SYSTEM_USER_ID } from "../src/db/store";
 import { demoGTIN, seedDemo } from "../src/modules/ingest/demo-data";
 import { createApiKey } from "../src/modules/keys/service";
 import { openStore } from "../src/services";
+import { cpuBetween, cpuOf, postgresPids } from "./process-cpu";
 
 const { values } = parseArgs({
   options: {
@@ -50,43 +51,6 @@ if (Bun.spawnSync(["sh", "-c", "command -v wrk"]).exitCode !== 0) {
 }
 
 const work = mkdtempSync(join(tmpdir(), "price-bench-"));
-const TICK_US = 1_000_000 / 100; // USER_HZ: /proc times are in 1/100 s
-
-/** CPU time (µs) used so far by each process, from /proc/<pid>/stat (utime + stime). */
-function cpuOf(pids: number[]): Map<number, number> {
-  const times = new Map<number, number>();
-  for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      times.set(pid, (Number(fields[11]) + Number(fields[12])) * TICK_US);
-    } catch {
-      // the process ended
-    }
-  }
-  return times;
-}
-
-function postgresPids(): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() === "postgres") pids.push(Number(entry));
-    } catch {
-      // gone
-    }
-  }
-  return pids;
-}
-
-/** CPU used between two snapshots; a process that appeared meanwhile counts whole. */
-function cpuBetween(before: Map<number, number>, after: Map<number, number>): number {
-  let total = 0;
-  for (const [pid, time] of after) total += time - (before.get(pid) ?? 0);
-  return total;
-}
-
 interface StageResult {
   requests: number;
   rps: number;
