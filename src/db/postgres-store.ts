@@ -120,6 +120,8 @@ const INVOICE_LOCK_NAMESPACE = 0x696e7673;
 const PAYMENT_LOCK_NAMESPACE = 0x70617973;
 /** Debits per group-commit statement at most; more wait for the next one. */
 const COMMIT_BATCH_LIMIT = 500;
+/** Products whose last rows the store remembers (see productFromRows). */
+const REMEMBERED_PRODUCTS = 20_000;
 
 const PRODUCT_WITH_OFFERS_COLUMNS = {
   gtin: products.gtin,
@@ -438,7 +440,29 @@ export class PostgresStore implements Store {
   );
 
   async findProductWithOffers(gtin: string): Promise<{ product: ProductRecord; offers: OfferRecord[] } | null> {
-    return productOfRows(await this.productWithOffers().execute({ gtin }));
+    return this.productFromRows(gtin, await this.productWithOffers().execute({ gtin }));
+  }
+
+  /** Per GTIN: the rows last read and the object made of them. */
+  private readonly handedOut = new Map<string, { rows: string; found: { product: ProductRecord; offers: OfferRecord[] } }>();
+
+  /**
+   * The product of a GTIN's rows, as the same object as last time while its rows are unchanged, so
+   * what a caller derived from it stays valid: lookUpPrices keeps each product's prepared answer by
+   * object, as with the SQLite store's cached products, instead of rebuilding it every request.
+   */
+  private productFromRows(gtin: string, rows: ProductWithOffersRow[]): { product: ProductRecord; offers: OfferRecord[] } | null {
+    if (rows.length === 0) {
+      this.handedOut.delete(gtin);
+      return null;
+    }
+    const content = JSON.stringify(rows);
+    const last = this.handedOut.get(gtin);
+    if (last?.rows === content) return last.found;
+    const found = productOfRows(rows)!;
+    if (last === undefined && this.handedOut.size >= REMEMBERED_PRODUCTS) this.handedOut.delete(this.handedOut.keys().next().value!);
+    this.handedOut.set(gtin, { rows: content, found });
+    return found;
   }
 
   // One statement for the whole batch, the rows of each product together in the single look-up's order.
@@ -456,7 +480,7 @@ export class PostgresStore implements Store {
       if (group === undefined) byGTIN.set(row.gtin, [row]);
       else group.push(row);
     }
-    return gtins.map((gtin) => productOfRows(byGTIN.get(gtin) ?? []));
+    return gtins.map((gtin) => this.productFromRows(gtin, byGTIN.get(gtin) ?? []));
   }
 
   /** PostgreSQL checkpoints on its own processes. */
