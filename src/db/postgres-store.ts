@@ -141,10 +141,9 @@ const PRODUCT_WITH_OFFERS_COLUMNS = {
 
 type ProductWithOffersRow = { [K in keyof typeof PRODUCT_WITH_OFFERS_COLUMNS]: (typeof PRODUCT_WITH_OFFERS_COLUMNS)[K]["_"]["data"] | (K extends "gtin" | "title" ? never : null) };
 
-/** A product and its offers from its rows of the products ⟕ offers ⟕ merchants join; null without rows. */
-function productOfRows(rows: ProductWithOffersRow[]): { product: ProductRecord; offers: OfferRecord[] } | null {
-  const first = rows[0];
-  if (first === undefined) return null;
+/** A product and its offers from its rows (at least one) of the products ⟕ offers ⟕ merchants join. */
+function productOfRows(rows: ProductWithOffersRow[]): { product: ProductRecord; offers: OfferRecord[] } {
+  const first = rows[0]!;
   const found: OfferRecord[] = [];
   for (const row of rows) {
     if (row.merchantId === null) continue;
@@ -459,7 +458,7 @@ export class PostgresStore implements Store {
     const content = JSON.stringify(rows);
     const last = this.handedOut.get(gtin);
     if (last?.rows === content) return last.found;
-    const found = productOfRows(rows)!;
+    const found = productOfRows(rows);
     if (last === undefined && this.handedOut.size >= REMEMBERED_PRODUCTS) this.handedOut.delete(this.handedOut.keys().next().value!);
     this.handedOut.set(gtin, { rows: content, found });
     return found;
