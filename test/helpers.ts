@@ -243,6 +243,17 @@ export async function ageReservations(store: Store, ms: number): Promise<void> {
   await queryRows(store, `UPDATE reservations SET created_at = created_at - ${Math.trunc(ms)}`);
 }
 
+/**
+ * The key whose reservations are rows on PostgreSQL: one with a monthly credit limit (far out of
+ * reach), whose holds every instance, refund and sweep sees. Other keys' holds live in the serving
+ * instance's memory there, as every hold does on SQLite (null: no key).
+ */
+export async function rowReservingKey(store: Store, organizationId: string, now: number): Promise<string | null> {
+  if (store.dialect === "sqlite") return null;
+  await store.ensureSystemUser(now);
+  return (await createApiKey(store, { organizationId, name: "row reservations", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now, monthlyCreditLimit: 1_000_000_000 })).key.id;
+}
+
 /** A pending order for a pack of `credits` at `amount` cents, as checkout would store it (local provider unless told). */
 export function packOrder(input: { id: string; organizationId: string; credits: number; amount: number; now: number; provider?: "local" | "stripe"; providerRef?: string }): NewOrder {
   return {

@@ -26,7 +26,7 @@ import { openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import * as schema from "./schema/postgres";
-import { BILLED_REASON, DAY_MS, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
+import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
 import type {
   ApiKeyRecord,
   Balance,
@@ -161,6 +161,29 @@ function productOfRows(rows: ProductWithOffersRow[]): { product: ProductRecord; 
   }
   return { product: { gtin: first.gtin, title: first.title, brand: first.brand, imageUrl: first.imageUrl }, offers: found };
 }
+
+/** Credits a request of an uncapped key holds in this instance's memory until its debit takes them (see reserveCredits). */
+interface HeldCredits {
+  organizationId: string;
+  amount: number;
+  keyId: string | null;
+  requestId: string;
+  /** While its debit is being written. */
+  committing: boolean;
+}
+
+/** A commit waiting for the group commit; its ledger row's id is fixed once, so a retried debit is recognized. */
+interface PendingDebit {
+  reservationId: string;
+  usage: UsageRecord;
+  held: HeldCredits | null;
+  transactionId: string;
+  resolve: (committed: boolean) => void;
+  reject: (error: unknown) => void;
+}
+
+/** What the debit statement did with one commit; absent: nothing (the reservation was gone, or its claim taken over). */
+type DebitOutcome = { outcome: "committed" | "spent"; available: number };
 
 export class PostgresStore implements Store {
   readonly dialect = "postgres";
@@ -590,28 +613,60 @@ export class PostgresStore implements Store {
     return true;
   }
 
-  // The three steps of every billed request (reserve, then commit or release) are one statement
-  // each, so an organization's rows stay locked only while PostgreSQL runs it; its requests queue on
-  // those locks, whichever instance they reach. A crash never bills twice or loses a debit: the
-  // commit (debit, usage row, ledger sum, Idempotency-Key answer) waits for the WAL flush before the
-  // request is answered, and group commit shares that flush among the requests that commit
-  // together. Reserve and release commit without waiting (synchronous_commit off): a lost reserve
-  // was never answered (and the WAL is sequential, so any later synchronous commit flushes it too),
-  // and a lost release leaves a reservation row that the stale sweep gives back.
-
-  // Reservations are rows, so credits in flight survive the instance that took them and any
-  // instance can commit, release or sweep them. Invariant: the spendable buckets are locked in FEFO
-  // order before they are read for the allocation, and the debit and the reservation row commit
-  // with the lock, so concurrent requests on any instance never take the same credit twice.
+  // A billed request of a key without a monthly credit limit (nearly all) writes once: its debit.
+  // reserveCredits only reads the balance (and whether the key is capped after all) and holds the
+  // credits in this instance's memory, so its other requests cannot take them too; the debit takes
+  // them from the buckets, soonest-expiring first, in the group commit's statement, under the
+  // buckets' row locks, and takes nothing when they are gone (another instance spent them in
+  // between): the look-up is then a 402. A crash loses only memory: nothing was written before the
+  // debit, and the debit (usage row, bucket updates, ledger sum, Idempotency-Key answer) is one
+  // statement that commits synchronously before the request is answered; group commit shares its
+  // WAL flush among the requests that commit together.
+  //
+  // A capped key's request holds its credits in a reservation row instead (reserveCapped), so the
+  // monthly limit counts requests in flight on every instance. Such rows survive the instance that
+  // wrote them: any instance commits, releases or sweeps them. Reserve and release commit without
+  // waiting (synchronous_commit off): a lost reserve was never answered (and the WAL is sequential,
+  // so any later synchronous commit flushes it too), and a lost release leaves a reservation row
+  // that the stale sweep gives back.
   async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
     const reservationId = newId("res", input.now);
-    // A key without a monthly credit limit (nearly all) takes one statement, which reserves nothing
-    // when the key has a limit after all (set since its credential was read): then the capped path.
-    const [row] = await retrying(() => this.reserveStatement(this.client, input, reservationId, { unlimitedKeyOnly: true }), isOverdrawRefused);
+    const [row] = await this.balanceCheck().execute({ organizationId: input.organizationId, keyId: input.keyId, now: input.now });
     if (row!.capped) return this.reserveCapped(input, reservationId);
-    if (row!.reservation_id === null) return { ok: false, available: Number(row!.available) };
-    return { ok: true, reservationId, available: Number(row!.available) - input.amount };
+    const available = Math.max(0, row!.available - (this.heldHere.get(input.organizationId) ?? 0));
+    if (available < input.amount) return { ok: false, available };
+    this.held.set(reservationId, { organizationId: input.organizationId, amount: input.amount, keyId: input.keyId, requestId: input.requestId, committing: false });
+    this.holdHere(input.organizationId, input.amount);
+    return { ok: true, reservationId, available: available - input.amount };
   }
+
+  /** Credits held in memory by this instance's requests in flight: by reservation id, and their sum by organization. */
+  private readonly held = new Map<string, HeldCredits>();
+  private readonly heldHere = new Map<string, number>();
+
+  private holdHere(organizationId: string, amount: number): void {
+    const total = (this.heldHere.get(organizationId) ?? 0) + amount;
+    if (total === 0) this.heldHere.delete(organizationId);
+    else this.heldHere.set(organizationId, total);
+  }
+
+  /** The spendable balance, and whether the key's requests take the capped path (a monthly limit, or no longer ACTIVE: its line's limit is the live key's). */
+  private readonly balanceCheck = this.lazy(() =>
+    this.db
+      .select({
+        available: sql<number>`coalesce(sum(${creditBuckets.remaining}), 0)`.mapWith(Number),
+        capped: sql<boolean>`EXISTS (SELECT 1 FROM api_keys WHERE id = ${sql.placeholder("keyId")} AND (monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE'))`,
+      })
+      .from(creditBuckets)
+      .where(
+        and(
+          eq(creditBuckets.organizationId, sql.placeholder("organizationId")),
+          gt(creditBuckets.remaining, 0),
+          or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, sql.placeholder("now"))),
+        ),
+      )
+      .prepare("balance_check"),
+  );
 
   // Invariant: a key line's spending in the month plus what its open reservations hold never exceeds
   // its monthly limit (a line is a key and its rotations, and its limit is the live key's). Every
@@ -636,7 +691,7 @@ export class PostgresStore implements Store {
                  (SELECT coalesce(sum(amount), 0)::bigint FROM reservations WHERE key_id IN (SELECT id FROM api_keys WHERE id = ${line} OR line_id = ${line})) AS held`;
         const limit = key?.monthly_credit_limit == null ? null : Number(key.monthly_credit_limit);
         if (limit !== null && Number(counter!.spent) + Number(key!.held) + input.amount > limit) return { refusedBy: limit };
-        const [row] = await this.reserveStatement(tx, input, reservationId, { unlimitedKeyOnly: false });
+        const [row] = await this.reserveStatement(tx, input, reservationId);
         return { row: row! };
       }),
       isOverdrawRefused,
@@ -646,14 +701,11 @@ export class PostgresStore implements Store {
     return { ok: true, reservationId, available: Number(outcome.row.available) - input.amount };
   }
 
-  private reserveStatement(sql: postgres.Sql | postgres.TransactionSql, input: Parameters<Store["reserveCredits"]>[0], reservationId: string, options: { unlimitedKeyOnly: boolean }) {
-    // A key no longer ACTIVE (rotated while its request was admitted) takes the capped path too: its line's limit is the live key's.
-    const capped = sql`EXISTS (SELECT 1 FROM api_keys WHERE id = ${input.keyId} AND (monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE'))`;
-    return sql<Array<{ available: string; reservation_id: string | null; capped: boolean }>>`
+  private reserveStatement(tx: postgres.TransactionSql, input: Parameters<Store["reserveCredits"]>[0], reservationId: string) {
+    return tx<Array<{ available: string; reservation_id: string | null }>>`
         WITH locked AS (
           SELECT id, remaining, expires_at FROM credit_buckets
           WHERE organization_id = ${input.organizationId} AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${input.now})
-            ${options.unlimitedKeyOnly ? sql`AND NOT ${capped}` : sql``}
           ORDER BY expires_at ASC NULLS LAST, id
           FOR UPDATE
         ),
@@ -673,17 +725,15 @@ export class PostgresStore implements Store {
           INSERT INTO reservations (id, organization_id, amount, allocations, key_id, request_id, created_at)
           SELECT ${reservationId}, ${input.organizationId}, ${input.amount},
                  jsonb_agg(jsonb_build_object('bucketId', id, 'amount', amount) ORDER BY position),
-                 ${input.keyId}, ${input.requestId}, ${sql`(extract(epoch from now()) * 1000)::bigint`}
+                 ${input.keyId}, ${input.requestId}, ${tx`(extract(epoch from now()) * 1000)::bigint`}
           FROM taken HAVING count(*) > 0
           RETURNING id
         )
-        SELECT total.available, (SELECT id FROM reserved) AS reservation_id,
-               ${options.unlimitedKeyOnly ? capped : sql`false`} AS capped,
-               set_config('synchronous_commit', 'off', true) AS async_commit
+        SELECT total.available, (SELECT id FROM reserved) AS reservation_id, set_config('synchronous_commit', 'off', true) AS async_commit
         FROM total`;
   }
 
-  private pendingCommits: Array<{ reservationId: string; usage: UsageRecord; resolve: (committed: boolean) => void; reject: (error: unknown) => void }> = [];
+  private pendingCommits: PendingDebit[] = [];
   /** The commit loop while it runs: at most one batch of this instance is in flight at a time. */
   private flushing: Promise<void> | null = null;
 
@@ -693,8 +743,14 @@ export class PostgresStore implements Store {
    * is answered only after the transaction that holds its debit has committed (and its WAL is flushed).
    */
   commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
+    const held = this.held.get(reservationId) ?? null;
+    // A hold being debited is not released meanwhile; it is held again if its debit is not written.
+    if (held !== null) {
+      if (held.committing) return Promise.resolve(false);
+      held.committing = true;
+    }
     return new Promise<boolean>((resolve, reject) => {
-      this.pendingCommits.push({ reservationId, usage, resolve, reject });
+      this.pendingCommits.push({ reservationId, usage, held, transactionId: newId("txn", usage.now), resolve, reject });
       this.flushing ??= this.flushCommits();
     });
   }
@@ -707,14 +763,17 @@ export class PostgresStore implements Store {
       const batch = queued.filter((item) => firsts.get(item.reservationId) === item);
       for (const item of queued) if (firsts.get(item.reservationId) !== item) item.resolve(false);
       try {
-        const committed = await retrying(() => this.debitBatch(batch));
-        for (const item of batch) item.resolve(committed.has(item.reservationId));
+        const outcomes = await retrying(() => this.debitBatch(batch), isOverdrawRefused);
+        for (const item of batch) this.settleDebit(item, outcomes.get(item.reservationId));
       } catch {
-        // One bad debit must not fail its neighbours: retry each alone and fail only the culprit.
+        // One bad debit must not fail its neighbours: retry each alone and fail only the culprit. A
+        // debit whose statement did commit although its caller saw an error is found by its ledger
+        // row's id, so it is never written twice.
         for (const item of batch) {
           try {
-            item.resolve((await retrying(() => this.debitBatch([item]))).has(item.reservationId));
+            this.settleDebit(item, (await retrying(() => this.debitBatch([item]), isOverdrawRefused)).get(item.reservationId));
           } catch (error) {
+            if (item.held !== null) item.held.committing = false;
             item.reject(error);
           }
         }
@@ -725,17 +784,34 @@ export class PostgresStore implements Store {
     this.flushing = null;
   }
 
-  // Invariant: deleting the reservation row is what claims it, so of a commit, a release and a
-  // sweep racing on one reservation exactly one wins. One statement writes a whole batch: the usage
-  // rows, the running ledger sums (each organization's row moved once, under its lock, which orders
-  // balanceAfter across instances) and the Idempotency-Key answers, so they commit together. It
-  // commits synchronously (the WAL is flushed before anyone is answered): a debit once answered
-  // survives a crash of the database server.
-  private async debitBatch(items: Array<{ reservationId: string; usage: UsageRecord }>): Promise<Set<string>> {
-    const rows = items.map(({ reservationId, usage }, seq) => ({
+  /** Answers a commit; a hold in memory is let go once its debit is written or refused, and is held again otherwise. */
+  private settleDebit(item: PendingDebit, outcome: DebitOutcome | undefined): void {
+    if (item.held !== null) {
+      item.held.committing = false;
+      if (outcome !== undefined) this.release(item.reservationId, item.held);
+    }
+    if (outcome?.outcome === "spent") item.reject(new CreditsSpentMeanwhile(outcome.available));
+    else item.resolve(outcome?.outcome === "committed");
+  }
+
+  private release(reservationId: string, held: HeldCredits): void {
+    this.held.delete(reservationId);
+    this.holdHere(held.organizationId, -held.amount);
+  }
+
+  // Invariants: of a commit, a release and a sweep racing on one reservation row exactly one wins,
+  // as deleting the row is what claims it; credits held in memory are taken from buckets locked in
+  // FEFO order, and only while the organization's spendable credits cover every item before them
+  // in the batch, so no bucket goes below zero whichever instances debit at once. One statement
+  // writes a whole batch: the usage rows, the buckets, the running ledger sums (each organization's
+  // row moved once, under its lock, which orders balanceAfter across instances) and the
+  // Idempotency-Key answers, so they commit together. It commits synchronously (the WAL is flushed
+  // before anyone is answered): a debit once answered survives a crash of the database server.
+  private async debitBatch(items: PendingDebit[]): Promise<Map<string, DebitOutcome>> {
+    const rows = items.map(({ reservationId, usage, held, transactionId }, seq) => ({
       seq,
       reservation_id: reservationId,
-      transaction_id: newId("txn", usage.now),
+      transaction_id: transactionId,
       gtin: usage.gtin,
       description: usage.description,
       created_at: usage.now,
@@ -746,27 +822,77 @@ export class PostgresStore implements Store {
       claimed_at: usage.idempotency?.claimedAt ?? null,
       response_status: usage.idempotency?.responseStatus ?? null,
       response_body: usage.idempotency?.responseBody ?? null,
+      held_here: held !== null,
+      held_organization_id: held?.organizationId ?? null,
+      held_amount: held?.amount ?? null,
+      held_key_id: held?.keyId ?? null,
+      held_request_id: held?.requestId ?? null,
     }));
-    const committed = await this.client<Array<{ reservation_id: string }>>`
+    // Buckets must still be unexpired when the credits are taken, by the latest clock of the batch.
+    const now = Math.max(...items.map((item) => item.usage.now));
+    const settled = await this.client<Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(
           seq int, reservation_id text, transaction_id text, gtin text, description text, created_at bigint, month text, items int,
-          idempotency_scope text, idempotency_key_hash text, claimed_at bigint, response_status int, response_body text)
+          idempotency_scope text, idempotency_key_hash text, claimed_at bigint, response_status int, response_body text,
+          held_here boolean, held_organization_id text, held_amount bigint, held_key_id text, held_request_id text)
       ),
+      -- A debit written already (its statement committed, but its caller saw an error) is not written again.
+      written AS (SELECT input.reservation_id FROM input JOIN credit_transactions ON credit_transactions.id = input.transaction_id),
       -- A request whose Idempotency-Key claim was taken over meanwhile is not billed: its claim
       -- (locked until this commits) fences the debit.
       owned AS (
         SELECT input.* FROM input
-        WHERE input.idempotency_scope IS NULL OR input.reservation_id IN (
-          SELECT input.reservation_id FROM input JOIN idempotency_records r
-            ON r.scope = input.idempotency_scope AND r.key_hash = input.idempotency_key_hash AND r.status = 'in-progress' AND r.created_at = input.claimed_at
-          FOR UPDATE OF r)
+        WHERE input.reservation_id NOT IN (SELECT reservation_id FROM written)
+          AND (input.idempotency_scope IS NULL OR input.reservation_id IN (
+            SELECT input.reservation_id FROM input JOIN idempotency_records r
+              ON r.scope = input.idempotency_scope AND r.key_hash = input.idempotency_key_hash AND r.status = 'in-progress' AND r.created_at = input.claimed_at
+            FOR UPDATE OF r))
       ),
       claimed AS (
-        DELETE FROM reservations USING owned WHERE reservations.id = owned.reservation_id
-        RETURNING reservations.id, reservations.organization_id, reservations.amount, reservations.allocations, reservations.key_id, reservations.request_id
+        DELETE FROM reservations USING owned WHERE NOT owned.held_here AND reservations.id = owned.reservation_id
+        RETURNING reservations.id, reservations.organization_id, reservations.amount, reservations.key_id, reservations.request_id,
+                  CASE WHEN jsonb_array_length(reservations.allocations) = 1 THEN reservations.allocations->0->>'bucketId' END AS bucket_id
       ),
-      totals AS (SELECT organization_id, sum(amount)::bigint AS amount FROM claimed GROUP BY organization_id),
+      -- Credits held in memory, of keys still uncapped (one capped since is not billed here: its
+      -- retry takes the capped path), are taken from the buckets in batch order while they last.
+      uncapped AS (
+        SELECT owned.* FROM owned WHERE owned.held_here AND NOT EXISTS (
+          SELECT 1 FROM api_keys WHERE api_keys.id = owned.held_key_id AND (api_keys.monthly_credit_limit IS NOT NULL OR api_keys.status <> 'ACTIVE'))
+      ),
+      locked AS (
+        SELECT id, organization_id, remaining, expires_at FROM credit_buckets
+        WHERE organization_id IN (SELECT held_organization_id FROM uncapped) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
+        ORDER BY organization_id, expires_at ASC NULLS LAST, id
+        FOR UPDATE
+      ),
+      supply AS (
+        SELECT id, organization_id, remaining, (sum(remaining) OVER (PARTITION BY organization_id ORDER BY expires_at ASC NULLS LAST, id) - remaining)::bigint AS before
+        FROM locked
+      ),
+      spendable AS (SELECT organization_id, sum(remaining)::bigint AS credits FROM locked GROUP BY organization_id),
+      demand AS (
+        SELECT reservation_id, held_organization_id AS organization_id, held_amount AS amount, held_key_id AS key_id, held_request_id AS request_id,
+               (sum(held_amount) OVER (PARTITION BY held_organization_id ORDER BY seq) - held_amount)::bigint AS before
+        FROM uncapped
+      ),
+      granted AS (SELECT demand.* FROM demand JOIN spendable USING (organization_id) WHERE demand.before + demand.amount <= spendable.credits),
+      given AS (SELECT organization_id, sum(amount)::bigint AS amount FROM granted GROUP BY organization_id),
+      taken AS (
+        UPDATE credit_buckets SET remaining = credit_buckets.remaining - least(supply.remaining, given.amount - supply.before)
+        FROM supply JOIN given USING (organization_id)
+        WHERE credit_buckets.id = supply.id AND supply.before < given.amount
+      ),
+      spent AS (
+        SELECT id AS reservation_id, organization_id, amount, key_id, request_id, bucket_id FROM claimed
+        UNION ALL
+        -- The ledger row names a bucket when the item's credits all came from one.
+        SELECT reservation_id, organization_id, amount, key_id, request_id,
+               (SELECT supply.id FROM supply WHERE supply.organization_id = granted.organization_id
+                  AND supply.before <= granted.before AND granted.before + granted.amount <= supply.before + supply.remaining)
+        FROM granted
+      ),
+      totals AS (SELECT organization_id, sum(amount)::bigint AS amount FROM spent GROUP BY organization_id),
       moved AS (
         UPDATE organizations SET ledger_balance = organizations.ledger_balance - totals.amount
         FROM totals WHERE organizations.id = totals.organization_id
@@ -774,16 +900,14 @@ export class PostgresStore implements Store {
       ),
       debits AS (
         -- balanceAfter of a row = the organization's sum after the batch + what its later rows took.
-        SELECT input.*, claimed.organization_id, claimed.amount, claimed.allocations, claimed.key_id, claimed.request_id,
-               moved.ledger_balance + coalesce(sum(claimed.amount) OVER (
-                 PARTITION BY claimed.organization_id ORDER BY input.seq DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS balance_after
-        FROM input JOIN claimed ON claimed.id = input.reservation_id JOIN moved ON moved.id = claimed.organization_id
+        SELECT input.*, spent.organization_id, spent.amount, spent.key_id, spent.request_id, spent.bucket_id,
+               moved.ledger_balance + coalesce(sum(spent.amount) OVER (
+                 PARTITION BY spent.organization_id ORDER BY input.seq DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS balance_after
+        FROM input JOIN spent USING (reservation_id) JOIN moved ON moved.id = spent.organization_id
       ),
       ledger AS (
         INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-        SELECT transaction_id, organization_id, 'usage', -amount, balance_after,
-               CASE WHEN jsonb_array_length(allocations) = 1 THEN allocations->0->>'bucketId' END,
-               key_id, request_id, gtin, description, created_at
+        SELECT transaction_id, organization_id, 'usage', -amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at
         FROM debits
       ),
       -- The billed look-ups (a batch's fresh GTINs each) into the hourly usage counters, in the debit's own statement, rows in one
@@ -818,11 +942,23 @@ export class PostgresStore implements Store {
         WHERE debits.idempotency_scope IS NOT NULL AND idempotency_records.scope = debits.idempotency_scope AND idempotency_records.key_hash = debits.idempotency_key_hash
           AND idempotency_records.created_at = debits.claimed_at
       )
-      SELECT reservation_id FROM debits`;
-    return new Set(committed.map((row) => row.reservation_id));
+      SELECT reservation_id, 'committed' AS outcome, NULL::bigint AS available FROM debits
+      UNION ALL
+      SELECT reservation_id, 'committed', NULL FROM written
+      UNION ALL
+      SELECT demand.reservation_id, 'spent', greatest(0, coalesce(spendable.credits, 0) - coalesce(given.amount, 0))
+      FROM demand LEFT JOIN spendable USING (organization_id) LEFT JOIN given USING (organization_id)
+      WHERE demand.reservation_id NOT IN (SELECT reservation_id FROM granted)`;
+    return new Map(settled.map((row) => [row.reservation_id, { outcome: row.outcome, available: Number(row.available) }]));
   }
 
   async releaseReservation(reservationId: string, now: number): Promise<boolean> {
+    const held = this.held.get(reservationId);
+    if (held !== undefined) {
+      if (held.committing) return false;
+      this.release(reservationId, held);
+      return true;
+    }
     const [row] = await retrying(() => this.restoreCredits(this.client, this.client`DELETE FROM reservations WHERE id = ${reservationId} RETURNING organization_id, allocations`, now));
     return row!.released === 1;
   }
@@ -830,6 +966,14 @@ export class PostgresStore implements Store {
   // The reservation row is locked, so a commit or a sweep racing with it waits and then finds what
   // is left (a commit debits `keep`); one that came first leaves no row, and nothing is given back.
   async shrinkReservation(reservationId: string, keep: number, now: number): Promise<boolean> {
+    const held = this.held.get(reservationId);
+    if (held !== undefined) {
+      if (held.committing) return false;
+      if (!(keep > 0 && keep < held.amount)) throw new RangeError(`cannot keep ${keep} of a reservation of ${held.amount}`);
+      this.holdHere(held.organizationId, keep - held.amount);
+      held.amount = keep;
+      return true;
+    }
     return retrying(() =>
       this.client.begin(async (tx) => {
         const [row] = await tx<Array<{ organization_id: string; amount: string; allocations: string }>>`
@@ -929,7 +1073,7 @@ export class PostgresStore implements Store {
 
   async availableCredits(organizationId: string, now: number): Promise<number> {
     const [row] = await this.availableStatement().execute({ organizationId, now });
-    return row!.available;
+    return Math.max(0, row!.available - (this.heldHere.get(organizationId) ?? 0));
   }
 
   // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a reader.
@@ -955,8 +1099,10 @@ export class PostgresStore implements Store {
           .select({ reserved: sql<number>`coalesce(sum(${reservations.amount}), 0)`.mapWith(Number) })
           .from(reservations)
           .where(eq(reservations.organizationId, organizationId));
-        const available = buckets.reduce((sum, b) => sum + b.remaining, 0);
-        return { available, reserved: held!.reserved, buckets };
+        const inBuckets = buckets.reduce((sum, b) => sum + b.remaining, 0);
+        // What this instance's requests in flight hold in memory is still in the buckets.
+        const heldHere = Math.min(inBuckets, this.heldHere.get(organizationId) ?? 0);
+        return { available: inBuckets - heldHere, reserved: held!.reserved + heldHere, buckets };
       },
       { isolationLevel: "repeatable read", accessMode: "read only" },
     );

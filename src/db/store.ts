@@ -273,11 +273,17 @@ export interface Store {
    * the key's monthly credit limit (read by the store itself, so a change applies at once) cannot
    * take it: what the key spent in `now`'s month plus what its requests in flight hold plus `amount`
    * must stay within the limit. The debit adds to the key's monthly spending in its own transaction.
-   * Held credits are not available to other requests (SQLite: in this process's memory; PostgreSQL:
-   * reservation rows, so every instance sees them).
+   * Held credits are not available to other requests of this process (SQLite: in memory, for the one
+   * serving process). PostgreSQL holds a capped key's credits in reservation rows, which every
+   * instance sees; for every other key it only checks the balance, holds the credits in memory, and
+   * the debit takes them from the buckets (see PostgresStore.reserveCredits).
    */
   reserveCredits(input: { organizationId: string; amount: number; keyId: string | null; requestId: string; now: number }): Promise<Reservation>;
-  /** Debits the held credits with one usage ledger row, in one transaction; false when already committed or released. */
+  /**
+   * Debits the held credits with one usage ledger row, in one transaction; false when already
+   * committed or released. Throws CreditsSpentMeanwhile when the credits were not held in the
+   * database (see reserveCredits) and are gone.
+   */
   commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean>;
   /**
    * Gives a reservation's credits back to their buckets; false when it was already committed or
@@ -531,6 +537,17 @@ export function splitAllocations(allocations: Array<{ bucketId: string; amount: 
     if (amount > taken) given.push({ bucketId, amount: amount - taken });
   }
   return { kept, given };
+}
+
+/**
+ * commitReservation found the organization's credits spent meanwhile (PostgreSQL: another instance
+ * spent them between the look-up's balance check and its debit): nothing was debited, and the
+ * look-up is answered as a 402 with `available`, the credits left.
+ */
+export class CreditsSpentMeanwhile extends Error {
+  constructor(readonly available: number) {
+    super("the organization's credits were spent before this debit");
+  }
 }
 
 /** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */

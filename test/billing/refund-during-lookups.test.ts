@@ -1,14 +1,15 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import type { Store } from "../../src/db/store";
+import { CreditsSpentMeanwhile, type Store } from "../../src/db/store";
 import { newId } from "../../src/lib/ids";
 import { FakeClock } from "../../src/lib/clock";
 import { completeLocalOrder } from "../../src/modules/billing/service";
 import { openStore } from "../../src/services";
-import { addProduct, ageReservations, createOrganization, createTestContext, createTestDatabase, json, ledgerSum, openTestStore, packOrder, queryRows, type TestContext } from "../helpers";
+import { addProduct, ageReservations, createOrganization, createTestContext, createTestDatabase, json, ledgerSum, openTestStore, packOrder, queryRows, rowReservingKey, type TestContext } from "../helpers";
 
 // A refund while look-ups hold credits of the refunded bucket: the free credits go at once; of the
 // held ones, those a look-up spends are usage, and those it gives back go to the refund, never
-// back to the customer.
+// back to the customer. (PostgreSQL holds the credits of capped keys only, in reservation rows;
+// other keys' look-ups hold them in memory, where the refund takes them too: see the last describe.)
 const PRICE = 1000;
 
 async function buyPack(store: Store, clock: FakeClock, organizationId: string, credits: number): Promise<string> {
@@ -35,12 +36,14 @@ describe("a refund while look-ups hold credits of the refunded pack", () => {
   let clock: FakeClock;
   let organizationId: string;
   let orderId: string;
+  let keyId: string | null;
 
   beforeEach(async () => {
     store = await openTestStore();
     clock = new FakeClock();
     organizationId = (await store.createOrganization({ name: "Org", now: clock.now() })).id;
     orderId = await buyPack(store, clock, organizationId, 10);
+    keyId = await rowReservingKey(store, organizationId, clock.now());
   });
   afterEach(async () => {
     await store.close();
@@ -49,7 +52,7 @@ describe("a refund while look-ups hold credits of the refunded pack", () => {
   async function hold(count: number): Promise<string[]> {
     const ids: string[] = [];
     for (let i = 0; i < count; i++) {
-      const reservation = await store.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: newId("req", clock.now()), now: clock.now() });
+      const reservation = await store.reserveCredits({ organizationId, amount: 1, keyId, requestId: newId("req", clock.now()), now: clock.now() });
       if (!reservation.ok) throw new Error("expected the reservation to succeed");
       ids.push(reservation.reservationId);
     }
@@ -71,12 +74,12 @@ describe("a refund while look-ups hold credits of the refunded pack", () => {
     for (const id of held) expect(await store.releaseReservation(id, clock.now())).toBe(true);
     expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 0, reserved: 0 });
     expect(await ledgerAmounts(store, organizationId, "refund")).toBe(-10);
-    expect(await store.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: "req_after", now: clock.now() })).toEqual({ ok: false, available: 0 });
+    expect(await store.reserveCredits({ organizationId, amount: 1, keyId, requestId: "req_after", now: clock.now() })).toEqual({ ok: false, available: 0 });
     await expectInvariant(store, organizationId, clock.now());
   });
 
   test("a batch that keeps part of its hold after a full refund: what it gives back pays the refund, what it keeps is usage", async () => {
-    const reservation = await store.reserveCredits({ organizationId, amount: 4, keyId: null, requestId: "req_batch", now: clock.now() });
+    const reservation = await store.reserveCredits({ organizationId, amount: 4, keyId, requestId: "req_batch", now: clock.now() });
     if (!reservation.ok) throw new Error("expected the reservation to succeed");
     expect(await refund(PRICE)).toMatchObject({ applied: true, clawedBack: 6 });
     clock.advance(1000);
@@ -162,22 +165,28 @@ describe("a refund racing the look-ups' releases and commits", () => {
       for (let round = 0; round < 10; round++) {
         const { id: organizationId } = await serving.createOrganization({ name: `Org ${round}`, now: clock.now() });
         const orderId = await buyPack(serving, clock, organizationId, 10);
+        // Odd rounds: PostgreSQL reservation rows; even rounds: holds in memory (every hold, on SQLite).
+        const keyId = round % 2 === 1 ? await rowReservingKey(serving, organizationId, clock.now()) : null;
         const held: string[] = [];
         for (let i = 0; i < 3; i++) {
-          const reservation = await serving.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: newId("req", clock.now()), now: clock.now() });
+          const reservation = await serving.reserveCredits({ organizationId, amount: 1, keyId, requestId: newId("req", clock.now()), now: clock.now() });
           if (reservation.ok) held.push(reservation.reservationId);
         }
         clock.advance(10);
         const now = clock.now();
-        await Promise.all([
+        const [, , committed] = await Promise.all([
           refunding.refundPayment({ event: null, ref: orderId, refundedAmount: PRICE, description: "Refund", now }),
           serving.releaseReservation(held[0]!, now),
-          serving.commitReservation(held[1]!, { gtin: null, description: "usage", now }),
+          serving.commitReservation(held[1]!, { gtin: null, description: "usage", now }).catch((error: unknown) => (error instanceof CreditsSpentMeanwhile ? false : Promise.reject(error))),
           serving.releaseReservation(held[2]!, now),
         ]);
+        // Credits held in the database are the look-up's whatever the refund does; credits held in a
+        // PostgreSQL instance's memory are the refund's when it comes first, and the debit is refused.
+        if (serving.dialect === "sqlite" || keyId !== null) expect(committed).toBe(true);
+        const usage = await ledgerAmounts(serving, organizationId, "usage");
+        expect(usage).toBe(committed ? -1 : 0);
+        expect(await ledgerAmounts(serving, organizationId, "refund")).toBe(-10 - usage);
         expect(await serving.getBalance(organizationId, now)).toMatchObject({ available: 0, reserved: 0 });
-        expect(await ledgerAmounts(serving, organizationId, "usage")).toBe(-1);
-        expect(await ledgerAmounts(serving, organizationId, "refund")).toBe(-9);
         await expectInvariant(serving, organizationId, now);
       }
     } finally {
@@ -198,6 +207,38 @@ describe("look-ups held open over HTTP during a full refund", () => {
   });
   afterEach(async () => {
     await context.close();
+  });
+
+  test("billed ones are usage on SQLite; on PostgreSQL, where they hold their credits in memory, the refund took them: 402, nothing billed", async () => {
+    await addProduct(context, FRESH, [{ merchantId: "m-a", price: 500, ageMs: 60_000 }]);
+    const org = await createOrganization(context);
+    const orderId = await buyPack(context.store, context.clock, org.organizationId, 10);
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const lookUp = context.store.findProductWithOffers.bind(context.store);
+    let started = 0;
+    context.store.findProductWithOffers = async (gtin) => {
+      started++;
+      await gate;
+      return lookUp(gtin);
+    };
+    const inFlight = [1, 2, 3].map(() => context.request(`/api/v1/products/${FRESH}/price`, { headers: org.auth }));
+    while (started < 3) await Bun.sleep(1);
+
+    await context.store.refundPayment({ event: null, ref: orderId, refundedAmount: PRICE, description: "Refund", now: context.clock.now() });
+    open();
+    const billedOnSQLite = context.store.dialect === "sqlite";
+    for (const response of await Promise.all(inFlight)) {
+      const body = await json(response);
+      expect(response.status).toBe(billedOnSQLite ? 200 : 402);
+      // A billed answer reports the balance its look-up was admitted with; the 402, what the debit found.
+      if (billedOnSQLite) expect(body.meta).toMatchObject({ creditsConsumed: 1, reason: "fresh-offer" });
+      else expect(body).toMatchObject({ type: expect.stringContaining("insufficient-credits"), meta: { reason: "insufficient-credits", creditsConsumed: 0, creditsRemaining: 0 } });
+    }
+    expect(await ledgerAmounts(context.store, org.organizationId, "usage")).toBe(billedOnSQLite ? -3 : 0);
+    expect(await ledgerAmounts(context.store, org.organizationId, "refund")).toBe(billedOnSQLite ? -7 : -10);
+    expect(await context.store.getBalance(org.organizationId, context.clock.now())).toMatchObject({ available: 0, reserved: 0 });
+    await expectInvariant(context.store, org.organizationId, context.clock.now());
   });
 
   test("end unbilled (stale data) without giving the refunded credits back: the next billed look-up is 402", async () => {

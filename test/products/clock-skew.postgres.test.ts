@@ -131,6 +131,8 @@ describe("an instance whose clock runs 61 s ahead", () => {
 
   test("a request whose reservation the sweep took (stalled over 60 s of database time) answers 503 and bills nothing", async () => {
     const org = await setUp(3);
+    // A capped key's look-ups hold their credits in reservation rows, which the sweep sees.
+    await a.raw.updateApiKeyControls(org.organizationId, org.keyId, { monthlyCreditLimit: 100 });
     const held = a.hold();
     const first = a.request(`/api/v1/products/${FRESH}/price`, { headers: org.auth });
     await held.arrived;
@@ -140,5 +142,23 @@ describe("an instance whose clock runs 61 s ahead", () => {
     expect((await first).status).toBe(503);
     expect(await usageRows()).toBe(0);
     expect(await a.store.getBalance(org.organizationId, a.clock.now())).toMatchObject({ available: 3, reserved: 0 });
+  });
+
+  test("an uncapped key's request stalled over 60 s holds its credits in its own instance's memory: nothing to sweep, billed once", async () => {
+    const org = await setUp(3);
+    const held = a.hold();
+    const first = a.request(`/api/v1/products/${FRESH}/price`, { headers: org.auth });
+    await held.arrived;
+    await ageReservations(a.raw, 120_000);
+    expect(await b.store.releaseStaleReservations(b.clock.now())).toBe(0);
+    expect(await a.store.getBalance(org.organizationId, a.clock.now())).toMatchObject({ available: 2, reserved: 1 });
+    expect(await b.store.getBalance(org.organizationId, b.clock.now())).toMatchObject({ available: 3, reserved: 0 });
+    held.open();
+    const answer = await first;
+    expect(answer.status).toBe(200);
+    expect((await json(answer)).meta).toMatchObject({ creditsConsumed: 1, creditsRemaining: 2 });
+    expect(await usageRows()).toBe(1);
+    expect(await a.store.getBalance(org.organizationId, a.clock.now())).toMatchObject({ available: 2, reserved: 0 });
+    expect(await ledgerSum(a.store, org.organizationId)).toBe(2);
   });
 });

@@ -5,7 +5,7 @@ import { SYSTEM_USER_ID } from "../../src/db/store";
 import { newId } from "../../src/lib/ids";
 import { completeLocalOrder } from "../../src/modules/billing/service";
 import { createApiKey, revokeApiKey, rotateApiKey } from "../../src/modules/keys/service";
-import { addProduct, createOrganization, createTestContext, packOrder, queryRows, signIn, type TestContext, type TestOrganization } from "../helpers";
+import { addProduct, createOrganization, createTestContext, packOrder, queryRows, rowReservingKey, signIn, type TestContext, type TestOrganization } from "../helpers";
 
 const FRESH = "04006381333931";
 
@@ -138,7 +138,9 @@ describe("events written with their cause", () => {
     await store.setLowCreditThreshold(other.id, 5);
     const order = await store.createOrder(packOrder({ id: "ord_refunded", organizationId: other.id, credits: 10, amount: 900, now: clock.now() }));
     expect((await completeLocalOrder({ store, clock }, order.id)).applied).toBe(true);
-    const held = await store.reserveCredits({ organizationId: other.id, amount: 3, keyId: null, requestId: "req_held", now: clock.now() });
+    // A hold the refund cannot take: in memory on SQLite, a reservation row on PostgreSQL.
+    const keyId = await rowReservingKey(store, other.id, clock.now());
+    const held = await store.reserveCredits({ organizationId: other.id, amount: 3, keyId, requestId: "req_held", now: clock.now() });
     if (!held.ok) throw new Error("expected the reservation to succeed");
     // The free 7 go at once (10 → 3: below the threshold); the held 3 go to the refund when the look-up gives them back (3 → 0).
     expect(await store.refundPayment({ event: null, ref: order.id, refundedAmount: 900, description: "Refund", now: clock.now() })).toMatchObject({ applied: true, clawedBack: 7 });

@@ -1,4 +1,4 @@
-import type { KeyCredential, OfferRecord, ProductRecord, Store, UsageRecord } from "../../db/store";
+import { CreditsSpentMeanwhile, type KeyCredential, type OfferRecord, type ProductRecord, type Store, type UsageRecord } from "../../db/store";
 import type { Clock } from "../../lib/clock";
 import type { InFlightWork } from "../../lib/in-flight";
 import { toISO } from "../../lib/clock";
@@ -83,7 +83,8 @@ function priceData(product: ProductRecord, offers: OfferRecord[], lastObservedAt
  * a list of one): reserve the cost of every one in one step, look the products up, then debit the
  * fresh ones together and give the rest back, or release everything when none is fresh. A batch
  * is answered whole or not at all: when the reservation cannot be made, nothing is looked up (402).
- * An answer claims a debit only when the debit committed: when the commit does not happen (the
+ * When the debit finds the credits spent meanwhile (PostgreSQL, by another instance), the answer is
+ * the 402 it would have been at the start. An answer claims a debit only when the debit committed: when the commit does not happen (the
  * reservation was swept, a write failed, the database stayed locked) or anything fails after the
  * reservation, its credits are given back at once and the answer is 503 `unavailable`, without data.
  */
@@ -145,6 +146,8 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
     held = !(await store.commitReservation(reservation.reservationId, usage));
     if (!held) return result;
   } catch (error) {
+    // The debit found the credits spent meanwhile (by another instance): nothing was billed or is held.
+    if (error instanceof CreditsSpentMeanwhile) return { status: 402, items: [], creditsConsumed: 0, creditsRemaining: error.available };
     if (!held) throw error;
   }
   // No debit: whatever is still held goes back (a release of what the sweep took already is a no-op).
