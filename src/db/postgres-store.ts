@@ -763,7 +763,7 @@ export class PostgresStore implements Store {
       const batch = queued.filter((item) => firsts.get(item.reservationId) === item);
       for (const item of queued) if (firsts.get(item.reservationId) !== item) item.resolve(false);
       try {
-        const outcomes = await retrying(() => this.debitBatch(batch), isOverdrawRefused);
+        const outcomes = await retrying(() => this.debitBatch(batch, { retried: false }), isOverdrawRefused);
         for (const item of batch) this.settleDebit(item, outcomes.get(item.reservationId));
       } catch {
         // One bad debit must not fail its neighbours: retry each alone and fail only the culprit. A
@@ -771,7 +771,7 @@ export class PostgresStore implements Store {
         // row's id, so it is never written twice.
         for (const item of batch) {
           try {
-            this.settleDebit(item, (await retrying(() => this.debitBatch([item]), isOverdrawRefused)).get(item.reservationId));
+            this.settleDebit(item, (await retrying(() => this.debitBatch([item], { retried: true }), isOverdrawRefused)).get(item.reservationId));
           } catch (error) {
             if (item.held !== null) item.held.committing = false;
             item.reject(error);
@@ -807,7 +807,7 @@ export class PostgresStore implements Store {
   // row moved once, under its lock, which orders balanceAfter across instances) and the
   // Idempotency-Key answers, so they commit together. It commits synchronously (the WAL is flushed
   // before anyone is answered): a debit once answered survives a crash of the database server.
-  private async debitBatch(items: PendingDebit[]): Promise<Map<string, DebitOutcome>> {
+  private async debitBatch(items: PendingDebit[], options: { retried: boolean }): Promise<Map<string, DebitOutcome>> {
     const rows = items.map(({ reservationId, usage, held, transactionId }, seq) => ({
       seq,
       reservation_id: reservationId,
@@ -837,8 +837,12 @@ export class PostgresStore implements Store {
           idempotency_scope text, idempotency_key_hash text, claimed_at bigint, response_status int, response_body text,
           held_here boolean, held_organization_id text, held_amount bigint, held_key_id text, held_request_id text)
       ),
-      -- A debit written already (its statement committed, but its caller saw an error) is not written again.
-      written AS (SELECT input.reservation_id FROM input JOIN credit_transactions ON credit_transactions.id = input.transaction_id),
+      -- A debit written already (its statement committed, but its caller saw an error) is not written
+      -- again; a first attempt has new ledger row ids, so only a retry looks.
+      written AS (
+        SELECT input.reservation_id FROM input
+        WHERE ${options.retried} AND EXISTS (SELECT 1 FROM credit_transactions WHERE credit_transactions.id = input.transaction_id)
+      ),
       -- A request whose Idempotency-Key claim was taken over meanwhile is not billed: its claim
       -- (locked until this commits) fences the debit.
       owned AS (
