@@ -4,6 +4,8 @@
 // Per operation: PostgreSQL CPU (every `postgres` process of the machine, from /proc), the calling
 // process's CPU and wall time, with `--concurrency` operations in flight (default 32, as wrk's
 // connections in bench/lookup.ts). One organization with one bucket: the hot-organization case.
+// The demo key has no monthly credit limit, so its reservation is a balance check with the credits
+// held in memory, and its commit is the debit that takes them from the bucket.
 //
 // Usage: bun bench/postgres-ops.ts --postgres postgres://postgres@127.0.0.1:5432/test [--operations 5000] [--concurrency 32]
 import { parseArgs } from "node:util";

@@ -1,11 +1,14 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import type { PostgresStore } from "../../src/db/postgres-store";
 import { openStore } from "../../src/services";
+import { SYSTEM_USER_ID } from "../../src/db/store";
+import { createApiKey } from "../../src/modules/keys/service";
 import { createTestDatabase, ledgerSum, queryRows, type TestDatabase } from "../helpers";
 
-// The window between a debit's commit and its answer: the statement committed, but the connection
-// failed before the instance heard so. The debit is then tried again alone, with the same ledger
-// row id, and must find itself written rather than take the credits a second time.
+// An uncapped key's look-up holds its credits in the instance's memory and its debit takes them
+// from the buckets (PostgresStore.reserveCredits). The windows between its steps: a debit whose
+// statement committed although the connection failed before the instance heard so, and a key that
+// gained a monthly credit limit between its look-up's balance check and its debit.
 let database: TestDatabase;
 let store: PostgresStore;
 
@@ -36,4 +39,23 @@ test("a debit retried after its statement committed is found written: one usage 
   expect(await ledgerSum(store, organization.id)).toBe(7);
   const [bucket] = await queryRows<{ remaining: number }>(store, "SELECT remaining::int AS remaining FROM credit_buckets");
   expect(bucket!.remaining).toBe(7);
+});
+
+test("a key capped between its look-up's balance check and its debit is not billed there: the hold goes back, the retry takes the capped path", async () => {
+  const now = Date.now();
+  const organization = await store.createOrganization({ name: "capped meanwhile", now });
+  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Credits", now });
+  await store.ensureSystemUser(now);
+  const { key } = await createApiKey(store, { organizationId: organization.id, name: "soon capped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now });
+  const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 2, keyId: key.id, requestId: "req_1", now });
+  if (!reservation.ok) throw new Error("reservation refused");
+  expect(await store.getBalance(organization.id, now)).toMatchObject({ available: 8, reserved: 2 });
+
+  await store.updateApiKeyControls(organization.id, key.id, { monthlyCreditLimit: 1 });
+  expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(false);
+  expect(await store.releaseReservation(reservation.reservationId, now)).toBe(true);
+  expect(await queryRows(store, "SELECT id FROM credit_transactions WHERE type = 'usage'")).toEqual([]);
+  expect(await store.getBalance(organization.id, now)).toMatchObject({ available: 10, reserved: 0 });
+  // Now past the limit it is refused by the limit, as any capped key's request.
+  expect(await store.reserveCredits({ organizationId: organization.id, amount: 2, keyId: key.id, requestId: "req_2", now })).toMatchObject({ ok: false, keyLimit: 1 });
 });
