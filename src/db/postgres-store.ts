@@ -110,6 +110,13 @@ const bucketColumns = {
 // spells the same order in SQL, and locks buckets in it).
 const FEFO = [sql`${creditBuckets.expiresAt} ASC NULLS LAST`, asc(creditBuckets.id)] as const;
 
+/** An organization's buckets with credits to spend at `now` (prepared statements' placeholders). */
+const SPENDABLE_BUCKETS = and(
+  eq(creditBuckets.organizationId, sql.placeholder("organizationId")),
+  gt(creditBuckets.remaining, 0),
+  or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, sql.placeholder("now"))),
+);
+
 /** Rows per multi-row INSERT: well under PostgreSQL's 65 535 parameters per statement. */
 const INSERT_CHUNK = 1000;
 /** A transaction that lost a deadlock or a serialization check is run again, this many times at most. */
@@ -658,13 +665,7 @@ export class PostgresStore implements Store {
         capped: sql<boolean>`EXISTS (SELECT 1 FROM api_keys WHERE id = ${sql.placeholder("keyId")} AND (monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE'))`,
       })
       .from(creditBuckets)
-      .where(
-        and(
-          eq(creditBuckets.organizationId, sql.placeholder("organizationId")),
-          gt(creditBuckets.remaining, 0),
-          or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, sql.placeholder("now"))),
-        ),
-      )
+      .where(SPENDABLE_BUCKETS)
       .prepare("balance_check"),
   );
 
@@ -1065,13 +1066,7 @@ export class PostgresStore implements Store {
     this.db
       .select({ available: sql<number>`coalesce(sum(${creditBuckets.remaining}), 0)`.mapWith(Number) })
       .from(creditBuckets)
-      .where(
-        and(
-          eq(creditBuckets.organizationId, sql.placeholder("organizationId")),
-          gt(creditBuckets.remaining, 0),
-          or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, sql.placeholder("now"))),
-        ),
-      )
+      .where(SPENDABLE_BUCKETS)
       .prepare("available_credits"),
   );
 

@@ -209,10 +209,8 @@ describe("look-ups held open over HTTP during a full refund", () => {
     await context.close();
   });
 
-  test("billed ones are usage on SQLite; on PostgreSQL, where they hold their credits in memory, the refund took them: 402, nothing billed", async () => {
-    await addProduct(context, FRESH, [{ merchantId: "m-a", price: 500, ageMs: 60_000 }]);
-    const org = await createOrganization(context);
-    const orderId = await buyPack(context.store, context.clock, org.organizationId, 10);
+  /** Three look-ups of `path`, held between their reservation and their product read until `open()`. */
+  async function heldOpen(path: string, auth: Record<string, string>) {
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
     const lookUp = context.store.findProductWithOffers.bind(context.store);
@@ -222,8 +220,16 @@ describe("look-ups held open over HTTP during a full refund", () => {
       await gate;
       return lookUp(gtin);
     };
-    const inFlight = [1, 2, 3].map(() => context.request(`/api/v1/products/${FRESH}/price`, { headers: org.auth }));
+    const inFlight = [1, 2, 3].map(() => context.request(path, { headers: auth }));
     while (started < 3) await Bun.sleep(1);
+    return { inFlight, open };
+  }
+
+  test("billed ones are usage on SQLite; on PostgreSQL, where they hold their credits in memory, the refund took them: 402, nothing billed", async () => {
+    await addProduct(context, FRESH, [{ merchantId: "m-a", price: 500, ageMs: 60_000 }]);
+    const org = await createOrganization(context);
+    const orderId = await buyPack(context.store, context.clock, org.organizationId, 10);
+    const { inFlight, open } = await heldOpen(`/api/v1/products/${FRESH}/price`, org.auth);
 
     await context.store.refundPayment({ event: null, ref: orderId, refundedAmount: PRICE, description: "Refund", now: context.clock.now() });
     open();
@@ -246,18 +252,7 @@ describe("look-ups held open over HTTP during a full refund", () => {
     await addProduct(context, FRESH, [{ merchantId: "m-a", price: 500, ageMs: 60_000 }]);
     const org = await createOrganization(context);
     const orderId = await buyPack(context.store, context.clock, org.organizationId, 10);
-    // Hold the look-ups between their reservation and their answer.
-    let open!: () => void;
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    const lookUp = context.store.findProductWithOffers.bind(context.store);
-    let started = 0;
-    context.store.findProductWithOffers = async (gtin) => {
-      started++;
-      await gate;
-      return lookUp(gtin);
-    };
-    const inFlight = [1, 2, 3].map(() => context.request(`/api/v1/products/${STALE.slice(2)}/price`, { headers: org.auth }));
-    while (started < 3) await Bun.sleep(1);
+    const { inFlight, open } = await heldOpen(`/api/v1/products/${STALE.slice(2)}/price`, org.auth);
 
     await context.store.refundPayment({ event: null, ref: orderId, refundedAmount: PRICE, description: "Refund", now: context.clock.now() });
     open();
