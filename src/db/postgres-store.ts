@@ -190,7 +190,7 @@ interface PendingDebit {
 }
 
 /** What the debit statement did with one commit; absent: nothing (the reservation was gone, or its claim taken over). */
-type DebitOutcome = { outcome: "committed" | "spent"; available: number };
+type DebitOutcome = { outcome: "committed" } | { outcome: "spent"; available: number };
 
 export class PostgresStore implements Store {
   readonly dialect = "postgres";
@@ -954,7 +954,7 @@ export class PostgresStore implements Store {
       SELECT demand.reservation_id, 'spent', greatest(0, coalesce(spendable.credits, 0) - coalesce(given.amount, 0))
       FROM demand LEFT JOIN spendable USING (organization_id) LEFT JOIN given USING (organization_id)
       WHERE demand.reservation_id NOT IN (SELECT reservation_id FROM granted)`;
-    return new Map(settled.map((row) => [row.reservation_id, { outcome: row.outcome, available: Number(row.available) }]));
+    return new Map(settled.map((row): [string, DebitOutcome] => [row.reservation_id, row.outcome === "spent" ? { outcome: "spent", available: Number(row.available) } : { outcome: "committed" }]));
   }
 
   async releaseReservation(reservationId: string, now: number): Promise<boolean> {
