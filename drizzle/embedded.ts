@@ -23,6 +23,7 @@ import postgres7 from "./postgres/0007_webhooks.sql" with { type: "text" };
 import postgres8 from "./postgres/0008_offer_state_since.sql" with { type: "text" };
 import postgres9 from "./postgres/0009_key_lines.sql" with { type: "text" };
 import postgres10 from "./postgres/0010_bucket_index_without_remaining.sql" with { type: "text" };
+import postgres11 from "./postgres/0011_catalog_version.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
@@ -51,4 +52,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0008_offer_state_since", when: 1795481361975, breakpoints: true, sql: postgres8 },
   { tag: "0009_key_lines", when: 1795482107026, breakpoints: true, sql: postgres9 },
   { tag: "0010_bucket_index_without_remaining", when: 1795493959572, breakpoints: true, sql: postgres10 },
+  { tag: "0011_catalog_version", when: 1795504987305, breakpoints: true, sql: postgres11 },
 ];

@@ -57,7 +57,7 @@ import type {
 const { organizations, users, sessions, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
 const { invitations, idempotencyRecords } = schema;
 const { orders, subscriptions, invoices, payments, paymentReversals, providerEvents } = schema;
-const { feedSources, feedRuns, feedTokens, feedSourceFiles, offerPriceHistory } = schema;
+const { feedSources, feedRuns, feedTokens, feedSourceFiles, offerPriceHistory, catalogVersion } = schema;
 
 const feedTokenColumns = {
   id: feedTokens.id,
@@ -298,16 +298,24 @@ export class PostgresStore implements Store {
         expiresAt: apiKeys.expiresAt,
         monthlyCreditLimit: apiKeys.monthlyCreditLimit,
         rateLimit: apiKeys.rateLimit,
+        catalogVersion: sql<number>`(SELECT coalesce(max(${catalogVersion.version}), 0) FROM ${catalogVersion})`.mapWith(Number),
       })
       .from(apiKeys)
       .where(eq(apiKeys.keyHash, sql.placeholder("hash")))
       .prepare("key_credential_by_hash"),
   );
 
-  /** Read on every data request, never cached: a key revoked or rotated by any instance is refused at once. */
+  /**
+   * Read on every data request, never cached: a key revoked or rotated by any instance is refused at
+   * once. The same statement reads the catalog's version, so a look-up reads products at least as new
+   * as every import committed before its request began (see findProductWithOffers).
+   */
   async findKeyCredential(keyHash: string): Promise<KeyCredential | null> {
-    const [credential] = await this.credentialByHash().execute({ hash: keyHash });
-    return credential ?? null;
+    const [row] = await this.credentialByHash().execute({ hash: keyHash });
+    if (row === undefined) return null;
+    const { catalogVersion: version, ...credential } = row;
+    this.seeCatalogVersion(version);
+    return credential;
   }
 
   async getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
@@ -452,6 +460,12 @@ export class PostgresStore implements Store {
             setWhere: sql`excluded.observed_at >= ${offers.observedAt}`,
           });
       }
+      // Last, so the row lock is held only until the commit: instances drop the products they keep
+      // once they see the new version (imports of several instances queue here, never in a cycle).
+      await tx
+        .insert(catalogVersion)
+        .values({ id: 1, version: 1 })
+        .onConflictDoUpdate({ target: catalogVersion.id, set: { version: sql`${catalogVersion.version} + 1` } });
     });
     return { products: records.length, offers: records.filter((record) => record.offer !== undefined).length };
   }
@@ -468,40 +482,69 @@ export class PostgresStore implements Store {
       .prepare("product_with_offers"),
   );
 
-  async findProductWithOffers(gtin: string): Promise<{ product: ProductRecord; offers: OfferRecord[] } | null> {
-    return this.productFromRows(gtin, await this.productWithOffers().execute({ gtin }));
+  // Invariant: a product is handed out from memory only while the catalog version this instance
+  // last saw (with a request's key, findKeyCredential) is the one it was read under; a read that
+  // overlapped a newer sighting is not kept. Every import moves the version in its transaction, so a
+  // look-up never sees products older than the imports committed before its request began, on any
+  // instance, without reading them again while nothing was imported.
+  private catalogSeen = -1;
+
+  private seeCatalogVersion(version: number): void {
+    if (version > this.catalogSeen) this.catalogSeen = version;
   }
 
-  /** Per GTIN: the rows last read and the object made of them. */
-  private readonly handedOut = new Map<string, { rows: string; found: { product: ProductRecord; offers: OfferRecord[] } }>();
+  /** A product read under the current catalog version, from memory; undefined when it must be read. */
+  private rememberedProduct(gtin: string): { product: ProductRecord; offers: OfferRecord[] } | undefined {
+    const last = this.handedOut.get(gtin);
+    return last !== undefined && last.version === this.catalogSeen && last.version >= 0 ? last.found : undefined;
+  }
+
+  async findProductWithOffers(gtin: string): Promise<{ product: ProductRecord; offers: OfferRecord[] } | null> {
+    const remembered = this.rememberedProduct(gtin);
+    if (remembered !== undefined) return remembered;
+    const version = this.catalogSeen;
+    return this.productFromRows(gtin, await this.productWithOffers().execute({ gtin }), version);
+  }
+
+  /** Per GTIN: the rows last read, the object made of them and the catalog version they were read under (-1: unknown). */
+  private readonly handedOut = new Map<string, { rows: string; found: { product: ProductRecord; offers: OfferRecord[] }; version: number }>();
 
   /**
    * The product of a GTIN's rows, as the same object as last time while its rows are unchanged, so
    * what a caller derived from it stays valid: lookUpPrices keeps each product's prepared answer by
    * object, as with the SQLite store's cached products, instead of rebuilding it every request.
+   * `version`: the catalog version seen when the read began; kept only if no newer one was seen since.
    */
-  private productFromRows(gtin: string, rows: ProductWithOffersRow[]): { product: ProductRecord; offers: OfferRecord[] } | null {
+  private productFromRows(gtin: string, rows: ProductWithOffersRow[], version: number): { product: ProductRecord; offers: OfferRecord[] } | null {
     if (rows.length === 0) {
       this.handedOut.delete(gtin);
       return null;
     }
+    const readUnder = version === this.catalogSeen ? version : -1;
     const content = JSON.stringify(rows);
     const last = this.handedOut.get(gtin);
-    if (last?.rows === content) return last.found;
+    if (last?.rows === content) {
+      last.version = readUnder;
+      return last.found;
+    }
     const found = productOfRows(rows);
     if (last === undefined && this.handedOut.size >= REMEMBERED_PRODUCTS) this.handedOut.delete(this.handedOut.keys().next().value!);
-    this.handedOut.set(gtin, { rows: content, found });
+    this.handedOut.set(gtin, { rows: content, found, version: readUnder });
     return found;
   }
 
-  // One statement for the whole batch, the rows of each product together in the single look-up's order.
+  // One statement for the GTINs not in memory, the rows of each product together in the single look-up's order.
   async findProductsWithOffers(gtins: readonly string[]): Promise<Array<{ product: ProductRecord; offers: OfferRecord[] } | null>> {
+    const remembered = gtins.map((gtin) => this.rememberedProduct(gtin));
+    const missing = gtins.filter((_, index) => remembered[index] === undefined);
+    if (missing.length === 0) return remembered as Array<{ product: ProductRecord; offers: OfferRecord[] }>;
+    const version = this.catalogSeen;
     const rows = await this.db
       .select(PRODUCT_WITH_OFFERS_COLUMNS)
       .from(products)
       .leftJoin(offers, eq(offers.gtin, products.gtin))
       .leftJoin(merchants, eq(merchants.id, offers.merchantId))
-      .where(inArray(products.gtin, [...gtins]))
+      .where(inArray(products.gtin, missing))
       .orderBy(asc(products.gtin), asc(offers.merchantId));
     const byGTIN = new Map<string, typeof rows>();
     for (const row of rows) {
@@ -509,7 +552,7 @@ export class PostgresStore implements Store {
       if (group === undefined) byGTIN.set(row.gtin, [row]);
       else group.push(row);
     }
-    return gtins.map((gtin) => this.productFromRows(gtin, byGTIN.get(gtin) ?? []));
+    return gtins.map((gtin, index) => remembered[index] ?? this.productFromRows(gtin, byGTIN.get(gtin) ?? [], version));
   }
 
   /** PostgreSQL checkpoints on its own processes. */

@@ -1,23 +1,22 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
-import { SQLiteStore } from "../../src/db/sqlite-store";
-import { SYSTEM_USER_ID } from "../../src/db/store";
-import { FakeClock } from "../../src/lib/clock";
+import { SYSTEM_USER_ID, type Store } from "../../src/db/store";
+import type { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createApiKey } from "../../src/modules/keys/service";
 import { createServices } from "../../src/services";
+import { twoStoresOnOneDatabase, type TwoStores } from "../helpers";
 
-// The SQLite store caches keys, products and buckets for the hot path. These tests change the
-// database through a second connection, as the operator CLI does while `serve` runs, and through
-// the serving connection itself, and check that the very next request sees the change.
+// Both stores keep what the hot path reads in memory: SQLite its keys, products and buckets,
+// PostgreSQL the products read under the current catalog version. These tests change the database
+// through a second connection (SQLite: as the operator CLI does while `serve` runs; PostgreSQL:
+// another instance) and through the serving store itself, and check that the very next request
+// sees the change.
 const GTIN = "04006381333931";
-let directory: string;
-let served: SQLiteStore;
-let operator: SQLiteStore;
+let stores: TwoStores;
+let served: Store;
+let operator: Store;
 let app: ReturnType<typeof createApp>;
 let clock: FakeClock;
 let organizationId: string;
@@ -25,15 +24,10 @@ let keyId: string;
 let auth: { authorization: string };
 
 beforeEach(async () => {
-  directory = mkdtempSync(join(tmpdir(), "price-cache-"));
-  const url = `sqlite:${join(directory, "db.sqlite")}`;
-  served = SQLiteStore.open(url);
-  operator = SQLiteStore.open(url);
-  clock = new FakeClock();
+  stores = await twoStoresOnOneDatabase();
+  ({ one: served, two: operator, clock, organizationId } = stores);
   const config = loadConfig({ LOG_LEVEL: "silent" });
   app = createApp(createServices({ config, store: served, clock, logger: createLogger({ level: "silent" }) }));
-  const organization = await operator.createOrganization({ name: "Org", now: clock.now() });
-  organizationId = organization.id;
   await operator.grantCredits({ organizationId, source: "grant", type: "grant", amount: 1, expiresAt: null, description: "one", now: clock.now() });
   await operator.ensureSystemUser(clock.now());
   const created = await createApiKey(operator, { organizationId, name: "k", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now() });
@@ -43,9 +37,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  await served.close();
-  await operator.close();
-  rmSync(directory, { recursive: true, force: true });
+  await stores.close();
 });
 
 const price = () => app.handle(new Request(`http://localhost/api/v1/products/${GTIN}/price`, { headers: auth }));
@@ -54,7 +46,7 @@ const offer = (priceAmount: number) => ({
   offer: { merchantId: "m", priceAmount, currency: "EUR", shippingAmount: null, availability: "in_stock" as const, condition: "new" as const, url: null, observedAt: clock.now() },
 });
 
-describe("read caches of the SQLite store", () => {
+describe("what the stores keep in memory for the data endpoint", () => {
   test("a key revoked by another connection is refused on the next request", async () => {
     expect((await price()).status).toBe(200);
     await operator.revokeApiKey(organizationId, keyId);
@@ -73,6 +65,17 @@ describe("read caches of the SQLite store", () => {
     const body = await (await price()).json();
     expect(body.meta.reason).toBe("fresh-offer");
     expect(body.data.offers[0].price.amount).toBe(1299);
+  });
+
+  test("a new price imported by another connection is served on the next request, and billed", async () => {
+    await operator.grantCredits({ organizationId, source: "grant", type: "grant", amount: 5, expiresAt: null, description: "five", now: clock.now() });
+    await operator.applyFeedRecords([offer(1299)], clock.now());
+    for (let index = 0; index < 2; index++) expect((await (await price()).json()).data.offers[0].price.amount).toBe(1299);
+    await operator.applyFeedRecords([offer(1099)], clock.now());
+    const body = await (await price()).json();
+    expect(body.meta.reason).toBe("fresh-offer");
+    expect(body.data.offers[0].price.amount).toBe(1099);
+    expect(body.meta.creditsRemaining).toBe(3);
   });
 
   test("credits granted by another connection are spendable on the next request, and spent ones are gone", async () => {

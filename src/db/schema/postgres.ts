@@ -510,3 +510,18 @@ export const webhookDeliveries = pgTable(
     index("webhook_deliveries_log_idx").on(table.endpointId, table.createdAt, table.eventId),
   ],
 );
+
+/**
+ * PostgreSQL only: one row whose `version` every catalog import moves in its own transaction. An
+ * instance reads it with each request's key and keeps the products it read in memory while it
+ * stands still (see PostgresStore.findProductWithOffers); SQLite learns of other connections'
+ * commits from `PRAGMA data_version` instead.
+ */
+export const catalogVersion = pgTable(
+  "catalog_version",
+  {
+    id: integer("id").primaryKey(),
+    version: bigint("version", { mode: "number" }).notNull(),
+  },
+  (table) => [check("catalog_version_one_row", sql`${table.id} = 1`)],
+);
