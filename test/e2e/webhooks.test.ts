@@ -56,6 +56,12 @@ test("look-ups that cross the low-credit threshold send a signed credits.low to 
   expect(event).toMatchObject({ type: "credits.low", data: { organizationId: user.organization.id, balance: 4, threshold: 5 } });
   expect(request!.headers["user-agent"]).toStartWith("price-service/");
 
-  const log = await body(await service.request(`${WEBHOOKS}/${endpoint.id}/deliveries`, { headers }), 200);
+  // The receiver answers before the service records the outcome: wait for the record, not the request.
+  const deliveries = async () => (await body<{ items: Array<{ state: string }> }>(await service.request(`${WEBHOOKS}/${endpoint.id}/deliveries`, { headers }), 200)).items;
+  let log = { items: await deliveries() };
+  for (let waited = 0; log.items[0]?.state === "pending" && waited < 5_000; waited += 50) {
+    await Bun.sleep(50);
+    log = { items: await deliveries() };
+  }
   expect(log.items).toMatchObject([{ eventId: request!.id, eventType: "credits.low", state: "delivered", attempts: 1, lastStatus: 200 }]);
 });
