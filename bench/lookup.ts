@@ -14,6 +14,7 @@
 // stage), two instances with one hot organization, and two instances with 50 organizations (billed).
 // --stages: only these stages (comma-separated), in every setup that has them.
 // --ci: 1 s per stage, 1 round, 2 000 products: a few seconds that print the ratios.
+// BENCH_PROFILE=DIR: every service process writes a CPU profile (bun --cpu-prof) into DIR on exit.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -205,7 +206,7 @@ try {
     const seeded = await seed(setup.databaseUrl, setup.organizations);
     const ports = Array.from({ length: setup.instances }, () => nextPort++);
     const env = { ...process.env, DATABASE_URL: setup.databaseUrl, LOG_LEVEL: "warn", RATE_LIMIT: "1000000000/s", PRICE_ENV: "production" };
-    const servers = ports.map((port) => Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", String(port)], { env, stdout: "ignore", stderr: "inherit" }));
+    const servers = ports.map((port) => Bun.spawn([process.execPath, ...(process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`, "--cpu-prof-interval=250"] : []), "src/main.ts", "serve", "--port", String(port)], { env, stdout: "ignore", stderr: "inherit" }));
     try {
       for (const port of ports) {
         let up = false;

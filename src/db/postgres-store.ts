@@ -299,6 +299,8 @@ export class PostgresStore implements Store {
         monthlyCreditLimit: apiKeys.monthlyCreditLimit,
         rateLimit: apiKeys.rateLimit,
         catalogVersion: sql<number>`(SELECT coalesce(max(${catalogVersion.version}), 0) FROM ${catalogVersion})`.mapWith(Number),
+        spendable: sql<number>`(SELECT coalesce(sum(remaining), 0) FROM credit_buckets WHERE credit_buckets.organization_id = api_keys.organization_id
+          AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${sql.placeholder("now")}))`.mapWith(Number),
       })
       .from(apiKeys)
       .where(eq(apiKeys.keyHash, sql.placeholder("hash")))
@@ -308,14 +310,15 @@ export class PostgresStore implements Store {
   /**
    * Read on every data request, never cached: a key revoked or rotated by any instance is refused at
    * once. The same statement reads the catalog's version, so a look-up reads products at least as new
-   * as every import committed before its request began (see findProductWithOffers).
+   * as every import committed before its request began (see findProductWithOffers), and the
+   * organization's balance, which reserveCredits then does not read again.
    */
-  async findKeyCredential(keyHash: string): Promise<KeyCredential | null> {
-    const [row] = await this.credentialByHash().execute({ hash: keyHash });
+  async findKeyCredential(keyHash: string, now: number = Date.now()): Promise<KeyCredential | null> {
+    const [row] = await this.credentialByHash().execute({ hash: keyHash, now });
     if (row === undefined) return null;
-    const { catalogVersion: version, ...credential } = row;
+    const { catalogVersion: version, spendable, ...credential } = row;
     this.seeCatalogVersion(version);
-    return credential;
+    return { ...credential, balance: { spendable, capped: credential.monthlyCreditLimit !== null || credential.status !== "ACTIVE" } };
   }
 
   async getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
@@ -664,8 +667,9 @@ export class PostgresStore implements Store {
   }
 
   // A billed request of a key without a monthly credit limit (nearly all) writes once: its debit.
-  // reserveCredits only reads the balance (and whether the key is capped after all) and holds the
-  // credits in this instance's memory, so its other requests cannot take them too; the debit takes
+  // reserveCredits only reads the balance (and whether the key is capped after all; both come with
+  // the request's key, read by findKeyCredential in the same statement) and holds the credits in this
+  // instance's memory, so its other requests cannot take them too; the debit takes
   // them from the buckets, soonest-expiring first, in the group commit's statement, under the
   // buckets' row locks, and takes nothing when they are gone (another instance spent them in
   // between): the look-up is then a 402. A crash loses only memory: nothing was written before the
@@ -681,9 +685,9 @@ export class PostgresStore implements Store {
   // that the stale sweep gives back.
   async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
     const reservationId = newId("res", input.now);
-    const [row] = await this.balanceCheck().execute({ organizationId: input.organizationId, keyId: input.keyId, now: input.now });
-    if (row!.capped) return this.reserveCapped(input, reservationId);
-    const available = Math.max(0, row!.available - (this.heldHere.get(input.organizationId) ?? 0));
+    const balance = input.balance ?? (await this.balanceCheck().execute({ organizationId: input.organizationId, keyId: input.keyId, now: input.now }))[0]!;
+    if (balance.capped) return this.reserveCapped(input, reservationId);
+    const available = Math.max(0, balance.spendable - (this.heldHere.get(input.organizationId) ?? 0));
     if (available < input.amount) return { ok: false, available };
     this.held.set(reservationId, { organizationId: input.organizationId, amount: input.amount, keyId: input.keyId, requestId: input.requestId, committing: false });
     this.holdHere(input.organizationId, input.amount);
@@ -704,7 +708,7 @@ export class PostgresStore implements Store {
   private readonly balanceCheck = this.lazy(() =>
     this.db
       .select({
-        available: sql<number>`coalesce(sum(${creditBuckets.remaining}), 0)`.mapWith(Number),
+        spendable: sql<number>`coalesce(sum(${creditBuckets.remaining}), 0)`.mapWith(Number),
         capped: sql<boolean>`EXISTS (SELECT 1 FROM api_keys WHERE id = ${sql.placeholder("keyId")} AND (monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE'))`,
       })
       .from(creditBuckets)

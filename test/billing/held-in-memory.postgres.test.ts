@@ -3,6 +3,7 @@ import type { PostgresStore } from "../../src/db/postgres-store";
 import { openStore } from "../../src/services";
 import { SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
+import { hashSecret } from "../../src/lib/crypto";
 import { createTestDatabase, ledgerSum, queryRows, type TestDatabase } from "../helpers";
 
 // An uncapped key's look-up holds its credits in the instance's memory and its debit takes them
@@ -58,4 +59,23 @@ test("a key capped between its look-up's balance check and its debit is not bill
   expect(await store.getBalance(organization.id, now)).toMatchObject({ available: 10, reserved: 0 });
   // Now past the limit it is refused by the limit, as any capped key's request.
   expect(await store.reserveCredits({ organizationId: organization.id, amount: 2, keyId: key.id, requestId: "req_2", now })).toMatchObject({ ok: false, keyLimit: 1 });
+});
+
+test("a key read brings its own organization's spendable credits at the request's clock, which the look-up's reservation takes instead of reading them again", async () => {
+  const now = Date.now();
+  const own = await store.createOrganization({ name: "own", now });
+  const other = await store.createOrganization({ name: "other", now });
+  await store.grantCredits({ organizationId: own.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Credits", now });
+  await store.grantCredits({ organizationId: own.id, source: "grant", type: "grant", amount: 5, expiresAt: now + 1_000, description: "Short", now });
+  await store.grantCredits({ organizationId: other.id, source: "grant", type: "grant", amount: 100, expiresAt: null, description: "Not ours", now });
+  await store.ensureSystemUser(now);
+  const { key, clearKey } = await createApiKey(store, { organizationId: own.id, name: "reader", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now });
+
+  expect((await store.findKeyCredential(hashSecret(clearKey), now))?.balance).toEqual({ spendable: 15, capped: false });
+  expect((await store.findKeyCredential(hashSecret(clearKey), now + 1_000))?.balance).toEqual({ spendable: 10, capped: false });
+  // The reservation goes by the balance it is given: 15 credits are in the buckets, 10 were read with the key.
+  expect(await store.reserveCredits({ organizationId: own.id, amount: 12, keyId: key.id, requestId: "req_1", now, balance: { spendable: 10, capped: false } })).toEqual({ ok: false, available: 10 });
+
+  await store.updateApiKeyControls(own.id, key.id, { monthlyCreditLimit: 50 });
+  expect((await store.findKeyCredential(hashSecret(clearKey), now))?.balance).toEqual({ spendable: 15, capped: true });
 });

@@ -33,7 +33,7 @@ export async function checkBearerKey(header: string | null, store: Store, keyPre
   const secret = header.slice(7).trim();
   if (!isWellFormedKey(secret, keyPrefix)) return { ok: false, detail: INVALID };
   const keyHash = hashSecret(secret);
-  const credential = await store.findKeyCredential(keyHash);
+  const credential = await store.findKeyCredential(keyHash, now);
   if (credential === null || !secretsMatch(credential.keyHash, keyHash)) return { ok: false, detail: INVALID };
   if (credential.status === "REVOKED") return { ok: false, detail: REVOKED };
   if (credential.status === "ROTATED") return { ok: false, detail: ROTATED };

@@ -108,7 +108,7 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
   // Nothing well-formed to look up (a batch of invalid GTINs only): nothing to reserve either.
   if (input.gtins.length === 0) return { status: 200, items: [], creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
   const reserved = creditCost * input.gtins.length;
-  const reservation = await store.reserveCredits({ organizationId, amount: reserved, keyId: input.credential.id, requestId: input.requestId, now: clock.now() });
+  const reservation = await store.reserveCredits({ organizationId, amount: reserved, keyId: input.credential.id, requestId: input.requestId, now: clock.now(), balance: input.credential.balance });
   if (!reservation.ok) {
     return { status: 402, items: [], creditsConsumed: 0, creditsRemaining: reservation.available, keyLimit: reservation.keyLimit };
   }
