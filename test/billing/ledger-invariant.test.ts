@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
+import { CreditsSpentMeanwhile } from "../../src/db/store";
 import { newId } from "../../src/lib/ids";
 import { completeLocalOrder } from "../../src/modules/billing/service";
 import { createTestContext, ledgerSum, queryRows, type TestContext } from "../helpers";
@@ -32,7 +33,7 @@ const operation: fc.Arbitrary<Operation> = fc.oneof(
 );
 
 interface Model {
-  reservations: string[];
+  reservations: Array<{ id: string; amount: number }>;
   payments: Array<{ ref: string; amount: number; refunded: number }>;
 }
 
@@ -73,15 +74,29 @@ async function apply(context: TestContext, organizationId: string, model: Model,
     }
     case "reserve": {
       const reservation = await store.reserveCredits({ organizationId, amount: op.amount, keyId: null, requestId: newId("req", now), now });
-      if (reservation.ok) model.reservations.push(reservation.reservationId);
+      if (reservation.ok) model.reservations.push({ id: reservation.reservationId, amount: op.amount });
       return;
     }
-    case "commit":
+    case "commit": {
+      if (model.reservations.length === 0) return;
+      const [{ id, amount }] = model.reservations.splice(op.pick % model.reservations.length, 1) as [Model["reservations"][number]];
+      try {
+        expect(await store.commitReservation(id, { gtin: null, description: "usage", now })).toBe(true);
+      } catch (error) {
+        // PostgreSQL holds an uncapped reservation's credits in memory, so the debit takes them only
+        // if they are still there: an expiry or a refund in between refuses it. Only then, and with
+        // the spendable credits it saw.
+        if (!(error instanceof CreditsSpentMeanwhile)) throw error;
+        const [spendable] = await queryRows<{ credits: number }>(store, "SELECT CAST(coalesce(sum(remaining), 0) AS INTEGER) AS credits FROM credit_buckets WHERE organization_id = ? AND remaining > 0 AND (expires_at IS NULL OR expires_at > ?)", [organizationId, now]);
+        expect(error.available).toBe(spendable!.credits);
+        expect(error.available).toBeLessThan(amount);
+      }
+      return;
+    }
     case "release": {
       if (model.reservations.length === 0) return;
-      const [id] = model.reservations.splice(op.pick % model.reservations.length, 1);
-      const done = op.kind === "commit" ? await store.commitReservation(id!, { gtin: null, description: "usage", now }) : await store.releaseReservation(id!, now);
-      expect(done).toBe(true);
+      const [{ id }] = model.reservations.splice(op.pick % model.reservations.length, 1) as [Model["reservations"][number]];
+      expect(await store.releaseReservation(id, now)).toBe(true);
       return;
     }
     case "refund": {
@@ -146,7 +161,11 @@ describe("the ledger invariant", () => {
           await context.close();
         }
       }),
-      { numRuns: 60 },
+      {
+        numRuns: 60,
+        // Found by a CI run: a bucket that expires between a reservation and its commit.
+        examples: [[[{ kind: "grant", amount: 1, expiresInMinutes: 1 }, { kind: "reserve", amount: 1 }, { kind: "advance", minutes: 1 }, { kind: "commit", pick: 0 }, { kind: "reserve", amount: 1 }]]],
+      },
     );
   }, 60_000);
 });
