@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
 import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
@@ -110,12 +110,17 @@ const bucketColumns = {
 // spells the same order in SQL, and locks buckets in it).
 const FEFO = [sql`${creditBuckets.expiresAt} ASC NULLS LAST`, asc(creditBuckets.id)] as const;
 
-/** An organization's buckets with credits to spend at `now` (prepared statements' placeholders). */
-const SPENDABLE_BUCKETS = and(
-  eq(creditBuckets.organizationId, sql.placeholder("organizationId")),
-  gt(creditBuckets.remaining, 0),
-  or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, sql.placeholder("now"))),
-);
+/** An organization's buckets with credits to spend at `now` (a placeholder); the organization's id is one too unless given. */
+const spendableBuckets = (organizationId: SQL = sql`${sql.placeholder("organizationId")}`) =>
+  and(
+    eq(creditBuckets.organizationId, organizationId),
+    gt(creditBuckets.remaining, 0),
+    or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, sql.placeholder("now"))),
+  );
+const SPENDABLE_BUCKETS = spendableBuckets();
+
+/** Of an api_keys row: its requests take the capped path (a monthly credit limit, or no longer ACTIVE: its line's limit is the live key's). */
+const CAPPED_KEY = sql`(monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE')`;
 
 /** Rows per multi-row INSERT: well under PostgreSQL's 65 535 parameters per statement. */
 const INSERT_CHUNK = 1000;
@@ -299,8 +304,8 @@ export class PostgresStore implements Store {
         monthlyCreditLimit: apiKeys.monthlyCreditLimit,
         rateLimit: apiKeys.rateLimit,
         catalogVersion: sql<number>`(SELECT coalesce(max(${catalogVersion.version}), 0) FROM ${catalogVersion})`.mapWith(Number),
-        spendable: sql<number>`(SELECT coalesce(sum(remaining), 0) FROM credit_buckets WHERE credit_buckets.organization_id = api_keys.organization_id
-          AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${sql.placeholder("now")}))`.mapWith(Number),
+        spendable: sql<number>`(SELECT coalesce(sum(${creditBuckets.remaining}), 0) FROM ${creditBuckets} WHERE ${spendableBuckets(sql`api_keys.organization_id`)})`.mapWith(Number),
+        capped: sql<boolean>`${CAPPED_KEY}`,
       })
       .from(apiKeys)
       .where(eq(apiKeys.keyHash, sql.placeholder("hash")))
@@ -316,9 +321,9 @@ export class PostgresStore implements Store {
   async findKeyCredential(keyHash: string, now: number = Date.now()): Promise<KeyCredential | null> {
     const [row] = await this.credentialByHash().execute({ hash: keyHash, now });
     if (row === undefined) return null;
-    const { catalogVersion: version, spendable, ...credential } = row;
+    const { catalogVersion: version, spendable, capped, ...credential } = row;
     this.seeCatalogVersion(version);
-    return { ...credential, balance: { spendable, capped: credential.monthlyCreditLimit !== null || credential.status !== "ACTIVE" } };
+    return { ...credential, balance: { spendable, capped } };
   }
 
   async getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
@@ -704,12 +709,12 @@ export class PostgresStore implements Store {
     else this.heldHere.set(organizationId, total);
   }
 
-  /** The spendable balance, and whether the key's requests take the capped path (a monthly limit, or no longer ACTIVE: its line's limit is the live key's). */
+  /** The spendable balance, and whether the key's requests take the capped path (CAPPED_KEY). */
   private readonly balanceCheck = this.lazy(() =>
     this.db
       .select({
         spendable: sql<number>`coalesce(sum(${creditBuckets.remaining}), 0)`.mapWith(Number),
-        capped: sql<boolean>`EXISTS (SELECT 1 FROM api_keys WHERE id = ${sql.placeholder("keyId")} AND (monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE'))`,
+        capped: sql<boolean>`EXISTS (SELECT 1 FROM api_keys WHERE id = ${sql.placeholder("keyId")} AND ${CAPPED_KEY})`,
       })
       .from(creditBuckets)
       .where(SPENDABLE_BUCKETS)
