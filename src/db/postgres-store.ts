@@ -30,6 +30,7 @@ import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, HOUR_MS, splitAllocations
 import type {
   ApiKeyRecord,
   Balance,
+  BalanceAtKeyRead,
   DisputeReport,
   Bucket,
   FeedRecord,
@@ -1122,9 +1123,9 @@ export class PostgresStore implements Store {
       .prepare("available_credits"),
   );
 
-  async availableCredits(organizationId: string, now: number): Promise<number> {
-    const [row] = await this.availableStatement().execute({ organizationId, now });
-    return Math.max(0, row!.available - (this.heldHere.get(organizationId) ?? 0));
+  async availableCredits(organizationId: string, now: number, balance?: BalanceAtKeyRead): Promise<number> {
+    const spendable = balance?.spendable ?? (await this.availableStatement().execute({ organizationId, now }))[0]!.available;
+    return Math.max(0, spendable - (this.heldHere.get(organizationId) ?? 0));
   }
 
   // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a reader.

@@ -324,7 +324,11 @@ export interface Store {
    * `now` dates the rows a release writes.
    */
   releaseStaleReservations(now: number): Promise<number>;
-  availableCredits(organizationId: string, now: number): Promise<number>;
+  /**
+   * Credits a new request could reserve: spendable, less what requests in flight hold. `balance`,
+   * read with the request's key and nothing awaited since, spares a store that has it a second read.
+   */
+  availableCredits(organizationId: string, now: number, balance?: BalanceAtKeyRead): Promise<number>;
   /**
    * A pure read (the operator CLI runs it beside `serve`): spendable credits of unexpired buckets and
    * the credits held by requests in flight. Expired credits not yet written off by expireBuckets

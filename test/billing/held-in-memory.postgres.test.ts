@@ -79,3 +79,16 @@ test("a key read brings its own organization's spendable credits at the request'
   await store.updateApiKeyControls(own.id, key.id, { monthlyCreditLimit: 50 });
   expect((await store.findKeyCredential(hashSecret(clearKey), now))?.balance).toEqual({ spendable: 15, capped: true });
 });
+
+test("the credits available to a problem answered right after the key read are the key read's balance less this instance's holds, not a second read", async () => {
+  const now = Date.now();
+  const organization = await store.createOrganization({ name: "problems", now });
+  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 15, expiresAt: null, description: "Credits", now });
+  const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 3, keyId: null, requestId: "req_held", now });
+  expect(reservation.ok).toBe(true);
+
+  expect(await store.availableCredits(organization.id, now)).toBe(12);
+  // 15 credits are in the buckets; 10 were read with the key: the answer goes by the key read.
+  expect(await store.availableCredits(organization.id, now, { spendable: 10, capped: false })).toBe(7);
+  expect(await store.availableCredits(organization.id, now, { spendable: 2, capped: false })).toBe(0);
+});

@@ -203,12 +203,15 @@ export class PriceRequests {
     const credential = key.credential;
     const organizationId = credential.organizationId;
     const available = () => store.availableCredits(organizationId, clock.now());
+    // For problems answered before anything else is awaited (the request's parameters, the rate
+    // limit): the balance read with the key is as current as a second read.
+    const availableAtKeyRead = () => store.availableCredits(organizationId, clock.now(), credential.balance);
     // Every answer to a known key counts in the usage counters under its reason (billed ones in the debit's transaction).
     const countUsage = (reason: string) => usageCounters.record(organizationId, credential.id, reason, clock.now());
     let language: Language | null = null;
     try {
       const invalid: Invalid = async (detail, slug = "invalid-parameter") =>
-        new Problem(slug, detail, { meta: endpoint.problemMeta(slug === "invalid-gtin" ? "invalid-gtin" : "invalid-parameter", await available()) }, {}, slug === "invalid-body" ? 422 : undefined);
+        new Problem(slug, detail, { meta: endpoint.problemMeta(slug === "invalid-gtin" ? "invalid-gtin" : "invalid-parameter", await availableAtKeyRead()) }, {}, slug === "invalid-body" ? 422 : undefined);
       const lookup = await endpoint.parse(invalid);
       // The language the request chose (a batch may choose it in its body), for its answer and its problems alike.
       language = lookup.language;
@@ -281,7 +284,7 @@ export class PriceRequests {
         en: `Rate limit of ${policy.limit} ${what.en} per ${policy.windowSeconds} s exceeded${asked.en}; retry in ${admission.retryAfterSeconds} s.`,
         fr: `Limite de ${policy.limit} ${what.fr} par ${policy.windowSeconds} s dépassée${asked.fr} ; réessayez dans ${admission.retryAfterSeconds} s.`,
       },
-      { meta: endpoint.problemMeta("rate-limited", await store.availableCredits(credential.organizationId, clock.now())) },
+      { meta: endpoint.problemMeta("rate-limited", await store.availableCredits(credential.organizationId, clock.now(), credential.balance)) },
       limitHeaders,
     );
   }
