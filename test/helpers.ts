@@ -35,7 +35,7 @@ export async function openTestStore(): Promise<Store> {
 /** A PostgreSQL store on its own schema, which it drops when it closes. */
 class TestPostgresStore extends PostgresStore {
   constructor(private readonly schemaURL: string) {
-    super(openPostgresClient(schemaURL, { max: 4 }));
+    super(openPostgresClient(schemaURL), openPostgresClient(schemaURL, { max: 1 }));
   }
 
   override async close(): Promise<void> {

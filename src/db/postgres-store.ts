@@ -204,14 +204,27 @@ export class PostgresStore implements Store {
 
   private readonly webhooks: PostgresWebhooks;
 
-  constructor(private readonly client: postgres.Sql) {
+  /**
+   * `debitConnection` runs the group commit's statements (one batch in flight at a time) apart from
+   * the pool, so look-ups' reads never queue behind a debit statement waiting for another instance's
+   * row locks (postgres.js pipelines a query onto a busy connection when the pool is used up).
+   */
+  constructor(
+    private readonly client: postgres.Sql,
+    private readonly debitConnection: postgres.Sql = client,
+  ) {
     this.db = drizzle(client, { schema });
     this.webhooks = new PostgresWebhooks(client);
   }
 
   static async open(databaseUrl: string): Promise<PostgresStore> {
     await applyPostgresMigrations(databaseUrl);
-    return new PostgresStore(openPostgresClient(databaseUrl));
+    return PostgresStore.connect(databaseUrl);
+  }
+
+  /** The store on a migrated database: the pool (`?max=N`), and one connection of its own for the group commit. */
+  static connect(databaseUrl: string): PostgresStore {
+    return new PostgresStore(openPostgresClient(databaseUrl), openPostgresClient(databaseUrl, { max: 1 }));
   }
 
   /** The raw connection pool, for `migrate --to` and for tests that inspect state. */
@@ -227,6 +240,7 @@ export class PostgresStore implements Store {
     // Debits queued for the group commit are written before the pool closes.
     await this.flushing;
     await this.client.end({ timeout: 5 });
+    if (this.debitConnection !== this.client) await this.debitConnection.end({ timeout: 5 });
   }
 
   async isReachable(): Promise<boolean> {
@@ -884,7 +898,7 @@ export class PostgresStore implements Store {
     }));
     // Buckets must still be unexpired when the credits are taken, by the latest clock of the batch.
     const now = Math.max(...items.map((item) => item.usage.now));
-    const settled = await this.client<Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>>`
+    const settled = await this.debitConnection<Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(
           seq int, reservation_id text, transaction_id text, gtin text, description text, created_at bigint, month text, items int,

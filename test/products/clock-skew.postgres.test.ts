@@ -2,7 +2,6 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { applyPostgresMigrations } from "../../src/db/migrate";
-import { openPostgresClient } from "../../src/db/postgres-client";
 import { PostgresStore } from "../../src/db/postgres-store";
 import type { Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
@@ -26,7 +25,7 @@ interface Instance {
 }
 
 function instance(databaseUrl: string, offsetMs: number): Instance {
-  const inner = new PostgresStore(openPostgresClient(databaseUrl, { max: 4 }));
+  const inner = PostgresStore.connect(databaseUrl);
   let gate: { opened: Promise<void>; reached: () => void } | null = null;
   const store = new Proxy(inner, {
     get(target, property) {

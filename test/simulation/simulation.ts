@@ -6,7 +6,6 @@ import Stripe from "stripe";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { applyPostgresMigrations } from "../../src/db/migrate";
-import { openPostgresClient } from "../../src/db/postgres-client";
 import { PostgresStore } from "../../src/db/postgres-store";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { STALE_RESERVATION_MS, SYSTEM_USER_ID, type Store } from "../../src/db/store";
@@ -146,7 +145,7 @@ function instanceStore(inner: Store, instance: () => Instance): Store {
 
 async function openStore(database: TestDatabase, kind: StoreKind): Promise<Store> {
   if (kind === "sqlite") return SQLiteStore.open(database.url);
-  return new PostgresStore(openPostgresClient(database.url, { max: 4 }));
+  return PostgresStore.connect(database.url);
 }
 
 /** A trigger that makes ledger inserts fail while the sim_faults row says so. */
