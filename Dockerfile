@@ -9,11 +9,14 @@
 ARG NODE_VERSION=22
 ARG BUN_VERSION=1.4.5
 
-# 1. Production dependencies exactly as package-lock.json pins them (no dev tools, no install scripts).
+# 1. Production dependencies exactly as package-lock.json pins them (no dev tools, no install scripts),
+#    with the patches under patches/ applied (patch-package at the version package.json pins).
 FROM node:${NODE_VERSION}-bookworm-slim AS deps
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+COPY patches ./patches
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npx --yes patch-package@8.0.1 --error-on-fail
 
 # 2. Bun compiles the service, its migrations and the docs assets into one file, with the build script
 #    of package.json (`npm run build`, the executable CI tests), so there is one definition of the build.
