@@ -1013,7 +1013,7 @@ export class SQLiteStore implements Store {
     const reservation = this.heldReservations.get(reservationId);
     if (reservation === undefined) return false;
     // Paid before the holds drop, in the same synchronous step, so no request can spend what a refund is owed.
-    if (reservation.allocations.some((allocation) => this.clawbackOwedOf().get({ bucketId: allocation.bucketId })!.owed > 0)) {
+    if (reservation.allocations.some((allocation) => this.clawbackOwedOf().get(allocation.bucketId)!.owed > 0)) {
       this.write(() => this.payClawbacks(reservation.organizationId, reservation.allocations, now));
     }
     return this.dropReservation(reservationId);
@@ -1025,7 +1025,7 @@ export class SQLiteStore implements Store {
     if (!(keep > 0 && keep < reservation.amount)) throw new RangeError(`cannot keep ${keep} of a reservation of ${reservation.amount}`);
     const { kept, given } = splitAllocations(reservation.allocations, keep);
     // As in releaseReservation: refunds are paid before the holds drop, in the same synchronous step.
-    if (given.some((allocation) => this.clawbackOwedOf().get({ bucketId: allocation.bucketId })!.owed > 0)) {
+    if (given.some((allocation) => this.clawbackOwedOf().get(allocation.bucketId)!.owed > 0)) {
       this.write(() => this.payClawbacks(reservation.organizationId, given, now));
     }
     for (const allocation of given) this.changeHold(allocation.bucketId, -allocation.amount);
@@ -1035,8 +1035,10 @@ export class SQLiteStore implements Store {
     return true;
   }
 
+  // Read at every release of a hold (each stale-data answer): bun:sqlite's own statement, without
+  // drizzle's per-call mapping, which cost that answer about 15 % of its CPU.
   private readonly clawbackOwedOf = this.lazy(() =>
-    this.db.select({ owed: creditBuckets.clawbackOwed }).from(creditBuckets).where(eq(creditBuckets.id, sql.placeholder("bucketId"))).prepare(),
+    this.database.prepare<{ owed: number }, [string]>("SELECT clawback_owed AS owed FROM credit_buckets WHERE id = ?1"),
   );
 
   private readonly payClawback = this.lazy(() =>
@@ -1052,7 +1054,7 @@ export class SQLiteStore implements Store {
   private payClawbacks(organizationId: string, givenBack: Array<{ bucketId: string; amount: number }>, now: number): void {
     const paid: Array<{ bucketId: string; amount: number }> = [];
     for (const { bucketId, amount } of givenBack) {
-      const pay = Math.min(this.clawbackOwedOf().get({ bucketId })!.owed, amount);
+      const pay = Math.min(this.clawbackOwedOf().get(bucketId)!.owed, amount);
       if (pay === 0) continue;
       this.payClawback().run({ bucketId, paid: pay });
       paid.push({ bucketId, amount: pay });
