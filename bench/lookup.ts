@@ -8,13 +8,14 @@
 // starts with an unmeasured warm-up (3 s, 1 s with --ci).
 //
 // Usage: bun bench/lookup.ts [--seconds 8] [--rounds 3] [--connections 32] [--products 20000]
-//          [--postgres postgres://postgres@127.0.0.1:5432/test] [--stages billed,batch] [--ci]
+//          [--postgres postgres://postgres@127.0.0.1:5432/test] [--stages billed,batch] [--setups sqlite,pg2] [--ci]
 // Stages: healthz, 400, 402, stale, billed (single look-ups), batch (POST batches of 100 fresh GTINs).
 // Setups: SQLite, one instance (every stage); with --postgres also PostgreSQL, one instance (every
 // stage), two instances with one hot organization, two instances with 50 organizations (billed), and
 // two instances each serving an organization of its own (billed: what a second instance costs when
 // the two share no row).
 // --stages: only these stages (comma-separated), in every setup that has them.
+// --setups: only these setups (comma-separated): sqlite, pg, pg2 (one organization), pg2-50, pg2-apart.
 // --ci: 1 s per stage, 1 round, 2 000 products: a few seconds that print the ratios.
 // BENCH_PROFILE=DIR: every service process writes a CPU profile (bun --cpu-prof) into DIR on exit.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -36,6 +37,7 @@ const { values } = parseArgs({
     products: { type: "string" },
     postgres: { type: "string" },
     stages: { type: "string" },
+    setups: { type: "string" },
     ci: { type: "boolean", default: false },
   },
 });
@@ -138,6 +140,8 @@ function median(numbers: number[]): number {
 }
 
 interface Setup {
+  /** What --setups selects it by. */
+  name: "sqlite" | "pg" | "pg2" | "pg2-50" | "pg2-apart";
   label: string;
   databaseUrl: string;
   instances: number;
@@ -147,7 +151,7 @@ interface Setup {
   pinKeys?: boolean;
 }
 
-const setups: Setup[] = [{ label: "SQLite, 1 instance", databaseUrl: `sqlite:${join(work, "bench.db")}`, instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed", "batch"] }];
+const setups: Setup[] = [{ name: "sqlite", label: "SQLite, 1 instance", databaseUrl: `sqlite:${join(work, "bench.db")}`, instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed", "batch"] }];
 let admin: postgres.Sql | null = null;
 const schemas: string[] = [];
 if (values.postgres !== undefined) {
@@ -163,12 +167,16 @@ if (values.postgres !== undefined) {
     return schemaUrl(name);
   };
   setups.push(
-    { label: "PostgreSQL, 1 instance", databaseUrl: schema("one"), instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed", "batch"] },
-    { label: "PostgreSQL, 2 instances, 1 org", databaseUrl: schema("two"), instances: 2, organizations: 1, stages: ["healthz", "billed"] },
-    { label: "PostgreSQL, 2 instances, 50 orgs", databaseUrl: schema("fifty"), instances: 2, organizations: 50, stages: ["billed"] },
-    { label: "PostgreSQL, 2 instances, own org each", databaseUrl: schema("apart"), instances: 2, organizations: 2, stages: ["billed"], pinKeys: true },
+    { name: "pg", label: "PostgreSQL, 1 instance", databaseUrl: schema("one"), instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed", "batch"] },
+    { name: "pg2", label: "PostgreSQL, 2 instances, 1 org", databaseUrl: schema("two"), instances: 2, organizations: 1, stages: ["healthz", "billed"] },
+    { name: "pg2-50", label: "PostgreSQL, 2 instances, 50 orgs", databaseUrl: schema("fifty"), instances: 2, organizations: 50, stages: ["billed"] },
+    { name: "pg2-apart", label: "PostgreSQL, 2 instances, own org each", databaseUrl: schema("apart"), instances: 2, organizations: 2, stages: ["billed"], pinKeys: true },
   );
   for (const name of schemas) await admin.unsafe(`CREATE SCHEMA ${name}`);
+}
+if (values.setups !== undefined) {
+  const only = new Set(values.setups.split(","));
+  for (const setup of setups) if (!only.has(setup.name)) setup.stages = [];
 }
 if (values.stages !== undefined) {
   const only = new Set(values.stages.split(","));
@@ -211,6 +219,7 @@ let nextPort = 18900 + Math.floor(Math.random() * 500);
 console.log(`price-service benchmark: ${productCount} products, wrk ${connections} connections, ${seconds} s per stage, ${rounds} round(s), medians`);
 try {
   for (const setup of setups) {
+    if (setup.stages.length === 0) continue;
     const seeded = await seed(setup.databaseUrl, setup.organizations);
     const ports = Array.from({ length: setup.instances }, () => nextPort++);
     const env = { ...process.env, DATABASE_URL: setup.databaseUrl, LOG_LEVEL: "warn", RATE_LIMIT: "1000000000/s", PRICE_ENV: "production" };
@@ -297,7 +306,7 @@ console.log(`  SQLite items/s through batches of ${BATCH_SIZE} / SQLite billed l
 if (values.postgres !== undefined) {
   console.log(`  PostgreSQL items/s through batches of ${BATCH_SIZE} / PostgreSQL billed look-ups/s (1 instance): ${ratio(items("PostgreSQL, 1 instance"), rps("PostgreSQL, 1 instance", "billed"))} (goal ≥ 10×)`);
   const postgresCPU = (label: string) => results.get(`${label}|billed`)?.postgresUs?.toFixed(0) ?? "n/a";
-  const twoInstances = (label: string) => `${ratio(rps(label, "billed"), sqliteBilled)}`;
+  const twoInstances = (label: string) => ratio(rps(label, "billed"), sqliteBilled);
   console.log(`  PostgreSQL 1 instance billed / SQLite billed: ${ratio(rps("PostgreSQL, 1 instance", "billed"), sqliteBilled)}`);
   console.log(`  PostgreSQL 2 instances, 1 org / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, 1 org")} (goal ≥ 0.5×), PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, 1 org")} µs/req (goal ≤ 100 µs)`);
   console.log(`  PostgreSQL 2 instances, 50 orgs / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, 50 orgs")} (goal ≥ 1×), PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, 50 orgs")} µs/req`);

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { NewOrder } from "../../src/db/billing-records";
-import type { Store } from "../../src/db/store";
+import { BILLED_REASON, DAY_MS, HOUR_MS, hourStartOf, type Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
 import { ledgerSum, type TwoStores, twoStoresOnOneDatabase } from "../helpers";
 
@@ -97,5 +97,29 @@ describe("two instances on one database", () => {
     expect(results.map((result) => result.clawedBack).sort((a, b) => a - b)).toEqual([0, 400]);
     expect((await two.getBalance(organizationId, clock.now())).available).toBe(0);
     expect(await ledgerSum(one, organizationId)).toBe(0);
+  });
+
+  test("look-ups billed by both at once are each counted once in the usage counters, whose credits equal the ledger's usage rows", async () => {
+    await one.grantCredits({ organizationId, source: "grant", type: "grant", amount: 1000, expiresAt: null, description: "credits", now: clock.now() });
+    const lookUps = 20;
+    const billOn = async (store: Store, index: number) => {
+      const reservation = await store.reserveCredits({ organizationId, amount: 3, keyId: null, requestId: `req_${index}`, now: clock.now() });
+      if (!reservation.ok) throw new Error("expected the reservation to succeed");
+      return store.commitReservation(reservation.reservationId, { gtin: "04006381333931", description: "Price look-up", now: clock.now() });
+    };
+    const committed = await Promise.all(Array.from({ length: lookUps }, (_, index) => billOn(index % 2 === 0 ? one : two, index)));
+    expect(committed.every(Boolean)).toBe(true);
+    const unbilled = { organizationId, keyId: "", hourStart: hourStartOf(clock.now()), reason: "stale-data", requests: 2 };
+    await Promise.all([one.addUsageCounts([unbilled]), two.addUsageCounts([unbilled])]);
+
+    const usageRows = (await one.listTransactions(organizationId, { limit: 100, types: ["usage"] })).items;
+    expect(usageRows.reduce((sum, row) => sum - row.amount, 0)).toBe(lookUps * 3);
+    for (const [store, periodMs] of [[one, HOUR_MS], [two, DAY_MS]] as const) {
+      const totals = await store.usageTotals(organizationId, { from: 0, to: clock.now() + DAY_MS, periodMs, byKey: true });
+      expect(totals.map(({ reason, requests, credits }) => ({ reason, requests, credits }))).toEqual([
+        { reason: BILLED_REASON, requests: lookUps, credits: lookUps * 3 },
+        { reason: "stale-data", requests: 4, credits: 0 },
+      ]);
+    }
   });
 });
