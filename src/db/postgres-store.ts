@@ -898,7 +898,14 @@ export class PostgresStore implements Store {
     }));
     // Buckets must still be unexpired when the credits are taken, by the latest clock of the batch.
     const now = Math.max(...items.map((item) => item.usage.now));
-    const settled = await this.debitConnection<Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>>`
+    // A statement's parts each open and lock their tables whether or not they touch a row, so the
+    // batch gets only the parts it needs (a retry, Idempotency-Keys, reservation rows): a plain batch
+    // of held look-ups, nearly every one, skips four of them.
+    const sql = this.debitConnection;
+    const none = sql``;
+    const fenced = items.some((item) => item.usage.idempotency !== undefined);
+    const withRows = items.some((item) => item.held === null);
+    const settled = await sql<Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(
           seq int, reservation_id text, transaction_id text, gtin text, description text, created_at bigint, month text, items int,
@@ -909,23 +916,23 @@ export class PostgresStore implements Store {
       -- again; a first attempt has new ledger row ids, so only a retry looks.
       written AS (
         SELECT input.reservation_id FROM input
-        WHERE ${options.retried} AND EXISTS (SELECT 1 FROM credit_transactions WHERE credit_transactions.id = input.transaction_id)
+        WHERE ${options.retried ? sql`EXISTS (SELECT 1 FROM credit_transactions WHERE credit_transactions.id = input.transaction_id)` : sql`false`}
       ),
       -- A request whose Idempotency-Key claim was taken over meanwhile is not billed: its claim
       -- (locked until this commits) fences the debit.
       owned AS (
         SELECT input.* FROM input
         WHERE input.reservation_id NOT IN (SELECT reservation_id FROM written)
-          AND (input.idempotency_scope IS NULL OR input.reservation_id IN (
+          ${fenced ? sql`AND (input.idempotency_scope IS NULL OR input.reservation_id IN (
             SELECT input.reservation_id FROM input JOIN idempotency_records r
               ON r.scope = input.idempotency_scope AND r.key_hash = input.idempotency_key_hash AND r.status = 'in-progress' AND r.created_at = input.claimed_at
-            FOR UPDATE OF r))
+            FOR UPDATE OF r))` : none}
       ),
-      claimed AS (
+      ${withRows ? sql`claimed AS (
         DELETE FROM reservations USING owned WHERE NOT owned.held_here AND reservations.id = owned.reservation_id
         RETURNING reservations.id, reservations.organization_id, reservations.amount, reservations.key_id, reservations.request_id,
                   CASE WHEN jsonb_array_length(reservations.allocations) = 1 THEN reservations.allocations->0->>'bucketId' END AS bucket_id
-      ),
+      ),` : none}
       -- Credits held in memory, of keys still uncapped (one capped since is not billed here: its
       -- retry takes the capped path), are taken from the buckets in batch order while they last.
       uncapped AS (
@@ -956,13 +963,13 @@ export class PostgresStore implements Store {
         WHERE credit_buckets.id = supply.id AND supply.before < given.amount
       ),
       spent AS (
-        SELECT id AS reservation_id, organization_id, amount, key_id, request_id, bucket_id FROM claimed
-        UNION ALL
         -- The ledger row names a bucket when the item's credits all came from one.
         SELECT reservation_id, organization_id, amount, key_id, request_id,
                (SELECT supply.id FROM supply WHERE supply.organization_id = granted.organization_id
-                  AND supply.before <= granted.before AND granted.before + granted.amount <= supply.before + supply.remaining)
+                  AND supply.before <= granted.before AND granted.before + granted.amount <= supply.before + supply.remaining) AS bucket_id
         FROM granted
+        ${withRows ? sql`UNION ALL
+        SELECT id, organization_id, amount, key_id, request_id, bucket_id FROM claimed` : none}
       ),
       totals AS (SELECT organization_id, sum(amount)::bigint AS amount FROM spent GROUP BY organization_id),
       moved AS (
@@ -1007,13 +1014,13 @@ export class PostgresStore implements Store {
                (SELECT max(created_at) FROM debits WHERE debits.organization_id = moved.id) AS created_at
         FROM moved
       ),
-      ${balanceEvents(this.client)},
-      completed AS (
+      ${balanceEvents(sql)}
+      ${fenced ? sql`, completed AS (
         UPDATE idempotency_records SET status = 'done', response_status = debits.response_status, response_body = debits.response_body
         FROM debits
         WHERE debits.idempotency_scope IS NOT NULL AND idempotency_records.scope = debits.idempotency_scope AND idempotency_records.key_hash = debits.idempotency_key_hash
           AND idempotency_records.created_at = debits.claimed_at
-      )
+      )` : none}
       SELECT reservation_id, 'committed' AS outcome, NULL::bigint AS available FROM debits
       UNION ALL
       SELECT reservation_id, 'committed', NULL FROM written
