@@ -207,11 +207,12 @@ export class PostgresStore implements Store {
   /**
    * `debitConnection` runs the group commit's statements (one batch in flight at a time) apart from
    * the pool, so look-ups' reads never queue behind a debit statement waiting for another instance's
-   * row locks (postgres.js pipelines a query onto a busy connection when the pool is used up).
+   * row locks (postgres.js pipelines a query onto a busy connection when the pool is used up). It
+   * must be a pool of one connection: debitBatch sends its BEGIN … COMMIT as separate queries.
    */
   constructor(
     private readonly client: postgres.Sql,
-    private readonly debitConnection: postgres.Sql = client,
+    private readonly debitConnection: postgres.Sql,
   ) {
     this.db = drizzle(client, { schema });
     this.webhooks = new PostgresWebhooks(client);
@@ -905,7 +906,16 @@ export class PostgresStore implements Store {
     const none = sql``;
     const fenced = items.some((item) => item.usage.idempotency !== undefined);
     const withRows = items.some((item) => item.held === null);
-    const settled = await sql<Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>>`
+    // The buckets are locked first, by a small statement of the same transaction (in the debit's
+    // own FEFO order): the debit statement then starts after every earlier debit of those
+    // organizations committed, so it never waits on their rows. A statement that waits for a row
+    // lock re-checks the row's new version by starting its whole plan again (EvalPlanQual), which
+    // for the debit statement cost a quarter of its CPU whenever two instances shared an organization.
+    const organizations = [...new Set(items.flatMap((item) => (item.held === null ? [] : [item.held.organizationId])))].sort();
+    const locks = sql`
+      SELECT 1 FROM credit_buckets WHERE organization_id = ANY(${organizations}::text[]) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
+      ORDER BY organization_id, expires_at ASC NULLS LAST, id FOR UPDATE`;
+    const debit = sql<Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(
           seq int, reservation_id text, transaction_id text, gtin text, description text, created_at bigint, month text, items int,
@@ -1028,6 +1038,7 @@ export class PostgresStore implements Store {
       SELECT demand.reservation_id, 'spent', greatest(0, coalesce(spendable.credits, 0) - coalesce(given.amount, 0))
       FROM demand LEFT JOIN spendable USING (organization_id) LEFT JOIN given USING (organization_id)
       WHERE demand.reservation_id NOT IN (SELECT reservation_id FROM granted)`;
+    const settled = await pipelinedTransaction(sql, locks, debit);
     return new Map(settled.map((row): [string, DebitOutcome] => [row.reservation_id, row.outcome === "spent" ? { outcome: "spent", available: Number(row.available) } : { outcome: "committed" }]));
   }
 
@@ -1967,6 +1978,19 @@ export class PostgresStore implements Store {
  * Runs a transaction (or a single-statement one) again from the start when PostgreSQL aborted it
  * for a deadlock or a serialization failure: both mean "another transaction won; retry".
  */
+/**
+ * BEGIN, `first`, `then`, COMMIT sent together on `connection` (a pool of one connection, so they
+ * go in order on one session, one round trip) instead of sql.begin's three round trips. When a
+ * statement fails, PostgreSQL refuses the rest and turns the COMMIT into a ROLLBACK; the first
+ * failure is thrown, after every reply is in, so the session is idle again for the next caller.
+ */
+async function pipelinedTransaction<T extends readonly postgres.MaybeRow[]>(connection: postgres.Sql, first: postgres.PendingQuery<postgres.Row[]>, then: postgres.PendingQuery<T>): Promise<T> {
+  const [begun, firstDone, result, ended] = await Promise.allSettled([connection`BEGIN`, first, then, connection`COMMIT`]);
+  for (const reply of [begun, firstDone, result, ended]) if (reply.status === "rejected") throw reply.reason;
+  if (ended.status === "fulfilled" && ended.value.command !== "COMMIT") throw new Error(`the transaction ended with ${ended.value.command}`);
+  return (result as PromiseFulfilledResult<T>).value;
+}
+
 async function retrying<T>(run: () => Promise<T>, alsoRetry: (error: unknown) => boolean = () => false): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {

@@ -92,3 +92,40 @@ test("the credits available to a problem answered right after the key read are t
   expect(await store.availableCredits(organization.id, now, { spendable: 10, capped: false })).toBe(7);
   expect(await store.availableCredits(organization.id, now, { spendable: 2, capped: false })).toBe(0);
 });
+
+test("a debit that meets another transaction's bucket lock waits in its lock statement, then debits from the bucket as that transaction left it", async () => {
+  const now = Date.now();
+  const organization = await store.createOrganization({ name: "locked meanwhile", now });
+  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Credits", now });
+  const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 3, keyId: null, requestId: "req_waits", now });
+  if (!reservation.ok) throw new Error("reservation refused");
+
+  // Another instance's transaction holds the bucket and takes 4 credits from it.
+  const other = await store.connection.reserve();
+  try {
+    await other`BEGIN`;
+    await other`UPDATE credit_buckets SET remaining = remaining - 4 WHERE organization_id = ${organization.id}`;
+    await other`UPDATE organizations SET ledger_balance = ledger_balance - 4 WHERE id = ${organization.id}`;
+    await other`INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, description, created_at) VALUES ('txn_other', ${organization.id}, 'adjustment', -4, 6, 'other instance', ${now})`;
+    const committed = store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now });
+
+    let waiting: Array<{ query: string }> = [];
+    for (let attempt = 0; attempt < 100 && waiting.length === 0; attempt++) {
+      await Bun.sleep(20);
+      waiting = await queryRows<{ query: string }>(store, "SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
+    }
+    expect(waiting).toHaveLength(1);
+    expect(waiting[0]!.query.trim()).toStartWith("SELECT 1 FROM credit_buckets");
+
+    await other`COMMIT`;
+    expect(await committed).toBe(true);
+  } finally {
+    await other`ROLLBACK`; // only when an expectation failed before the COMMIT: the debit must not wait forever
+    other.release();
+  }
+  const [usage] = await queryRows<{ amount: number; balance_after: number }>(store, "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'");
+  expect(usage).toEqual({ amount: -3, balance_after: 3 });
+  expect(await ledgerSum(store, organization.id)).toBe(3);
+  const [bucket] = await queryRows<{ remaining: number }>(store, "SELECT remaining::int AS remaining FROM credit_buckets");
+  expect(bucket!.remaining).toBe(3);
+});
