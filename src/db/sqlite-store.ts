@@ -62,14 +62,17 @@ type DB = BunSQLiteDatabase<typeof schema>;
 
 
 
-/** Opens (and creates) a SQLite database: WAL, a busy timeout for concurrent CLI writers, foreign keys on, rarer checkpoints. */
+/** Opens (and creates) a SQLite database: WAL synced at each commit, a busy timeout for concurrent CLI writers, foreign keys on, rarer checkpoints. */
 export function openSQLite(path: string): Database {
   const database = new Database(path, { create: true, strict: true });
   // First, so the statements below wait out a passing lock (another connection recovering the WAL a
   // killed process left, a checkpoint) instead of failing at once with "database is locked".
   database.exec("PRAGMA busy_timeout = 5000");
   database.exec("PRAGMA journal_mode = WAL");
-  database.exec("PRAGMA synchronous = NORMAL");
+  // FULL: every commit syncs the WAL before it returns, so an answered debit, a granted purchase or
+  // a revocation survives a power loss or an OS crash, not only a crash of the process (NORMAL syncs
+  // only at checkpoints and may lose the last commits). Group commit shares each sync among a batch.
+  database.exec("PRAGMA synchronous = FULL");
   database.exec("PRAGMA foreign_keys = ON");
   // Checkpoint every 10 000 WAL pages (about 40 MB) rather than SQLite's 1 000: billed look-ups rewrite
   // the same few pages (the organization, its bucket, the ledger's last index pages) in every commit,

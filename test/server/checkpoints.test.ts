@@ -2,6 +2,8 @@ import { afterEach, beforeEach, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Database } from "bun:sqlite";
+import { openStore } from "../../src/services";
 import { seedDatabase, spawnServe, type SeededDatabase, type ServeProcess } from "../process-helpers";
 
 let directory: string;
@@ -42,4 +44,15 @@ test("serve copies the WAL into the database file in the background, well before
   expect(state.frames).toBeGreaterThan(0);
   expect(state.frames).toBeLessThan(10_000);
   expect(state.copied).toBe(state.frames);
+});
+
+test("every commit syncs the WAL (synchronous = FULL): an answered debit survives an OS crash or a power loss, not only a crash of the process", async () => {
+  const store = await openStore(`sqlite:${databasePath}`);
+  try {
+    const database = (store as unknown as { database: Database }).database;
+    expect(database.query<{ synchronous: number }, []>("PRAGMA synchronous").get()).toEqual({ synchronous: 2 });
+    expect(database.query<{ journal_mode: string }, []>("PRAGMA journal_mode").get()).toEqual({ journal_mode: "wal" });
+  } finally {
+    await store.close();
+  }
 });
