@@ -1975,10 +1975,6 @@ export class PostgresStore implements Store {
 }
 
 /**
- * Runs a transaction (or a single-statement one) again from the start when PostgreSQL aborted it
- * for a deadlock or a serialization failure: both mean "another transaction won; retry".
- */
-/**
  * BEGIN, `first`, `then`, COMMIT sent together on `connection` (a pool of one connection, so they
  * go in order on one session, one round trip) instead of sql.begin's three round trips. When a
  * statement fails, PostgreSQL refuses the rest and turns the COMMIT into a ROLLBACK; the first
@@ -1991,6 +1987,10 @@ async function pipelinedTransaction<T extends readonly postgres.MaybeRow[]>(conn
   return (result as PromiseFulfilledResult<T>).value;
 }
 
+/**
+ * Runs a transaction (or a single-statement one) again from the start when PostgreSQL aborted it
+ * for a deadlock or a serialization failure: both mean "another transaction won; retry".
+ */
 async function retrying<T>(run: () => Promise<T>, alsoRetry: (error: unknown) => boolean = () => false): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
