@@ -56,6 +56,9 @@ if (Bun.spawnSync(["sh", "-c", "command -v wrk"]).exitCode !== 0) {
   process.exit(2);
 }
 
+const SETUP_NAMES = ["sqlite", "pg", "pg2", "pg2-50", "pg2-apart"] as const;
+const unknownSetups = (values.setups?.split(",") ?? []).filter((name) => !SETUP_NAMES.slice(0, values.postgres === undefined ? 1 : undefined).includes(name as never));
+if (unknownSetups.length > 0) throw new Error(`--setups: no setup ${unknownSetups.join(", ")} (${SETUP_NAMES.join(", ")}; all but sqlite need --postgres)`);
 const work = mkdtempSync(join(tmpdir(), "price-bench-"));
 interface StageResult {
   requests: number;
@@ -142,7 +145,7 @@ function median(numbers: number[]): number {
 
 interface Setup {
   /** What --setups selects it by. */
-  name: "sqlite" | "pg" | "pg2" | "pg2-50" | "pg2-apart";
+  name: (typeof SETUP_NAMES)[number];
   label: string;
   databaseUrl: string;
   instances: number;
