@@ -7,6 +7,7 @@ import { appendFileSync, chmodSync, copyFileSync, mkdtempSync, readdirSync, rmSy
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { freePort } from "../browser/harness";
+import { removeAfterTheRun } from "../cleanup";
 import { createTestDatabase, type TestDatabase } from "../helpers";
 import { type CLIResult, runCLIAsync, type ServeProcess, type ServiceTarget, spawnServe } from "../process-helpers";
 
@@ -15,7 +16,7 @@ export const BINARY = process.env.PRICE_SERVICE_BIN?.trim() || null;
 
 function targetUnderTest(): ServiceTarget {
   const directory = mkdtempSync(join(tmpdir(), "price-e2e-"));
-  process.once("exit", () => rmSync(directory, { recursive: true, force: true }));
+  removeAfterTheRun(directory);
   if (BINARY === null) return { argv: [process.execPath, join(ROOT, "src/main.ts")], cwd: directory };
   const copy = join(directory, "price-service");
   copyFileSync(resolve(BINARY), copy);
