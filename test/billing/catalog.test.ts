@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadConfig } from "../../src/config";
@@ -11,13 +11,17 @@ import { createTestContext, json, type TestContext } from "../helpers";
 import { BILLING } from "./fixtures";
 
 let context: TestContext | undefined;
+const catalogDirectories: string[] = [];
 afterEach(async () => {
+  for (const directory of catalogDirectories.splice(0)) rmSync(directory, { recursive: true, force: true });
   await context?.close();
   context = undefined;
 });
 
 function catalogFile(content: unknown): string {
-  const path = join(mkdtempSync(join(tmpdir(), "catalog-")), "catalog.json");
+  const directory = mkdtempSync(join(tmpdir(), "catalog-"));
+  catalogDirectories.push(directory);
+  const path = join(directory, "catalog.json");
   writeFileSync(path, typeof content === "string" ? content : JSON.stringify(content));
   return path;
 }

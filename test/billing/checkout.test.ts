@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { json } from "../helpers";
@@ -174,6 +174,7 @@ describe("local checkout in a browser", () => {
     writeFileSync(join(dir, "c.json"), JSON.stringify({ packs: [{ id: "month-pack", name: "Month", credits: 300, price: { amount: 500, currency: "EUR" }, validityDays: 30 }], plans: [] }));
     await fx.context.close();
     fx = await billingFixture({ env: { CATALOG_FILE: join(dir, "c.json") } });
+    rmSync(dir, { recursive: true }); // the catalog is read once, at start-up
     const { path } = await startPack("month-pack");
     await postForm(fx.context, `${path}/pay`, fx.session.headers);
     expect((await balance()).buckets[0].expiresAt).toBe(new Date(fx.context.clock.now() + 30 * DAY).toISOString());
