@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { createApp } from "../src/app";
 import { loadConfig } from "../src/config";
 import { applyPostgresMigrations } from "../src/db/migrate";
-import { openPostgresClient } from "../src/db/postgres-client";
+import { openDebitConnection, openPostgresClient } from "../src/db/postgres-client";
 import { PostgresStore } from "../src/db/postgres-store";
 import { SQLiteStore } from "../src/db/sqlite-store";
 import type { NewOrder } from "../src/db/billing-records";
@@ -35,7 +35,7 @@ export async function openTestStore(): Promise<Store> {
 /** A PostgreSQL store on its own schema, which it drops when it closes. */
 class TestPostgresStore extends PostgresStore {
   constructor(private readonly schemaURL: string) {
-    super(openPostgresClient(schemaURL), openPostgresClient(schemaURL, { max: 1 }));
+    super(openPostgresClient(schemaURL), openDebitConnection(schemaURL));
   }
 
   override async close(): Promise<void> {

@@ -22,7 +22,7 @@ import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applyPostgresMigrations } from "./migrate";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
-import { openPostgresClient } from "./postgres-client";
+import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import * as schema from "./schema/postgres";
@@ -225,7 +225,7 @@ export class PostgresStore implements Store {
 
   /** The store on a migrated database: the pool (`?max=N`), and one connection of its own for the group commit. */
   static connect(databaseUrl: string): PostgresStore {
-    return new PostgresStore(openPostgresClient(databaseUrl), openPostgresClient(databaseUrl, { max: 1 }));
+    return new PostgresStore(openPostgresClient(databaseUrl), openDebitConnection(databaseUrl));
   }
 
   /** The raw connection pool, for `migrate --to` and for tests that inspect state. */

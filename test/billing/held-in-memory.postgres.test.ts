@@ -129,3 +129,24 @@ test("a debit that meets another transaction's bucket lock waits in its lock sta
   const [bucket] = await queryRows<{ remaining: number }>(store, "SELECT remaining::int AS remaining FROM credit_buckets");
   expect(bucket!.remaining).toBe(3);
 });
+
+test("the group commit's connection runs its debit statements on generic plans, never planning a batch again", async () => {
+  const now = Date.now();
+  const organization = await store.createOrganization({ name: "plans", now });
+  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 100, expiresAt: now + 60_000, description: "Credits", now });
+  // One debit at a time, each its own batch: PostgreSQL plans a prepared statement's first five executions for their parameters unless told not to.
+  for (let request = 0; request < 8; request++) {
+    const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 1, keyId: null, requestId: `req_${request}`, now });
+    if (!reservation.ok) throw new Error("reservation refused");
+    expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
+  }
+
+  const debitConnection = (store as unknown as { debitConnection: typeof store.connection }).debitConnection;
+  const plans = await debitConnection<Array<{ statement: string; generic_plans: string; custom_plans: string }>>`
+    SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%credit_buckets%'`;
+  const debit = plans.find((plan) => plan.statement.includes("jsonb_to_recordset"));
+  expect(debit).toBeDefined();
+  expect(plans.map((plan) => Number(plan.custom_plans))).toEqual(plans.map(() => 0));
+  expect(Number(debit!.generic_plans)).toBe(8);
+  expect(await ledgerSum(store, organization.id)).toBe(92);
+});
