@@ -34,7 +34,10 @@ function poolSize(raw: string | null): number {
  * queries). Generic plans only: PostgreSQL planned the debit statement again at every execution (a
  * custom plan per batch, 6 % of the debit backend's CPU in `perf`), as it keeps custom plans while
  * their estimated cost stays below the generic plan's; the generic plans use the same indexes.
+ * A debit holds its rows' locks while this instance computes it, so an instance that freezes there
+ * (a stopped process, a paused machine) loses its transaction after a few seconds, rather than
+ * keeping every other instance's debits of those organizations waiting.
  */
-export function openDebitConnection(databaseUrl: string): postgres.Sql {
-  return openPostgresClient(databaseUrl, { max: 1, settings: { plan_cache_mode: "force_generic_plan" } });
+export function openDebitConnection(databaseUrl: string, options: { frozenAfter?: string } = {}): postgres.Sql {
+  return openPostgresClient(databaseUrl, { max: 1, settings: { plan_cache_mode: "force_generic_plan", idle_in_transaction_session_timeout: options.frozenAfter ?? "5s" } });
 }

@@ -22,6 +22,7 @@ import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applyPostgresMigrations } from "./migrate";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
+import { type DebitPlan, type HeldDebit, planHeldDebits } from "./debit-plan";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
@@ -877,6 +878,7 @@ export class PostgresStore implements Store {
   // Idempotency-Key answers, so they commit together. It commits synchronously (the WAL is flushed
   // before anyone is answered): a debit once answered survives a crash of the database server.
   private async debitBatch(items: PendingDebit[], options: { retried: boolean }): Promise<Map<string, DebitOutcome>> {
+    if (!options.retried && items.every((item) => item.held !== null && item.usage.idempotency === undefined)) return this.debitHeld(items);
     const rows = items.map(({ reservationId, usage, held, transactionId }, seq) => ({
       seq,
       reservation_id: reservationId,
@@ -1040,6 +1042,106 @@ export class PostgresStore implements Store {
       WHERE demand.reservation_id NOT IN (SELECT reservation_id FROM granted)`;
     const settled = await pipelinedTransaction(sql, locks, debit);
     return new Map(settled.map((row): [string, DebitOutcome] => [row.reservation_id, row.outcome === "spent" ? { outcome: "spent", available: Number(row.available) } : { outcome: "committed" }]));
+  }
+
+  // The common batch (credits held in memory, no Idempotency-Key, first attempt) in two steps of one
+  // transaction: the buckets, the organizations' sums and the keys are locked and read, this
+  // instance computes the debit (planHeldDebits), and one plain statement writes it. The big
+  // statement of debitBatch spent most of its time starting and finishing its plan; this one has no
+  // joins or window functions left. The second step costs a round trip while the rows are locked.
+  private async debitHeld(items: PendingDebit[]): Promise<Map<string, DebitOutcome>> {
+    const debits: HeldDebit[] = items.map(({ reservationId, transactionId, usage, held }) => ({
+      reservationId,
+      transactionId,
+      organizationId: held!.organizationId,
+      amount: held!.amount,
+      keyId: held!.keyId,
+      requestId: held!.requestId,
+      gtin: usage.gtin,
+      description: usage.description,
+      createdAt: usage.now,
+      month: utcMonth(usage.now),
+      items: usage.items ?? 1,
+    }));
+    // Buckets must still be unexpired when the credits are taken, by the latest clock of the batch.
+    const now = Math.max(...debits.map((debit) => debit.createdAt));
+    const organizations = [...new Set(debits.map((debit) => debit.organizationId))].sort();
+    const keyIds = [...new Set(debits.flatMap((debit) => (debit.keyId === null ? [] : [debit.keyId])))];
+    const sql = this.debitConnection;
+    const begun = sql`BEGIN`;
+    const buckets = sql<Array<{ id: string; organization_id: string; remaining: string }>>`
+      SELECT id, organization_id, remaining FROM credit_buckets
+      WHERE organization_id = ANY(${organizations}::text[]) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
+      ORDER BY organization_id, expires_at ASC NULLS LAST, id FOR UPDATE`;
+    // The sums are locked as an UPDATE locks them (not blocking foreign-key checks of other inserts).
+    const sums = sql<Array<{ id: string; ledger_balance: string; low_credit_threshold: string | null }>>`
+      SELECT id, ledger_balance, low_credit_threshold FROM organizations WHERE id = ANY(${organizations}::text[]) ORDER BY id FOR NO KEY UPDATE`;
+    const transaction = sql<[{ id: string }]>`SELECT pg_current_xact_id()::text AS id`;
+    const keys = sql<Array<{ id: string; line: string; capped: boolean }>>`
+      SELECT id, coalesce(line_id, id) AS line, (monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE') AS capped FROM api_keys WHERE id = ANY(${keyIds}::text[])`;
+    let plan: DebitPlan;
+    let lockedBy: string;
+    try {
+      const [, bucketRows, sumRows, keyRows, [locker]] = await Promise.all([begun, buckets, sums, keys, transaction]);
+      lockedBy = locker.id;
+      plan = planHeldDebits(debits, {
+        buckets: bucketRows.map((row) => ({ id: row.id, organizationId: row.organization_id, remaining: Number(row.remaining) })),
+        organizations: new Map(sumRows.map((row) => [row.id, { ledgerBalance: Number(row.ledger_balance), lowCreditThreshold: row.low_credit_threshold === null ? null : Number(row.low_credit_threshold) }])),
+        keys: new Map(keyRows.map((row) => [row.id, { line: row.line, capped: row.capped }])),
+      });
+    } catch (error) {
+      await Promise.allSettled([begun, buckets, sums, keys, transaction]);
+      await sql`ROLLBACK`;
+      throw error;
+    }
+    const none = sql``;
+    const write = sql`
+      WITH taken AS (
+        UPDATE credit_buckets SET remaining = credit_buckets.remaining - t.amount
+        FROM unnest(${plan.buckets.map((b) => b.id)}::text[], ${plan.buckets.map((b) => String(b.amount))}::bigint[]) AS t(id, amount) WHERE credit_buckets.id = t.id
+      ),
+      moved AS (
+        UPDATE organizations SET ledger_balance = organizations.ledger_balance - t.amount
+        FROM unnest(${plan.organizations.map((o) => o.id)}::text[], ${plan.organizations.map((o) => String(o.amount))}::bigint[]) AS t(id, amount) WHERE organizations.id = t.id
+      ),
+      ledger AS (
+        INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
+        SELECT id, organization_id, 'usage', amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at
+        FROM unnest(${plan.ledger.map((r) => r.id)}::text[], ${plan.ledger.map((r) => r.organizationId)}::text[], ${plan.ledger.map((r) => String(r.amount))}::bigint[],
+                    ${plan.ledger.map((r) => String(r.balanceAfter))}::bigint[], ${plan.ledger.map((r) => r.bucketId)}::text[], ${plan.ledger.map((r) => r.keyId)}::text[],
+                    ${plan.ledger.map((r) => r.requestId)}::text[], ${plan.ledger.map((r) => r.gtin)}::text[], ${plan.ledger.map((r) => r.description)}::text[],
+                    ${plan.ledger.map((r) => String(r.createdAt))}::bigint[])
+          AS t(id, organization_id, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
+      ),
+      counted AS (
+        INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
+        SELECT organization_id, period_ms, period_start, key_id, ${BILLED_REASON}, requests, credits
+        FROM unnest(${plan.counters.map((c) => c.organizationId)}::text[], ${plan.counters.map((c) => c.periodMs)}::int[], ${plan.counters.map((c) => String(c.periodStart))}::bigint[],
+                    ${plan.counters.map((c) => c.keyId)}::text[], ${plan.counters.map((c) => c.requests)}::int[], ${plan.counters.map((c) => String(c.credits))}::bigint[])
+          AS t(organization_id, period_ms, period_start, key_id, requests, credits)
+        ON CONFLICT (organization_id, period_ms, period_start, key_id, reason)
+        DO UPDATE SET requests = usage_counters.requests + excluded.requests, credits = usage_counters.credits + excluded.credits
+      ),
+      spending AS (
+        INSERT INTO api_key_monthly_usage (key_id, month, spent)
+        SELECT * FROM unnest(${plan.spending.map((s) => s.line)}::text[], ${plan.spending.map((s) => s.month)}::text[], ${plan.spending.map((s) => String(s.spent))}::bigint[])
+        ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
+      )
+      ${plan.crossings.length === 0 ? none : sql`, crossings AS (
+        SELECT * FROM jsonb_to_recordset(${JSON.stringify(plan.crossings.map((c) => ({ organization_id: c.organizationId, before: c.before, after: c.after, threshold: c.threshold, created_at: c.createdAt })))}::text::jsonb)
+          AS crossings(organization_id text, before bigint, after bigint, threshold bigint, created_at bigint)
+      ), ${balanceEvents(sql)}`}
+      -- postgres.js sends a query on a new connection when the old one died (the rows' locks went with
+      -- its transaction): outside the transaction that computed it, the write fails whole.
+      SELECT CASE WHEN pg_current_xact_id()::text = ${lockedBy} THEN 1 ELSE ('the debit''s transaction ' || ${lockedBy} || ' was lost')::int END`;
+    const [written, ended] = await Promise.allSettled([write, sql`COMMIT`]);
+    if (written.status === "rejected") throw written.reason;
+    if (ended.status === "rejected") throw ended.reason;
+    if (ended.value.command !== "COMMIT") throw new Error(`the transaction ended with ${ended.value.command}`);
+    return new Map<string, DebitOutcome>([
+      ...plan.committed.map((id): [string, DebitOutcome] => [id, { outcome: "committed" }]),
+      ...plan.spent.map(({ reservationId, available }): [string, DebitOutcome] => [reservationId, { outcome: "spent", available }]),
+    ]);
   }
 
   async releaseReservation(reservationId: string, now: number): Promise<boolean> {

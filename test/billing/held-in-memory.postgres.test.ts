@@ -4,6 +4,7 @@ import { openStore } from "../../src/services";
 import { SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { hashSecret } from "../../src/lib/crypto";
+import { openDebitConnection } from "../../src/db/postgres-client";
 import { createTestDatabase, ledgerSum, queryRows, type TestDatabase } from "../helpers";
 
 // An uncapped key's look-up holds its credits in the instance's memory and its debit takes them
@@ -115,7 +116,7 @@ test("a debit that meets another transaction's bucket lock waits in its lock sta
       waiting = await queryRows<{ query: string }>(store, "SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
     }
     expect(waiting).toHaveLength(1);
-    expect(waiting[0]!.query.trim()).toStartWith("SELECT 1 FROM credit_buckets");
+    expect(waiting[0]!.query.trim()).toStartWith("SELECT id, organization_id, remaining FROM credit_buckets");
 
     await other`COMMIT`;
     expect(await committed).toBe(true);
@@ -144,9 +145,137 @@ test("the group commit's connection runs its debit statements on generic plans, 
   const debitConnection = (store as unknown as { debitConnection: typeof store.connection }).debitConnection;
   const plans = await debitConnection<Array<{ statement: string; generic_plans: string; custom_plans: string }>>`
     SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%credit_buckets%'`;
-  const debit = plans.find((plan) => plan.statement.includes("jsonb_to_recordset"));
+  const debit = plans.find((plan) => plan.statement.includes("UPDATE credit_buckets"));
   expect(debit).toBeDefined();
   expect(plans.map((plan) => Number(plan.custom_plans))).toEqual(plans.map(() => 0));
   expect(Number(debit!.generic_plans)).toBe(8);
   expect(await ledgerSum(store, organization.id)).toBe(92);
+});
+
+test("a batch of held look-ups writes what the general debit statement writes: buckets, sums, ledger rows, counters, spending, balance events", async () => {
+  const now = Date.now();
+  type Debit = { debitBatch(items: unknown[], options: { retried: boolean }): Promise<Map<string, { outcome: string; available?: number }>> };
+  // The same organization twice: one debited by the two-step path of held look-ups, one by the general statement (a retry takes it).
+  async function debitOneOrganization(name: string, retried: boolean) {
+    const organization = await store.createOrganization({ name, now });
+    await store.setLowCreditThreshold(organization.id, 5);
+    await store.createWebhookEndpoint({ id: `whe_${name}`, organizationId: organization.id, url: "https://hooks.example/credits", eventTypes: ["credits.low", "credits.depleted"], secret: "whsec_AAAA", createdAt: now });
+    for (const [amount, expiresAt] of [[3, null], [4, now + 120_000], [5, now + 60_000]] as const) {
+      await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount, expiresAt, description: "Credits", now });
+    }
+    await store.ensureSystemUser(now);
+    const uncapped = (await createApiKey(store, { organizationId: organization.id, name: "uncapped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now })).key;
+    // Capped after its look-ups' credits were held: those get no outcome here (their retry takes the capped path).
+    const capped = (await createApiKey(store, { organizationId: organization.id, name: "capped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now, monthlyCreditLimit: 100 })).key;
+    const batch = (looks: Array<[amount: number, keyId: string | null, items: number]>, first: number) =>
+      looks.map(([amount, keyId, items], index) => ({
+        reservationId: `res_${first + index}`,
+        usage: { gtin: `0400000000${first + index}`, description: `look-up ${first + index}`, now: now + first + index, items },
+        held: { organizationId: organization.id, amount, keyId, requestId: `req_${name}_${first + index}`, committing: true },
+        transactionId: `txn_${name}_${first + index}`,
+        resolve: () => {},
+        reject: () => {},
+      }));
+    const debit = (items: unknown[]) => (store as unknown as Debit).debitBatch(items, { retried });
+    // 12 credits: 2, 4, 3 and 2 are taken (the 1 of the capped key is not), then 5 does not fit and neither does the 1 after it.
+    const first = await debit(batch([[2, uncapped.id, 1], [4, uncapped.id, 1], [1, capped.id, 1], [3, null, 1], [2, uncapped.id, 7], [5, uncapped.id, 1], [1, uncapped.id, 1]], 0));
+    const second = await debit(batch([[1, uncapped.id, 1]], 10));
+    const third = await debit(batch([[1, uncapped.id, 1]], 20));
+    const outcomes = [...first, ...second, ...third].sort(([a], [b]) => (a < b ? -1 : 1));
+    const rows = async (query: string) => (await queryRows<Record<string, unknown>>(store, query.replaceAll("$org", `'${organization.id}'`))).map((row) => JSON.parse(JSON.stringify(row).replaceAll(organization.id, "org").replaceAll(uncapped.id, "uncapped").replaceAll(`_${name}_`, "_")));
+    const buckets = await rows("SELECT id, remaining::int FROM credit_buckets WHERE organization_id = $org ORDER BY expires_at NULLS LAST");
+    const bucketNames = new Map(buckets.map((bucket, index) => [bucket.id as string, `bucket ${index}`]));
+    return {
+      outcomes,
+      buckets: buckets.map((bucket) => bucket.remaining),
+      sum: await ledgerSum(store, organization.id),
+      ledger: (await rows("SELECT id, amount::int, balance_after::int, bucket_id, key_id, request_id, gtin, description, created_at::bigint - " + now + " AS at FROM credit_transactions WHERE organization_id = $org AND type = 'usage' ORDER BY id")).map((row) => ({ ...row, bucket_id: row.bucket_id === null ? null : bucketNames.get(row.bucket_id as string) })),
+      counters: await rows("SELECT period_ms, period_start::bigint, key_id, reason, requests, credits::int FROM usage_counters WHERE organization_id = $org ORDER BY period_ms, key_id"),
+      spending: await rows(`SELECT key_id, month, spent::int FROM api_key_monthly_usage WHERE key_id IN (SELECT id FROM api_keys WHERE organization_id = $org) ORDER BY key_id`),
+      events: await rows("SELECT type, payload FROM webhook_events WHERE organization_id = $org AND type LIKE 'credits.%' AND type <> 'credits.granted' ORDER BY created_at, type"),
+      deliveries: (await rows("SELECT count(*)::int AS n FROM webhook_deliveries JOIN webhook_events ON webhook_events.id = webhook_deliveries.event_id WHERE webhook_events.organization_id = $org AND webhook_events.type <> 'credits.granted'"))[0],
+    };
+  }
+
+  const twoSteps = await debitOneOrganization("held", false);
+  const general = await debitOneOrganization("general", true);
+  expect(twoSteps).toEqual(general);
+  // And what both wrote is what it should be.
+  expect(twoSteps.outcomes).toEqual([
+    ["res_0", { outcome: "committed" }],
+    ["res_1", { outcome: "committed" }],
+    ["res_10", { outcome: "committed" }],
+    ["res_20", { outcome: "spent", available: 0 }],
+    ["res_3", { outcome: "committed" }],
+    ["res_4", { outcome: "committed" }],
+    ["res_5", { outcome: "spent", available: 1 }],
+    ["res_6", { outcome: "spent", available: 1 }],
+  ]);
+  expect(twoSteps.buckets).toEqual([0, 0, 0]);
+  expect(twoSteps.sum).toBe(0);
+  expect(twoSteps.ledger.map((row) => [row.amount, row.balance_after, row.bucket_id])).toEqual([
+    [-2, 10, "bucket 0"],
+    [-4, 6, null],
+    [-1, 0, "bucket 2"],
+    [-3, 3, "bucket 1"],
+    [-2, 1, "bucket 2"],
+  ]);
+  expect(twoSteps.events.map((event) => event.type)).toEqual(["credits.low", "credits.depleted"]);
+  expect(twoSteps.deliveries).toEqual({ n: 2 });
+  expect(twoSteps.spending).toEqual([{ key_id: "uncapped", month: expect.any(String), spent: 9 }]);
+});
+
+test("an instance that freezes while its debit holds bucket locks loses that transaction, and other debits of the organization go on", async () => {
+  const now = Date.now();
+  const organization = await store.createOrganization({ name: "frozen neighbour", now });
+  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Credits", now });
+  const frozen = openDebitConnection(database.url, { frozenAfter: "300ms" });
+  try {
+    // The first step of a debit, and then nothing: the instance stopped before computing the rest.
+    await frozen`BEGIN`;
+    await frozen`SELECT id FROM credit_buckets WHERE organization_id = ${organization.id} FOR UPDATE`;
+
+    const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 3, keyId: null, requestId: "req_neighbour", now });
+    if (!reservation.ok) throw new Error("reservation refused");
+    expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
+    expect(await ledgerSum(store, organization.id)).toBe(7);
+  } finally {
+    await frozen.end();
+  }
+});
+
+test("a debit whose connection dies after it locked and read its rows writes nothing on the new connection; its retry debits from the rows as they are then", async () => {
+  const now = Date.now();
+  const organization = await store.createOrganization({ name: "connection lost", now });
+  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Credits", now });
+  const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 3, keyId: null, requestId: "req_lost", now });
+  if (!reservation.ok) throw new Error("reservation refused");
+
+  // Once the debit has read its organization's sum, its backend is terminated, and another
+  // instance takes 4 credits before the debit's next statement goes out (on a new connection).
+  const debitConnection = (store as unknown as { debitConnection: typeof store.connection }).debitConnection;
+  const other = store.connection;
+  let killed = false;
+  (store as unknown as { debitConnection: unknown }).debitConnection = new Proxy(debitConnection, {
+    apply(target, self, args: Parameters<typeof debitConnection>) {
+      const query = Reflect.apply(target, self, args);
+      if (killed || !String((args[0] as unknown as string[])[0]).includes("FROM organizations")) return query;
+      killed = true;
+      return query.then(async (rows: unknown) => {
+        await other`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'price-service' AND state = 'idle in transaction'`;
+        await other.begin(async (tx) => {
+          await tx`UPDATE credit_buckets SET remaining = remaining - 4 WHERE organization_id = ${organization.id}`;
+          await tx`UPDATE organizations SET ledger_balance = ledger_balance - 4 WHERE id = ${organization.id}`;
+          await tx`INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, description, created_at) VALUES ('txn_other', ${organization.id}, 'adjustment', -4, 6, 'other instance', ${now})`;
+        });
+        return rows;
+      });
+    },
+  });
+
+  expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
+  expect(killed).toBe(true);
+  expect(await queryRows(store, "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'")).toEqual([{ amount: -3, balance_after: 3 }]);
+  expect(await ledgerSum(store, organization.id)).toBe(3);
+  expect(await queryRows(store, "SELECT remaining::int AS remaining FROM credit_buckets")).toEqual([{ remaining: 3 }]);
 });

@@ -1,0 +1,127 @@
+import { DAY_MS, HOUR_MS } from "./store";
+import { balanceEventTypes } from "./webhook-records";
+
+/** A look-up whose credits this instance holds in memory, in batch order. */
+export interface HeldDebit {
+  reservationId: string;
+  transactionId: string;
+  organizationId: string;
+  amount: number;
+  keyId: string | null;
+  requestId: string;
+  gtin: string | null;
+  description: string;
+  createdAt: number;
+  month: string;
+  items: number;
+}
+
+/** What the batch's lock statements read, under the row locks: buckets in FEFO order per organization. */
+export interface LockedState {
+  buckets: Array<{ id: string; organizationId: string; remaining: number }>;
+  organizations: Map<string, { ledgerBalance: number; lowCreditThreshold: number | null }>;
+  /** Every key of the batch that still exists: its line, and whether its requests must take the capped path now. */
+  keys: Map<string, { line: string; capped: boolean }>;
+}
+
+export interface DebitPlan {
+  /** Bucket decrements, in lock order. */
+  buckets: Array<{ id: string; amount: number }>;
+  organizations: Array<{ id: string; amount: number }>;
+  ledger: Array<{ id: string; organizationId: string; amount: number; balanceAfter: number; bucketId: string | null; keyId: string | null; requestId: string; gtin: string | null; description: string; createdAt: number }>;
+  counters: Array<{ organizationId: string; periodMs: number; periodStart: number; keyId: string; requests: number; credits: number }>;
+  spending: Array<{ line: string; month: string; spent: number }>;
+  crossings: Array<{ organizationId: string; before: number; after: number; threshold: number | null; createdAt: number }>;
+  committed: string[];
+  /** Look-ups refused because their organization's credits ran out, with what is left. */
+  spent: Array<{ reservationId: string; available: number }>;
+}
+
+/**
+ * The debit of a batch of held look-ups, computed from the rows the batch has locked. Per
+ * organization, look-ups are granted in batch order while the spendable credits cover them and every
+ * look-up before them (the first refusal refuses the rest); the granted credits come from the
+ * buckets in FEFO order. A look-up of a key capped since it was held gets no outcome (its retry takes
+ * the capped path). balanceAfter of a row is the organization's sum after the batch plus what its
+ * later rows took, so the rows read in order.
+ */
+export function planHeldDebits(debits: HeldDebit[], locked: LockedState): DebitPlan {
+  const plan: DebitPlan = { buckets: [], organizations: [], ledger: [], counters: [], spending: [], crossings: [], committed: [], spent: [] };
+  const byOrganization = new Map<string, HeldDebit[]>();
+  for (const debit of debits) {
+    if (debit.keyId !== null && locked.keys.get(debit.keyId)?.capped === true) continue;
+    const queue = byOrganization.get(debit.organizationId) ?? [];
+    queue.push(debit);
+    byOrganization.set(debit.organizationId, queue);
+  }
+  const granted: Array<HeldDebit & { bucketId: string | null }> = [];
+  for (const [organizationId, queue] of [...byOrganization].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const supply = locked.buckets.filter((bucket) => bucket.organizationId === organizationId);
+    const spendable = supply.reduce((sum, bucket) => sum + bucket.remaining, 0);
+    let demanded = 0;
+    let given = 0;
+    const grants: typeof granted = [];
+    for (const debit of queue) {
+      demanded += debit.amount;
+      if (supply.length === 0 || demanded > spendable) continue;
+      // The ledger row names a bucket when the look-up's credits all came from one.
+      let before = 0;
+      let bucketId: string | null = null;
+      for (const bucket of supply) {
+        if (before <= given && given + debit.amount <= before + bucket.remaining) bucketId = bucket.id;
+        before += bucket.remaining;
+      }
+      grants.push({ ...debit, bucketId });
+      given += debit.amount;
+    }
+    for (const debit of queue.slice(grants.length)) plan.spent.push({ reservationId: debit.reservationId, available: Math.max(0, spendable - given) });
+    if (grants.length === 0) continue;
+    let before = 0;
+    for (const bucket of supply) {
+      if (before >= given) break;
+      plan.buckets.push({ id: bucket.id, amount: Math.min(bucket.remaining, given - before) });
+      before += bucket.remaining;
+    }
+    const organization = locked.organizations.get(organizationId);
+    if (organization === undefined) throw new Error(`organization ${organizationId} was not locked`);
+    const after = organization.ledgerBalance - given;
+    plan.organizations.push({ id: organizationId, amount: given });
+    plan.crossings.push({ organizationId, before: organization.ledgerBalance, after, threshold: organization.lowCreditThreshold, createdAt: Math.max(...grants.map((debit) => debit.createdAt)) });
+    let later = 0;
+    for (const debit of grants.toReversed()) {
+      plan.ledger.push({ id: debit.transactionId, organizationId, amount: -debit.amount, balanceAfter: after + later, bucketId: debit.bucketId, keyId: debit.keyId, requestId: debit.requestId, gtin: debit.gtin, description: debit.description, createdAt: debit.createdAt });
+      later += debit.amount;
+    }
+    granted.push(...grants);
+  }
+  plan.ledger.reverse();
+  plan.committed = granted.map((debit) => debit.reservationId);
+  const counters = new Map<string, DebitPlan["counters"][number]>();
+  const spending = new Map<string, DebitPlan["spending"][number]>();
+  for (const debit of granted) {
+    for (const periodMs of [HOUR_MS, DAY_MS]) {
+      const counter = { organizationId: debit.organizationId, periodMs, periodStart: debit.createdAt - (debit.createdAt % periodMs), keyId: debit.keyId ?? "", requests: 0, credits: 0 };
+      const key = JSON.stringify([counter.organizationId, counter.periodMs, counter.periodStart, counter.keyId]);
+      const total = counters.get(key) ?? counter;
+      total.requests += debit.items;
+      total.credits += debit.amount;
+      counters.set(key, total);
+    }
+    const line = debit.keyId === null ? undefined : locked.keys.get(debit.keyId)?.line;
+    if (line === undefined) continue;
+    const key = JSON.stringify([line, debit.month]);
+    const total = spending.get(key) ?? { line, month: debit.month, spent: 0 };
+    total.spent += debit.amount;
+    spending.set(key, total);
+  }
+  // Rows in one order, so batches of several instances lock them alike.
+  plan.counters = [...counters.values()].sort((a, b) => compare([a.organizationId, a.periodMs, a.periodStart, a.keyId], [b.organizationId, b.periodMs, b.periodStart, b.keyId]));
+  plan.spending = [...spending.values()].sort((a, b) => compare([a.line, a.month], [b.line, b.month]));
+  plan.crossings = plan.crossings.filter((crossing) => balanceEventTypes(crossing.before, crossing.after, crossing.threshold).length > 0);
+  return plan;
+}
+
+function compare(a: Array<string | number>, b: Array<string | number>): number {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! < b[i]! ? -1 : 1;
+  return 0;
+}
