@@ -128,6 +128,8 @@ const CAPPED_KEY = sql`(monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE')`
 const INSERT_CHUNK = 1000;
 /** A transaction that lost a deadlock or a serialization check is run again, this many times at most. */
 const TRANSACTION_ATTEMPTS = 3;
+/** A debit retried alone after a lost connection: up to 6 attempts, over about 1.5 s. */
+const LOST_CONNECTION_ATTEMPTS = 6;
 /** First key of the invoice-numbering advisory lock ("invs"); the second is the schema. */
 const INVOICE_LOCK_NAMESPACE = 0x696e7673;
 /** First key of a payment's advisory lock ("pays"); the second is the schema and the payment ref. */
@@ -841,7 +843,7 @@ export class PostgresStore implements Store {
         // row's id, so it is never written twice.
         for (const item of batch) {
           try {
-            this.settleDebit(item, (await retrying(() => this.debitBatch([item], { retried: true }), isOverdrawRefused)).get(item.reservationId));
+            this.settleDebit(item, (await this.debitAlone(item)).get(item.reservationId));
           } catch (error) {
             if (item.held !== null) item.held.committing = false;
             item.reject(error);
@@ -852,6 +854,22 @@ export class PostgresStore implements Store {
     // Cleared in the same turn as the loop's last look at the queue (every failure is caught above),
     // so a commit queued by a caller answered just now starts a new loop rather than being left behind.
     this.flushing = null;
+  }
+
+  /**
+   * A debit retried alone finds itself written when an earlier attempt committed, so it is also
+   * retried after a lost connection (whose last attempt may have committed unseen): a look-up that
+   * was debited must not be answered as failed. The pauses let postgres.js connect again.
+   */
+  private async debitAlone(item: PendingDebit): Promise<Map<string, DebitOutcome>> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await retrying(() => this.debitBatch([item], { retried: true }), isOverdrawRefused);
+      } catch (error) {
+        if (attempt >= LOST_CONNECTION_ATTEMPTS || !isConnectionLost(error)) throw error;
+        await Bun.sleep(25 * 2 ** attempt);
+      }
+    }
   }
 
   /** Answers a commit; a hold in memory is let go once its debit is written or refused, and is held again otherwise. */
@@ -2124,6 +2142,12 @@ function isUniqueViolation(error: unknown): boolean {
 }
 
 /** Deadlock (40P01) and serialization failure (40001). */
+/** The connection went away (PostgreSQL restarted or ended it, the network cut it): what it last sent may have committed. */
+function isConnectionLost(error: unknown): boolean {
+  const code = (error as { cause?: { code?: string }; code?: string } | null)?.cause?.code ?? (error as { code?: string } | null)?.code ?? "";
+  return code.startsWith("CONNECTION_") || ["CONNECT_TIMEOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "25P03"].includes(code) || code.startsWith("08") || code.startsWith("57P");
+}
+
 function isRetryable(error: unknown): boolean {
   const code = (error as { cause?: { code?: string }; code?: string } | null)?.cause?.code ?? (error as { code?: string } | null)?.code;
   return code === "40P01" || code === "40001";

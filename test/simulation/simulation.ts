@@ -38,9 +38,11 @@ export interface Faults {
   cliProcess: boolean;
   /** Provider events arrive twice and out of order; refunds and disputes may precede their payment. */
   providerDisorder: boolean;
+  /** PostgreSQL ends the connections of transactions in flight (a restart, a network cut) while look-ups run. */
+  connectionLost: boolean;
 }
 
-export const ALL_FAULTS: Faults = { crash: true, failedWrite: true, lockHeld: true, clockSkew: true, stall: true, cliProcess: true, providerDisorder: true };
+export const ALL_FAULTS: Faults = { crash: true, failedWrite: true, lockHeld: true, clockSkew: true, stall: true, cliProcess: true, providerDisorder: true, connectionLost: true };
 
 export interface SimulationReport {
   seed: number;
@@ -187,6 +189,7 @@ async function execute(store: Store, text: string): Promise<void> {
 export async function simulate(options: { seed: number; store: StoreKind; steps?: number; faults?: Partial<Faults>; postgresUrl?: string }): Promise<SimulationReport> {
   const faults: Faults = { ...ALL_FAULTS, ...options.faults };
   if (options.store === "sqlite") faults.clockSkew = false; // one serve per SQLite file: a second instance is refused
+  if (options.store === "sqlite") faults.connectionLost = false;
   if (options.store === "postgres") faults.lockHeld = false;
   const random = prng(options.seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
@@ -423,6 +426,30 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
           trace.push(`  look-up #${request.id} while writes fail`);
           await request.settled;
           await setWriteFault(observer, false);
+        },
+      ],
+      [
+        faults.connectionLost ? 3 : 0,
+        "connection lost",
+        async () => {
+          faultsInjected++;
+          const instance = pick(alive());
+          const sent = [1, 2, 3].map(() => sendLookUp(instance, FRESH, chance(0.3) ? `sim-${options.seed}-${++sequence}` : null));
+          trace.push(`  look-ups #${sent.map((request) => request.id).join(", #")} while connections are ended`);
+          // Whatever transactions of the instances are in flight at that moment (a debit between its two steps, with luck).
+          // Not a connection still fetching postgres.js's array types: one that dies there leaves its
+          // pool without them (a postgres.js bug the store does not survive yet; see the README).
+          for (let attempt = 0; attempt < 20; attempt++) {
+            const [ended] = await queryRows<{ count: number }>(
+              observer,
+              "SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity WHERE application_name = 'price-service' AND pid <> pg_backend_pid() AND xact_start IS NOT NULL AND state <> 'idle' AND query NOT LIKE '%pg_catalog.pg_type%'",
+            );
+            if (ended!.count > 0) {
+              trace.push(`  ${ended!.count} connection(s) ended`);
+              break;
+            }
+          }
+          await Promise.all(sent.map((request) => request.settled));
         },
       ],
       [
