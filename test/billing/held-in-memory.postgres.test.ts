@@ -24,6 +24,15 @@ afterEach(async () => {
   await database.drop();
 });
 
+/** An organization with 10 credits, 3 of them held in this instance's memory by a look-up. */
+async function holdThreeOfTen(name: string, requestId: string, now: number) {
+  const organization = await store.createOrganization({ name, now });
+  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Credits", now });
+  const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 3, keyId: null, requestId, now });
+  if (!reservation.ok) throw new Error("reservation refused");
+  return { organization, reservation };
+}
+
 test("a debit retried after its statement committed is found written: one usage row, credits taken once", async () => {
   const organization = await store.createOrganization({ name: "retried", now: Date.now() });
   await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Credits", now: Date.now() });
@@ -96,10 +105,7 @@ test("the credits available to a problem answered right after the key read are t
 
 test("a debit that meets another transaction's bucket lock waits in its lock statement, then debits from the bucket as that transaction left it", async () => {
   const now = Date.now();
-  const organization = await store.createOrganization({ name: "locked meanwhile", now });
-  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Credits", now });
-  const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 3, keyId: null, requestId: "req_waits", now });
-  if (!reservation.ok) throw new Error("reservation refused");
+  const { organization, reservation } = await holdThreeOfTen("locked meanwhile", "req_waits", now);
 
   // Another instance's transaction holds the bucket and takes 4 credits from it.
   const other = await store.connection.reserve();
@@ -246,12 +252,9 @@ test("an instance that freezes while its debit holds bucket locks loses that tra
 
 test("a debit whose connection dies after it locked and read its rows writes nothing on the new connection; its retry debits from the rows as they are then", async () => {
   const now = Date.now();
-  const organization = await store.createOrganization({ name: "connection lost", now });
-  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Credits", now });
-  const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 3, keyId: null, requestId: "req_lost", now });
-  if (!reservation.ok) throw new Error("reservation refused");
+  const { organization, reservation } = await holdThreeOfTen("connection lost", "req_lost", now);
 
-  // Once the debit has read its organization's sum, its backend is terminated, and another
+  // Once the debit has locked and read its rows, its backend is terminated, and another
   // instance takes 4 credits before the debit's next statement goes out (on a new connection).
   const debitConnection = (store as unknown as { debitConnection: typeof store.connection }).debitConnection;
   const other = store.connection;
@@ -259,17 +262,27 @@ test("a debit whose connection dies after it locked and read its rows writes not
   (store as unknown as { debitConnection: unknown }).debitConnection = new Proxy(debitConnection, {
     apply(target, self, args: Parameters<typeof debitConnection>) {
       const query = Reflect.apply(target, self, args);
-      if (killed || !String((args[0] as unknown as string[])[0]).includes("FROM organizations")) return query;
+      // The first step's last statement: once it has answered, the transaction waits for the second
+      // step. A thenable, so that it is sent in its turn, after the statements before it.
+      if (killed || !String((args[0] as unknown as string[])[0]).includes("pg_current_xact_id")) return query;
       killed = true;
-      return query.then(async (rows: unknown) => {
-        await other`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'price-service' AND state = 'idle in transaction'`;
+      const lost = async (rows: unknown) => {
+        let debit: { pid: number } | undefined;
+        while (debit === undefined) {
+          [debit] = await other<[{ pid: number }?]>`SELECT pid FROM pg_stat_activity WHERE application_name = 'price-service' AND state = 'idle in transaction'`;
+        }
+        await other`SELECT pg_terminate_backend(${debit.pid})`;
+        while ((await other`SELECT 1 FROM pg_stat_activity WHERE pid = ${debit.pid}`).length > 0) await Bun.sleep(5);
+        // Until postgres.js has a new connection, which the debit's next statement will then use.
+        while (!(await target`SELECT 1`.then(() => true, () => false)));
         await other.begin(async (tx) => {
           await tx`UPDATE credit_buckets SET remaining = remaining - 4 WHERE organization_id = ${organization.id}`;
           await tx`UPDATE organizations SET ledger_balance = ledger_balance - 4 WHERE id = ${organization.id}`;
           await tx`INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, description, created_at) VALUES ('txn_other', ${organization.id}, 'adjustment', -4, 6, 'other instance', ${now})`;
         });
         return rows;
-      });
+      };
+      return { then: (resolve: (rows: unknown) => unknown, reject: (error: unknown) => unknown) => query.then(lost).then(resolve, reject) };
     },
   });
 
