@@ -2137,20 +2137,24 @@ function isOverdrawRefused(error: unknown): boolean {
 
 /** A unique constraint refused the insert (23505): another transaction inserted the same key first. */
 function isUniqueViolation(error: unknown): boolean {
-  const code = (error as { cause?: { code?: string }; code?: string } | null)?.cause?.code ?? (error as { code?: string } | null)?.code;
-  return code === "23505";
+  return errorCode(error) === "23505";
 }
 
-/** Deadlock (40P01) and serialization failure (40001). */
 /** The connection went away (PostgreSQL restarted or ended it, the network cut it): what it last sent may have committed. */
 function isConnectionLost(error: unknown): boolean {
-  const code = (error as { cause?: { code?: string }; code?: string } | null)?.cause?.code ?? (error as { code?: string } | null)?.code ?? "";
+  const code = errorCode(error) ?? "";
   return code.startsWith("CONNECTION_") || ["CONNECT_TIMEOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "25P03"].includes(code) || code.startsWith("08") || code.startsWith("57P");
 }
 
+/** Deadlock (40P01) and serialization failure (40001). */
 function isRetryable(error: unknown): boolean {
-  const code = (error as { cause?: { code?: string }; code?: string } | null)?.cause?.code ?? (error as { code?: string } | null)?.code;
+  const code = errorCode(error);
   return code === "40P01" || code === "40001";
+}
+
+/** The SQLSTATE or postgres.js code of an error, or of the error drizzle wrapped around it. */
+function errorCode(error: unknown): string | undefined {
+  return (error as { cause?: { code?: string }; code?: string } | null)?.cause?.code ?? (error as { code?: string } | null)?.code;
 }
 
 function chunks<T>(rows: T[]): T[][] {
