@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
+import { connect, createServer, type Socket } from "node:net";
 import type { PostgresStore } from "../../src/db/postgres-store";
 import { openStore } from "../../src/services";
 import { SYSTEM_USER_ID } from "../../src/db/store";
@@ -291,4 +292,53 @@ test("a debit whose connection dies after it locked and read its rows writes not
   expect(await queryRows(store, "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'")).toEqual([{ amount: -3, balance_after: 3 }]);
   expect(await ledgerSum(store, organization.id)).toBe(3);
   expect(await queryRows(store, "SELECT remaining::int AS remaining FROM credit_buckets")).toEqual([{ remaining: 3 }]);
+});
+
+test("a debit connection that dies while postgres.js fetches its array types debits with array parameters on the next one", async () => {
+  const now = Date.now();
+  const { organization, reservation } = await holdThreeOfTen("types lost", "req_types", now);
+
+  // A new debit connection, reached through a relay that lets PostgreSQL end the connection's backend
+  // when postgres.js asks for the array types, the first thing it does on a connection. Unpatched,
+  // the pool then sends arrays as text ("malformed array literal") until the instance restarts.
+  const url = new URL(database.url);
+  const [host, port] = [url.hostname, Number(url.port || 5432)];
+  let typeFetchesEnded = 0;
+  const relay = createServer((client: Socket) => {
+    const server = connect(port, host);
+    client.on("data", (data) => {
+      if (typeFetchesEnded === 0 && data.toString("latin1").includes("pg_catalog.pg_type")) {
+        typeFetchesEnded++;
+        store.connection`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ${server.localPort!}`.execute();
+        return;
+      }
+      server.write(data);
+    });
+    server.on("data", (data) => client.write(data));
+    for (const [socket, other] of [[client, server], [server, client]] as const) {
+      socket.on("error", () => other.destroy());
+      socket.on("close", () => other.destroy());
+    }
+  });
+  await new Promise<void>((listening) => relay.listen(0, "127.0.0.1", listening));
+  url.hostname = "127.0.0.1";
+  url.port = String((relay.address() as { port: number }).port);
+  const debitConnection = openDebitConnection(url.toString());
+  (store as unknown as { debitConnection: unknown }).debitConnection = debitConnection;
+  try {
+    expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
+    expect(typeFetchesEnded).toBe(1);
+    const second = await store.reserveCredits({ organizationId: organization.id, amount: 2, keyId: null, requestId: "req_types_2", now });
+    if (!second.ok) throw new Error("reservation refused");
+    expect(await store.commitReservation(second.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
+    expect([...(await debitConnection`SELECT ${["a", "b"]}::text[] AS sent`)]).toEqual([{ sent: ["a", "b"] }]);
+    expect(await queryRows(store, "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage' ORDER BY balance_after DESC")).toEqual([
+      { amount: -3, balance_after: 7 },
+      { amount: -2, balance_after: 5 },
+    ]);
+    expect(await ledgerSum(store, organization.id)).toBe(5);
+  } finally {
+    await debitConnection.end({ timeout: 1 });
+    relay.close();
+  }
 });
