@@ -23,6 +23,7 @@ import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishF
 import { applyPostgresMigrations } from "./migrate";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import { type DebitPlan, type HeldDebit, planHeldDebits } from "./debit-plan";
+import { errorCode, isConnectionLost } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
@@ -128,8 +129,11 @@ const CAPPED_KEY = sql`(monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE')`
 const INSERT_CHUNK = 1000;
 /** A transaction that lost a deadlock or a serialization check is run again, this many times at most. */
 const TRANSACTION_ATTEMPTS = 3;
-/** A debit retried alone after a lost connection: up to 6 attempts, over about 1.5 s. */
-const LOST_CONNECTION_ATTEMPTS = 6;
+/**
+ * How long a debit whose connection was lost is retried (PostgreSQL restarting, a fail-over, a
+ * network cut): until its outcome is known its look-up cannot be answered either way.
+ */
+const LOST_CONNECTION_PATIENCE_MS = 20_000;
 /** First key of the invoice-numbering advisory lock ("invs"); the second is the schema. */
 const INVOICE_LOCK_NAMESPACE = 0x696e7673;
 /** First key of a payment's advisory lock ("pays"); the second is the schema and the payment ref. */
@@ -841,9 +845,10 @@ export class PostgresStore implements Store {
         // One bad debit must not fail its neighbours: retry each alone and fail only the culprit. A
         // debit whose statement did commit although its caller saw an error is found by its ledger
         // row's id, so it is never written twice.
+        const patientUntil = performance.now() + LOST_CONNECTION_PATIENCE_MS;
         for (const item of batch) {
           try {
-            this.settleDebit(item, (await this.debitAlone(item)).get(item.reservationId));
+            this.settleDebit(item, (await this.debitAlone(item, patientUntil)).get(item.reservationId));
           } catch (error) {
             if (item.held !== null) item.held.committing = false;
             item.reject(error);
@@ -858,16 +863,17 @@ export class PostgresStore implements Store {
 
   /**
    * A debit retried alone finds itself written when an earlier attempt committed, so it is also
-   * retried after a lost connection (whose last attempt may have committed unseen): a look-up that
-   * was debited must not be answered as failed. The pauses let postgres.js connect again.
+   * retried after a lost connection (whose last attempt may have committed unseen), until
+   * `patientUntil` (one deadline for the whole batch, on the monotonic clock): a look-up that was
+   * debited must not be answered as failed. The pauses let postgres.js connect again.
    */
-  private async debitAlone(item: PendingDebit): Promise<Map<string, DebitOutcome>> {
+  private async debitAlone(item: PendingDebit, patientUntil: number): Promise<Map<string, DebitOutcome>> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await retrying(() => this.debitBatch([item], { retried: true }), isOverdrawRefused);
       } catch (error) {
-        if (attempt >= LOST_CONNECTION_ATTEMPTS || !isConnectionLost(error)) throw error;
-        await Bun.sleep(25 * 2 ** attempt);
+        if (!isConnectionLost(error) || performance.now() >= patientUntil) throw error;
+        await Bun.sleep(Math.min(25 * 2 ** attempt, 500));
       }
     }
   }
@@ -2140,21 +2146,10 @@ function isUniqueViolation(error: unknown): boolean {
   return errorCode(error) === "23505";
 }
 
-/** The connection went away (PostgreSQL restarted or ended it, the network cut it): what it last sent may have committed. */
-function isConnectionLost(error: unknown): boolean {
-  const code = errorCode(error) ?? "";
-  return code.startsWith("CONNECTION_") || ["CONNECT_TIMEOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "25P03"].includes(code) || code.startsWith("08") || code.startsWith("57P");
-}
-
 /** Deadlock (40P01) and serialization failure (40001). */
 function isRetryable(error: unknown): boolean {
   const code = errorCode(error);
   return code === "40P01" || code === "40001";
-}
-
-/** The SQLSTATE or postgres.js code of an error, or of the error drizzle wrapped around it. */
-function errorCode(error: unknown): string | undefined {
-  return (error as { cause?: { code?: string }; code?: string } | null)?.cause?.code ?? (error as { code?: string } | null)?.code;
 }
 
 function chunks<T>(rows: T[]): T[][] {

@@ -1,4 +1,5 @@
 import { Elysia, type ValidationError } from "elysia";
+import { errorCode, isConnectionLost } from "../db/database-errors";
 import { newId } from "../lib/ids";
 import type { Logger } from "../lib/logger";
 import { allowedMethods, type Route, wrongMethod } from "./head";
@@ -25,6 +26,10 @@ export function securityHeaders(publicUrl: string): Record<string, string> {
 }
 
 const JSON_BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
+const DATABASE_AWAY = {
+  en: "The database could not be reached to finish this request; retry in a moment.",
+  fr: "La base de données était injoignable pour traiter cette requête ; réessayez dans un instant.",
+};
 
 /** Closing the connection spares the server from draining an upload it has refused. */
 function payloadTooLarge(): Problem {
@@ -126,7 +131,11 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       else if (code === "PARSE" && String(error).includes("maxRequestBodySize")) problem = payloadTooLarge();
       else if (code === "PARSE") problem = new Problem("invalid-body", { en: "The request body is not valid JSON.", fr: "Le corps de la requête n'est pas un JSON valide." });
       else if (code === "INVALID_COOKIE_SIGNATURE") problem = new Problem("unauthorized");
-      else {
+      // The database is away for a moment (a restart, a fail-over): the client can retry; no bug to log as one.
+      else if (isConnectionLost(error)) {
+        options.logger.warn("database unreachable", { requestId, code: errorCode(error) });
+        problem = new Problem("unavailable", DATABASE_AWAY, {}, { "retry-after": "1" });
+      } else {
         options.logger.error("unhandled error", { requestId, code: String(code), error: error instanceof Error ? error.stack ?? error.message : String(error) });
         problem = new Problem("internal");
       }

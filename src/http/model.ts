@@ -85,4 +85,5 @@ export const CommonErrors = {
   415: Problems(["unsupported-media-type"]),
   422: Problems(["invalid-body"]),
   500: Problems(["internal"]),
+  503: Problems(["unavailable"]),
 } as const;
