@@ -6,6 +6,8 @@ import postgres from "postgres";
  * query (on 2 cores, 10 connections cost a billed look-up 112 µs of PostgreSQL CPU, 4 cost 82 µs).
  */
 const DEFAULT_POOL_SIZE = 4;
+/** The longest pause between two attempts to connect again. */
+const RECONNECT_BACKOFF_MAX_S = 0.5;
 
 /**
  * A postgres.js connection pool for DATABASE_URL. `?max=N` sets the pool size (default 4), and
@@ -19,6 +21,9 @@ export function openPostgresClient(databaseUrl: string, options: { max?: number;
     max,
     // CREATE … IF NOT EXISTS and friends report notices; they are not worth a log line.
     onnotice: () => {},
+    // Seconds before connecting again after a lost or refused connection. postgres.js's own grows to
+    // 20 s, so an instance could stay without its database for that long after PostgreSQL is back.
+    backoff: (retries: number) => Math.min(0.025 * 2 ** retries, RECONNECT_BACKOFF_MAX_S),
     connection: { application_name: "price-service", ...options.settings },
   });
 }

@@ -301,29 +301,16 @@ test("a debit connection that dies while postgres.js fetches its array types deb
   // A new debit connection, reached through a relay that lets PostgreSQL end the connection's backend
   // when postgres.js asks for the array types, the first thing it does on a connection. Unpatched,
   // the pool then sends arrays as text ("malformed array literal") until the instance restarts.
-  const url = new URL(database.url);
-  const [host, port] = [url.hostname, Number(url.port || 5432)];
   let typeFetchesEnded = 0;
-  const relay = createServer((client: Socket) => {
-    const server = connect(port, host);
-    client.on("data", (data) => {
-      if (typeFetchesEnded === 0 && data.toString("latin1").includes("pg_catalog.pg_type")) {
-        typeFetchesEnded++;
-        store.connection`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ${server.localPort!}`.execute();
-        return;
-      }
-      server.write(data);
-    });
-    server.on("data", (data) => client.write(data));
-    for (const [socket, other] of [[client, server], [server, client]] as const) {
-      socket.on("error", () => other.destroy());
-      socket.on("close", () => other.destroy());
-    }
+  const relay = await startRelay({
+    fromClient(data, { server }) {
+      if (typeFetchesEnded > 0 || !data.toString("latin1").includes("pg_catalog.pg_type")) return true;
+      typeFetchesEnded++;
+      store.connection`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ${server.localPort!}`.execute();
+      return false;
+    },
   });
-  await new Promise<void>((listening) => relay.listen(0, "127.0.0.1", listening));
-  url.hostname = "127.0.0.1";
-  url.port = String((relay.address() as { port: number }).port);
-  const debitConnection = openDebitConnection(url.toString());
+  const debitConnection = openDebitConnection(relay.url);
   (store as unknown as { debitConnection: unknown }).debitConnection = debitConnection;
   try {
     expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
@@ -342,3 +329,80 @@ test("a debit connection that dies while postgres.js fetches its array types deb
     relay.close();
   }
 });
+
+test("a debit that committed unseen while PostgreSQL stays away for seconds is found written once it is back, and its look-up answered as billed", async () => {
+  const now = Date.now();
+  const { organization, reservation } = await holdThreeOfTen("away", "req_away", now);
+
+  // The relay passes the debit's COMMIT on, keeps PostgreSQL's answer from the instance, cuts the
+  // connection and then refuses connections for 2.5 s, as a PostgreSQL restarting would (longer
+  // than the old retries lasted).
+  let commitsCut = 0;
+  const relay = await startRelay({
+    fromClient(data, link) {
+      if (commitsCut > 0 || !data.toString("latin1").includes("COMMIT")) return true;
+      commitsCut++;
+      link.server.write(data);
+      link.server.removeAllListeners("data");
+      link.server.once("data", () => {
+        relay.refuseFor(2_500);
+        link.client.destroy();
+        link.server.destroy();
+      });
+      return false;
+    },
+  });
+  const debitConnection = openDebitConnection(relay.url);
+  (store as unknown as { debitConnection: unknown }).debitConnection = debitConnection;
+  try {
+    const started = performance.now();
+    expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
+    expect(commitsCut).toBe(1);
+    expect(performance.now() - started).toBeGreaterThan(2_500);
+    expect(await queryRows(store, "SELECT request_id, amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'")).toEqual([
+      { request_id: "req_away", amount: -3, balance_after: 7 },
+    ]);
+    expect(await ledgerSum(store, organization.id)).toBe(7);
+    expect(await queryRows(store, "SELECT remaining::int AS remaining FROM credit_buckets")).toEqual([{ remaining: 7 }]);
+  } finally {
+    await debitConnection.end({ timeout: 1 });
+    relay.close();
+  }
+});
+
+/**
+ * A TCP relay to the test database, for cutting a connection at a chosen message: `fromClient`
+ * answers whether a chunk from postgres.js goes on; `refuseFor` stops listening for a while.
+ */
+async function startRelay(hooks: {
+  fromClient: (data: Buffer, link: { client: Socket; server: Socket }) => boolean;
+}): Promise<{ url: string; refuseFor(ms: number): void; close(): void }> {
+  const url = new URL(database.url);
+  const [host, port] = [url.hostname, Number(url.port || 5432)];
+  const relay = createServer((client: Socket) => {
+    const server = connect(port, host);
+    client.on("data", (data: Buffer) => hooks.fromClient(data, { client, server }) && server.write(data));
+    server.on("data", (data) => client.write(data));
+    for (const [socket, other] of [[client, server], [server, client]] as const) {
+      socket.on("error", () => other.destroy());
+      socket.on("close", () => other.destroy());
+    }
+  });
+  const listen = (relayPort: number) => new Promise<void>((listening) => relay.listen(relayPort, "127.0.0.1", listening));
+  await listen(0);
+  const relayPort = (relay.address() as { port: number }).port;
+  let reopening: Timer | undefined;
+  url.hostname = "127.0.0.1";
+  url.port = String(relayPort);
+  return {
+    url: url.toString(),
+    refuseFor(ms) {
+      relay.close();
+      reopening = setTimeout(() => void listen(relayPort), ms);
+    },
+    close() {
+      clearTimeout(reopening);
+      relay.close();
+    },
+  };
+}

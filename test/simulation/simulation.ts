@@ -448,6 +448,19 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
               break;
             }
           }
+          // At times PostgreSQL then stays away for a while (a restart): every connection the
+          // instances open again is ended too, so debits in doubt wait for it to come back.
+          if (chance(0.3)) {
+            let ended = 0;
+            for (const until = performance.now() + 1_500; performance.now() < until; await Bun.sleep(5)) {
+              const [count] = await queryRows<{ count: number }>(
+                observer,
+                "SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity WHERE application_name = 'price-service' AND pid <> pg_backend_pid()",
+              );
+              ended += count!.count;
+            }
+            trace.push(`  database away 1.5 s: ${ended} connection(s) ended`);
+          }
           await Promise.all(sent.map((request) => request.settled));
         },
       ],
