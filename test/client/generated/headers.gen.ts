@@ -113,6 +113,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   createApiKey: {
     201: { "x-request-id": string; "content-language": "en" | "fr"; "idempotent-replayed"?: "true" };
@@ -124,6 +125,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   rotateApiKey: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -136,6 +138,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   updateApiKey: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -148,6 +151,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   revokeApiKey: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -160,6 +164,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   getBillingCatalog: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -168,6 +173,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   getBillingBalance: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -307,6 +313,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   updateWebhookSettings: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -317,6 +324,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   listWebhookEndpoints: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -327,6 +335,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   createWebhookEndpoint: {
     201: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -337,6 +346,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   getWebhookEndpoint: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -348,6 +358,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   deleteWebhookEndpoint: {
     204: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -359,6 +370,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   rotateWebhookSecret: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -370,6 +382,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   enableWebhookEndpoint: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -381,6 +394,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   sendWebhookTestEvent: {
     202: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -393,6 +407,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   listWebhookDeliveries: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -404,6 +419,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   pushFeed: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -414,6 +430,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   listFeedSources: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -424,6 +441,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   listFeedRuns: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
@@ -435,6 +453,7 @@ export type ResponseHeaders = {
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
   startBrowserSignIn: {
     302: { "x-request-id": string; "content-language": "en" | "fr"; "location": string; "set-cookie"?: string };

@@ -1845,6 +1845,17 @@ export type ListApiKeysErrors = {
         requestId?: string;
         [key: string]: unknown;
     };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
 };
 
 export type ListApiKeysError = ListApiKeysErrors[keyof ListApiKeysErrors];
@@ -2018,6 +2029,17 @@ export type CreateApiKeyErrors = {
         requestId?: string;
         [key: string]: unknown;
     };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
 };
 
 export type CreateApiKeyError = CreateApiKeyErrors[keyof CreateApiKeyErrors];
@@ -2183,6 +2205,17 @@ export type RotateApiKeyErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
@@ -2378,6 +2411,17 @@ export type UpdateApiKeyErrors = {
         requestId?: string;
         [key: string]: unknown;
     };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
 };
 
 export type UpdateApiKeyError = UpdateApiKeyErrors[keyof UpdateApiKeyErrors];
@@ -2541,6 +2585,17 @@ export type RevokeApiKeyErrors = {
         requestId?: string;
         [key: string]: unknown;
     };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
 };
 
 export type RevokeApiKeyError = RevokeApiKeyErrors[keyof RevokeApiKeyErrors];
@@ -2650,6 +2705,17 @@ export type GetBillingCatalogErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
@@ -4324,6 +4390,17 @@ export type GetWebhookSettingsErrors = {
         requestId?: string;
         [key: string]: unknown;
     };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
 };
 
 export type GetWebhookSettingsError = GetWebhookSettingsErrors[keyof GetWebhookSettingsErrors];
@@ -4425,6 +4502,17 @@ export type UpdateWebhookSettingsErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
@@ -4544,6 +4632,17 @@ export type ListWebhookEndpointsErrors = {
         requestId?: string;
         [key: string]: unknown;
     };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
 };
 
 export type ListWebhookEndpointsError = ListWebhookEndpointsErrors[keyof ListWebhookEndpointsErrors];
@@ -4655,6 +4754,17 @@ export type CreateWebhookEndpointErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
@@ -4796,6 +4906,17 @@ export type DeleteWebhookEndpointErrors = {
         requestId?: string;
         [key: string]: unknown;
     };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
 };
 
 export type DeleteWebhookEndpointError = DeleteWebhookEndpointErrors[keyof DeleteWebhookEndpointErrors];
@@ -4903,6 +5024,17 @@ export type GetWebhookEndpointErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
@@ -5028,6 +5160,17 @@ export type RotateWebhookSecretErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
@@ -5162,6 +5305,17 @@ export type EnableWebhookEndpointErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
@@ -5305,6 +5459,17 @@ export type SendWebhookTestEventErrors = {
         requestId?: string;
         [key: string]: unknown;
     };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
 };
 
 export type SendWebhookTestEventError = SendWebhookTestEventErrors[keyof SendWebhookTestEventErrors];
@@ -5423,6 +5588,17 @@ export type ListWebhookDeliveriesErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
@@ -5549,6 +5725,17 @@ export type PushFeedErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
@@ -5688,6 +5875,17 @@ export type ListFeedSourcesErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
@@ -5853,6 +6051,17 @@ export type ListFeedRunsErrors = {
      * Problem details: internal
      */
     500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
         type: string;
         title: string;
         status: number;
