@@ -1,5 +1,4 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
-import { connect, createServer, type Socket } from "node:net";
 import type { PostgresStore } from "../../src/db/postgres-store";
 import { openStore } from "../../src/services";
 import { SYSTEM_USER_ID } from "../../src/db/store";
@@ -7,6 +6,7 @@ import { createApiKey } from "../../src/modules/keys/service";
 import { hashSecret } from "../../src/lib/crypto";
 import { openDebitConnection } from "../../src/db/postgres-client";
 import { createTestDatabase, ledgerSum, queryRows, type TestDatabase } from "../helpers";
+import { startRelay } from "../postgres-relay";
 
 // An uncapped key's look-up holds its credits in the instance's memory and its debit takes them
 // from the buckets (PostgresStore.reserveCredits). The windows between its steps: a debit whose
@@ -302,7 +302,7 @@ test("a debit connection that dies while postgres.js fetches its array types deb
   // when postgres.js asks for the array types, the first thing it does on a connection. Unpatched,
   // the pool then sends arrays as text ("malformed array literal") until the instance restarts.
   let typeFetchesEnded = 0;
-  const relay = await startRelay({
+  const relay = await startRelay(database.url, {
     fromClient(data, { server }) {
       if (typeFetchesEnded > 0 || !data.toString("latin1").includes("pg_catalog.pg_type")) return true;
       typeFetchesEnded++;
@@ -338,7 +338,7 @@ test("a debit that committed unseen while PostgreSQL stays away for seconds is f
   // connection and then refuses connections for 2.5 s, as a PostgreSQL restarting would (longer
   // than the old retries lasted).
   let commitsCut = 0;
-  const relay = await startRelay({
+  const relay = await startRelay(database.url, {
     fromClient(data, link) {
       if (commitsCut > 0 || !data.toString("latin1").includes("COMMIT")) return true;
       commitsCut++;
@@ -369,40 +369,3 @@ test("a debit that committed unseen while PostgreSQL stays away for seconds is f
     relay.close();
   }
 });
-
-/**
- * A TCP relay to the test database, for cutting a connection at a chosen message: `fromClient`
- * answers whether a chunk from postgres.js goes on; `refuseFor` stops listening for a while.
- */
-async function startRelay(hooks: {
-  fromClient: (data: Buffer, link: { client: Socket; server: Socket }) => boolean;
-}): Promise<{ url: string; refuseFor(ms: number): void; close(): void }> {
-  const url = new URL(database.url);
-  const [host, port] = [url.hostname, Number(url.port || 5432)];
-  const relay = createServer((client: Socket) => {
-    const server = connect(port, host);
-    client.on("data", (data: Buffer) => hooks.fromClient(data, { client, server }) && server.write(data));
-    server.on("data", (data) => client.write(data));
-    for (const [socket, other] of [[client, server], [server, client]] as const) {
-      socket.on("error", () => other.destroy());
-      socket.on("close", () => other.destroy());
-    }
-  });
-  const listen = (relayPort: number) => new Promise<void>((listening) => relay.listen(relayPort, "127.0.0.1", listening));
-  await listen(0);
-  const relayPort = (relay.address() as { port: number }).port;
-  let reopening: Timer | undefined;
-  url.hostname = "127.0.0.1";
-  url.port = String(relayPort);
-  return {
-    url: url.toString(),
-    refuseFor(ms) {
-      relay.close();
-      reopening = setTimeout(() => void listen(relayPort), ms);
-    },
-    close() {
-      clearTimeout(reopening);
-      relay.close();
-    },
-  };
-}

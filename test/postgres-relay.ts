@@ -1,0 +1,39 @@
+import { connect, createServer, type Socket } from "node:net";
+
+/**
+ * A TCP relay to a PostgreSQL database, for cutting a connection at a chosen message: `fromClient`
+ * answers whether a chunk from postgres.js goes on; `refuseFor` stops listening for a while.
+ */
+export async function startRelay(
+  databaseUrl: string,
+  hooks: { fromClient: (data: Buffer, link: { client: Socket; server: Socket }) => boolean },
+): Promise<{ url: string; refuseFor(ms: number): void; close(): void }> {
+  const url = new URL(databaseUrl);
+  const [host, port] = [url.hostname, Number(url.port || 5432)];
+  const relay = createServer((client: Socket) => {
+    const server = connect(port, host);
+    client.on("data", (data: Buffer) => hooks.fromClient(data, { client, server }) && server.write(data));
+    server.on("data", (data) => client.write(data));
+    for (const [socket, other] of [[client, server], [server, client]] as const) {
+      socket.on("error", () => other.destroy());
+      socket.on("close", () => other.destroy());
+    }
+  });
+  const listen = (relayPort: number) => new Promise<void>((listening) => relay.listen(relayPort, "127.0.0.1", listening));
+  await listen(0);
+  const relayPort = (relay.address() as { port: number }).port;
+  let reopening: Timer | undefined;
+  url.hostname = "127.0.0.1";
+  url.port = String(relayPort);
+  return {
+    url: url.toString(),
+    refuseFor(ms) {
+      relay.close();
+      reopening = setTimeout(() => void listen(relayPort), ms);
+    },
+    close() {
+      clearTimeout(reopening);
+      relay.close();
+    },
+  };
+}
