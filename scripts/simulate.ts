@@ -26,11 +26,13 @@ for (const store of stores) {
   let operations = 0;
   let faults = 0;
   let violations = 0;
+  let debitsInDoubt = 0;
   for (const seed of seeds) {
     const report = await simulate({ seed, store, steps, postgresUrl });
     operations += report.operations;
     faults += report.faultsInjected;
     violations += report.violations.length;
+    debitsInDoubt += report.trace.filter((line) => line.endsWith("(debit in doubt)")).length;
     if (report.violations.length > 0 || values.trace) {
       console.log(`\n${store} seed ${seed}: ${report.violations.length} violation(s)\n  ${report.violations.join("\n  ")}\n  replay: npm run simulate -- --seed ${seed} --store ${store} --trace`);
       if (values.trace || values.seed !== undefined) console.log(report.trace.join("\n"));
@@ -38,6 +40,6 @@ for (const store of stores) {
     if (report.violations.length > 0) failed++;
   }
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
-  console.log(`${store}: ${seeds.length} seeds, ${operations} operations, ${faults} faults injected, ${violations} violations, ${failed} failing seeds, ${seconds} s`);
+  console.log(`${store}: ${seeds.length} seeds, ${operations} operations, ${faults} faults injected, ${debitsInDoubt} look-ups answered with their debit in doubt, ${violations} violations, ${failed} failing seeds, ${seconds} s`);
 }
 process.exit(failed > 0 ? 1 : 0);

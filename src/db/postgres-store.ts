@@ -28,7 +28,7 @@ import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import * as schema from "./schema/postgres";
-import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
+import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
 import type {
   ApiKeyRecord,
   Balance,
@@ -129,11 +129,6 @@ const CAPPED_KEY = sql`(monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE')`
 const INSERT_CHUNK = 1000;
 /** A transaction that lost a deadlock or a serialization check is run again, this many times at most. */
 const TRANSACTION_ATTEMPTS = 3;
-/**
- * How long a debit whose connection was lost is retried (PostgreSQL restarting, a fail-over, a
- * network cut): until its outcome is known its look-up cannot be answered either way.
- */
-const LOST_CONNECTION_PATIENCE_MS = 20_000;
 /** First key of the invoice-numbering advisory lock ("invs"); the second is the schema. */
 const INVOICE_LOCK_NAMESPACE = 0x696e7673;
 /** First key of a payment's advisory lock ("pays"); the second is the schema and the payment ref. */
@@ -809,6 +804,13 @@ export class PostgresStore implements Store {
         FROM total`;
   }
 
+  /**
+   * How long a debit whose connection was lost is retried (PostgreSQL restarting, a fail-over, a
+   * network cut): until its outcome is known its look-up cannot be answered either way. Past it the
+   * debit is in doubt (DebitInDoubt). A property, so tests can shorten it.
+   */
+  lostConnectionPatienceMs = 20_000;
+
   private pendingCommits: PendingDebit[] = [];
   /** The commit loop while it runs: at most one batch of this instance is in flight at a time. */
   private flushing: Promise<void> | null = null;
@@ -845,13 +847,14 @@ export class PostgresStore implements Store {
         // One bad debit must not fail its neighbours: retry each alone and fail only the culprit. A
         // debit whose statement did commit although its caller saw an error is found by its ledger
         // row's id, so it is never written twice.
-        const patientUntil = performance.now() + LOST_CONNECTION_PATIENCE_MS;
+        const patientUntil = performance.now() + this.lostConnectionPatienceMs;
         for (const item of batch) {
           try {
             this.settleDebit(item, (await this.debitAlone(item, patientUntil)).get(item.reservationId));
           } catch (error) {
             if (item.held !== null) item.held.committing = false;
-            item.reject(error);
+            // Every attempt lost its connection: the last one that reached PostgreSQL may have committed.
+            item.reject(isConnectionLost(error) ? new DebitInDoubt(error) : error);
           }
         }
       }

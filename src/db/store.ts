@@ -567,6 +567,17 @@ export class CreditsSpentMeanwhile extends Error {
   }
 }
 
+/**
+ * A debit whose outcome is unknown: the database stopped answering after its transaction may have
+ * committed (PostgreSQL away longer than a debit waits for it). Its hold is given back; whether the
+ * look-up was billed is in the ledger, under its request id, once the database answers again.
+ */
+export class DebitInDoubt extends Error {
+  constructor(cause: unknown) {
+    super("the database stopped answering while this debit was written; it may have committed", { cause });
+  }
+}
+
 /** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
 export const STALE_RESERVATION_MS = 60_000;
 

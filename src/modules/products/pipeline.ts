@@ -20,6 +20,10 @@ const DEBIT_FAILED = {
   en: "The debit for this look-up could not be recorded, so it was not billed and its credits are free again; retry in a moment.",
   fr: "Le débit de cette consultation n'a pas pu être enregistré : elle n'est pas facturée et ses crédits sont de nouveau disponibles ; réessayez dans un instant.",
 };
+const DEBIT_IN_DOUBT = {
+  en: "The database stopped answering while this look-up's debit was being written, so whether it was billed is not known: if it was, the ledger lists it under this requestId. A retry with the same Idempotency-Key answers it without billing it twice.",
+  fr: "La base de données a cessé de répondre pendant l'écriture du débit de cette consultation : on ne sait donc pas si elle a été facturée. Si elle l'a été, le registre la mentionne sous ce requestId. Une nouvelle tentative avec la même Idempotency-Key y répond sans la facturer deux fois.",
+};
 const BAD_LANGUAGE = { en: `language must be "en" or "fr".`, fr: `language doit valoir « en » ou « fr ».` };
 const BAD_IDEMPOTENCY_KEY = { en: "Idempotency-Key must be 1 to 255 visible ASCII characters.", fr: "Idempotency-Key doit comporter de 1 à 255 caractères ASCII visibles." };
 const BAD_GTIN_LIST = {
@@ -225,7 +229,7 @@ export class PriceRequests {
       if (idempotencyKey === null) {
         // The common case, answered as UTF-8 bytes: each product's `data` was serialized once (see answerOf),
         // so only the rest is serialized here; the route schemas document it (noValidate).
-        const result = await lookUpPrices(this.deps, input);
+        const result = await this.lookUp(input);
         const answer = endpoint.answer(result, refusal(result, limitHeaders, clock.now()), limitHeaders);
         keyUsage.record(credential.id, clock.now());
         noteBillingMeta(request, answer.meta);
@@ -235,7 +239,7 @@ export class PriceRequests {
       }
       const run = async (recorder: Parameters<Parameters<typeof withIdempotency>[2]>[0]) => {
         let sealed: Answer | undefined;
-        const result = await lookUpPrices(this.deps, {
+        const result = await this.lookUp({
           ...input,
           // A billed answer is stored in the debit's own transaction, so the two can never part.
           recordAnswer: async (billed) => {
@@ -268,6 +272,13 @@ export class PriceRequests {
     }
   }
 
+  /** The look-up; a debit in doubt is logged, for the operator who reconciles it with the ledger. */
+  private async lookUp(input: Parameters<typeof lookUpPrices>[1]): Promise<PriceLookupResult> {
+    const result = await lookUpPrices(this.deps, input);
+    if (result.debitInDoubt) this.services.logger.warn("debit in doubt", { requestId: input.requestId, organizationId: input.credential.organizationId });
+    return result;
+  }
+
   /** Takes the request's items from the key's bucket (its own rate limit, else the service's); 429 when they are not there. */
   private async rateLimit(set: RequestContext["set"], credential: KeyCredential, items: number, endpoint: Endpoint<{ meta: object }>): Promise<Record<string, string>> {
     const { rateLimiter, clock, store } = this.services;
@@ -293,7 +304,7 @@ export class PriceRequests {
 /** A 402 or 503 of the look-up as a problem (the endpoint adds its meta), or null for a 200. */
 function refusal(result: PriceLookupResult, limitHeaders: Record<string, string>, now: number): Problem | null {
   if (result.status === 200) return null;
-  if (result.status === 503) return new Problem("unavailable", DEBIT_FAILED, {}, { ...limitHeaders, "retry-after": "1" });
+  if (result.status === 503) return new Problem("unavailable", result.debitInDoubt ? DEBIT_IN_DOUBT : DEBIT_FAILED, {}, { ...limitHeaders, "retry-after": "1" });
   return new Problem("insufficient-credits", result.keyLimit === undefined ? undefined : keyLimitReached(result.keyLimit, now), {}, limitHeaders);
 }
 

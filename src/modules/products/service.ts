@@ -1,4 +1,4 @@
-import { CreditsSpentMeanwhile, type KeyCredential, type OfferRecord, type ProductRecord, type Store, type UsageRecord } from "../../db/store";
+import { CreditsSpentMeanwhile, DebitInDoubt, type KeyCredential, type OfferRecord, type ProductRecord, type Store, type UsageRecord } from "../../db/store";
 import type { Clock } from "../../lib/clock";
 import type { InFlightWork } from "../../lib/in-flight";
 import { toISO } from "../../lib/clock";
@@ -25,8 +25,10 @@ export interface ItemOutcome {
 }
 
 export interface PriceLookupResult {
-  /** 200: `items` holds an outcome per GTIN asked; 402: nothing reserved; 503: nothing billed, credits free again. */
+  /** 200: `items` holds an outcome per GTIN asked; 402: nothing reserved; 503: nothing billed (unless `debitInDoubt`), credits free again. */
   status: 200 | 402 | 503;
+  /** On a 503: the database stopped answering while the debit was written, so it may have been billed (see DebitInDoubt). */
+  debitInDoubt?: true;
   items: ItemOutcome[];
   creditsConsumed: number;
   creditsRemaining: number;
@@ -114,6 +116,7 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
   }
 
   let held = true;
+  let debitInDoubt: true | undefined;
   try {
     // A single look-up reads its product by the store's prepared statement; a batch reads all of its products at once.
     const found = input.gtins.length === 1 ? [await store.findProductWithOffers(input.gtins[0]!)] : await store.findProductsWithOffers(input.gtins);
@@ -149,10 +152,14 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
     // The debit found the credits spent meanwhile (by another instance): nothing was billed or is held.
     if (error instanceof CreditsSpentMeanwhile) return { status: 402, items: [], creditsConsumed: 0, creditsRemaining: error.available };
     if (!held) throw error;
+    if (error instanceof DebitInDoubt) debitInDoubt = true;
   }
-  // No debit: whatever is still held goes back (a release of what the sweep took already is a no-op).
+  // No debit (or none known): whatever is still held goes back (a release of what the sweep took
+  // already is a no-op). A debit in doubt that did commit took its credits from the buckets, which
+  // the balance is computed from, so giving its hold back never counts them twice.
   await giveBack(store, clock, reservation.reservationId);
-  return { status: 503, items: [], creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()).catch(() => 0) };
+  const creditsRemaining = await store.availableCredits(organizationId, clock.now()).catch(() => 0);
+  return debitInDoubt ? { status: 503, items: [], creditsConsumed: 0, creditsRemaining, debitInDoubt } : { status: 503, items: [], creditsConsumed: 0, creditsRemaining };
 }
 
 function answerOf(deps: PriceLookupDeps, gtin: string, found: { product: ProductRecord; offers: OfferRecord[] } | null, language: Language, now: number): ItemOutcome {
