@@ -37,3 +37,27 @@ export async function startRelay(
     },
   };
 }
+
+/**
+ * A relay that passes the first COMMIT on, keeps PostgreSQL's answer from the client, cuts the
+ * connection and then refuses connections for `awayMs`, as a PostgreSQL restarting would: the
+ * client cannot tell whether its transaction committed.
+ */
+export async function startCommitAnswerLoss(databaseUrl: string, awayMs: number): Promise<{ url: string; commitsCut(): number; close(): void }> {
+  let cut = 0;
+  const relay = await startRelay(databaseUrl, {
+    fromClient(data, link) {
+      if (cut > 0 || !data.toString("latin1").includes("COMMIT")) return true;
+      cut++;
+      link.server.write(data);
+      link.server.removeAllListeners("data");
+      link.server.once("data", () => {
+        relay.refuseFor(awayMs);
+        link.client.destroy();
+        link.server.destroy();
+      });
+      return false;
+    },
+  });
+  return { url: relay.url, commitsCut: () => cut, close: () => relay.close() };
+}

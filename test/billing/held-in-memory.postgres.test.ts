@@ -6,7 +6,7 @@ import { createApiKey } from "../../src/modules/keys/service";
 import { hashSecret } from "../../src/lib/crypto";
 import { openDebitConnection } from "../../src/db/postgres-client";
 import { createTestDatabase, ledgerSum, queryRows, type TestDatabase } from "../helpers";
-import { startRelay } from "../postgres-relay";
+import { startCommitAnswerLoss, startRelay } from "../postgres-relay";
 
 // An uncapped key's look-up holds its credits in the instance's memory and its debit takes them
 // from the buckets (PostgresStore.reserveCredits). The windows between its steps: a debit whose
@@ -334,30 +334,15 @@ test("a debit that committed unseen while PostgreSQL stays away for seconds is f
   const now = Date.now();
   const { organization, reservation } = await holdThreeOfTen("away", "req_away", now);
 
-  // The relay passes the debit's COMMIT on, keeps PostgreSQL's answer from the instance, cuts the
-  // connection and then refuses connections for 2.5 s, as a PostgreSQL restarting would (longer
-  // than the old retries lasted).
-  let commitsCut = 0;
-  const relay = await startRelay(database.url, {
-    fromClient(data, link) {
-      if (commitsCut > 0 || !data.toString("latin1").includes("COMMIT")) return true;
-      commitsCut++;
-      link.server.write(data);
-      link.server.removeAllListeners("data");
-      link.server.once("data", () => {
-        relay.refuseFor(2_500);
-        link.client.destroy();
-        link.server.destroy();
-      });
-      return false;
-    },
-  });
+  // PostgreSQL takes the debit's COMMIT, its answer is lost, and it refuses connections for 2.5 s
+  // (longer than the old retries lasted).
+  const relay = await startCommitAnswerLoss(database.url, 2_500);
   const debitConnection = openDebitConnection(relay.url);
   (store as unknown as { debitConnection: unknown }).debitConnection = debitConnection;
   try {
     const started = performance.now();
     expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
-    expect(commitsCut).toBe(1);
+    expect(relay.commitsCut()).toBe(1);
     expect(performance.now() - started).toBeGreaterThan(2_500);
     expect(await queryRows(store, "SELECT request_id, amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'")).toEqual([
       { request_id: "req_away", amount: -3, balance_after: 7 },

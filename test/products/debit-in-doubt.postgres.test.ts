@@ -7,7 +7,7 @@ import { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createServices, openStore } from "../../src/services";
 import { addProduct, createOrganization, createTestDatabase, json, ledgerSum, queryRows, type TestContext, type TestDatabase } from "../helpers";
-import { startRelay } from "../postgres-relay";
+import { startCommitAnswerLoss } from "../postgres-relay";
 
 // A look-up whose debit is in doubt: PostgreSQL took its COMMIT, the answer never came back, and the
 // database stayed away for longer than a debit waits for it. Its 503 must not claim it was not billed.
@@ -41,30 +41,16 @@ test("a debit in doubt answers a 503 that says it may have been billed; the ledg
   const org = await createOrganization(context, 10);
   await addProduct(context, FRESH, [{ merchantId: "m-1", price: 199, ageMs: 0 }]);
 
-  // The debits' connection goes through a relay that passes the first COMMIT on, keeps PostgreSQL's
-  // answer from the instance, cuts the connection and refuses connections for 2.5 s.
-  let commitsCut = 0;
-  const relay = await startRelay(database.url, {
-    fromClient(data, link) {
-      if (commitsCut > 0 || !data.toString("latin1").includes("COMMIT")) return true;
-      commitsCut++;
-      link.server.write(data);
-      link.server.removeAllListeners("data");
-      link.server.once("data", () => {
-        relay.refuseFor(2_500);
-        link.client.destroy();
-        link.server.destroy();
-      });
-      return false;
-    },
-  });
+  // The debits' connection goes through a relay: PostgreSQL takes the first COMMIT, its answer is
+  // lost, and it refuses connections for 2.5 s.
+  const relay = await startCommitAnswerLoss(database.url, 2_500);
   const debitConnection = openDebitConnection(relay.url);
   (store as unknown as { debitConnection: unknown }).debitConnection = debitConnection;
   cleanUps.push(() => relay.close(), () => debitConnection.end({ timeout: 1 }));
 
   const lookUp = () => context!.request(`/api/v1/products/${FRESH}/price`, { headers: { ...org.auth, "idempotency-key": "in-doubt-1" } });
   const first = await lookUp();
-  expect(commitsCut).toBe(1);
+  expect(relay.commitsCut()).toBe(1);
   expect(first.status).toBe(503);
   expect(first.headers.get("retry-after")).toBe("1");
   const problem = await json<{ type: string; detail: string; meta: { requestId: string; billable: boolean } }>(first);
