@@ -22,6 +22,10 @@ fail() {
   for log in "$work"/*.log; do [ -f "$log" ] && { echo "--- $(basename "$log")" >&2; tail -n 20 "$log" >&2; }; done
   exit 1
 }
+# has TEXT COMMAND…: COMMAND succeeds and its output contains TEXT. The output is read whole first:
+# `COMMAND | grep -q` stops reading at the first match, and under pipefail the writer's broken pipe
+# ("curl: (23) Failure writing output") then fails a check that matched.
+has() { local text=$1 output; shift; output=$("$@") && grep -qF -- "$text" <<<"$output"; }
 # json_field NAME: the first string or number value of "NAME" in the JSON on standard input.
 json_field() { grep -o "\"$1\": *\"\{0,1\}[^\",}]*" | head -1 | sed 's/.*: *"\{0,1\}//'; }
 
@@ -62,25 +66,25 @@ org=$("$binary" orgs create --name "Smoke Org" --json | json_field id)
 key=$("$binary" keys create --org "$org" --name smoke --json | json_field clearKey)
 [ -n "$key" ] || fail "keys create printed no clearKey"
 printf '{"gtin":"4006381333931","title":"Pen","merchantId":"m1","price":"1.99","currency":"EUR","observedAt":"%s"}\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > feed.ndjson
-"$binary" import feed.ndjson --json | grep -q '"offers": 1' || fail "import did not write the offer"
+has '"offers": 1' "$binary" import feed.ndjson --json || fail "import did not write the offer"
 [ "$(ls -A "$work" | grep -v -e '^live\.db' -e '^feed\.ndjson$' || true)" = "" ] || fail "the executable wrote files beside the database: $(ls -A "$work")"
 
 echo "== serve: health, docs, OpenAPI, billed look-up, metrics, access log"
 start_serve "$DATABASE_URL" serve.log
-curl -fsS "$base/healthz" | grep -q '"ok"' || fail "/healthz"
-curl -fsS "$base/readyz" | grep -q '"ready"' || fail "/readyz"
+has '"ok"' curl -fsS "$base/healthz" || fail "/healthz"
+has '"ready"' curl -fsS "$base/readyz" || fail "/readyz"
 docs=$(curl -fsS "$base/docs") || fail "/docs"
-echo "$docs" | grep -q 'src="/docs/assets/scalar.js"' || fail "/docs does not load its embedded script"
-echo "$docs" | grep -Eq '(src|href)="https?://' && fail "/docs refers to an external URL"
+grep -qF 'src="/docs/assets/scalar.js"' <<<"$docs" || fail "/docs does not load its embedded script"
+grep -Eq '(src|href)="https?://' <<<"$docs" && fail "/docs refers to an external URL"
 [ "$(curl -sS -o /dev/null -w '%{http_code} %{content_type}' "$base/docs/assets/scalar.js")" = "200 text/javascript; charset=utf-8" ] || fail "/docs/assets/scalar.js"
-curl -fsS "$base/openapi.json" | grep -q '"operationId":"getProductPrice"' || fail "/openapi.json lacks getProductPrice"
+has '"operationId":"getProductPrice"' curl -fsS "$base/openapi.json" || fail "/openapi.json lacks getProductPrice"
 answer=$(price "$key")
-echo "$answer" | grep -q '"reason":"fresh-offer"' || fail "look-up not fresh-offer: $answer"
-echo "$answer" | grep -q '"creditsConsumed":1' || fail "look-up not billed: $answer"
-echo "$answer" | grep -q '"creditsRemaining":4999' || fail "wrong balance after look-up: $answer"
+grep -qF '"reason":"fresh-offer"' <<<"$answer" || fail "look-up not fresh-offer: $answer"
+grep -qF '"creditsConsumed":1' <<<"$answer" || fail "look-up not billed: $answer"
+grep -qF '"creditsRemaining":4999' <<<"$answer" || fail "wrong balance after look-up: $answer"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer ${key}x" "$base/api/v1/products/4006381333931/price")" = 401 ] || fail "a wrong key was not refused with 401"
 sleep 0.2
-curl -fsS "$base/metrics" | grep -q 'price_service_http_requests_total{method="GET",route="/api/v1/products/:gtin/price",status="200",reason="fresh-offer"} 1' || fail "/metrics does not count the billed look-up"
+has 'price_service_http_requests_total{method="GET",route="/api/v1/products/:gtin/price",status="200",reason="fresh-offer"} 1' curl -fsS "$base/metrics" || fail "/metrics does not count the billed look-up"
 grep -q "\"keyPrefix\":\"${key:0:8}\",\"reason\":\"fresh-offer\"" serve.log || fail "no access-log line with the key prefix"
 grep -q "$key" serve.log && fail "the log contains a whole API key"
 
@@ -109,7 +113,7 @@ wait "$client" || fail "the in-flight look-up failed"
 grep -q '"creditsRemaining":4998' inflight.json || fail "the in-flight look-up was not answered in full: $(cat inflight.json)"
 wait "$locker" || true
 grep -q '"message":"shutting down","signal":"SIGTERM"' serve.log || fail "no shutdown line in the log"
-"$binary" credits balance --org "$org" --json | grep -q '"available": 4998' || fail "balance after shutdown is not 4998"
+has '"available": 4998' "$binary" credits balance --org "$org" --json || fail "balance after shutdown is not 4998"
 
 echo "== backup under load, restore"
 start_serve "$DATABASE_URL" load.log
@@ -130,10 +134,10 @@ final=$("$binary" credits balance --org "$org" --json | json_field available)
 
 cp "$work/backup.db" "$work/restored.db"
 restored="sqlite:$work/restored.db"
-DATABASE_URL="$restored" "$binary" credits balance --org "$org" --json | grep -q "\"available\": $((5000 - used))," || fail "restored balance is not $((5000 - used))"
-DATABASE_URL="$restored" "$binary" keys list --org "$org" --json | grep -q '"status": "ACTIVE"' || fail "restored key is not ACTIVE"
+has "\"available\": $((5000 - used))," env DATABASE_URL="$restored" "$binary" credits balance --org "$org" --json || fail "restored balance is not $((5000 - used))"
+has '"status": "ACTIVE"' env DATABASE_URL="$restored" "$binary" keys list --org "$org" --json || fail "restored key is not ACTIVE"
 start_serve "$restored" restored.log
-price "$key" | grep -q "\"creditsRemaining\":$((5000 - used - 1))" || fail "the key does not work on the restored database"
+has "\"creditsRemaining\":$((5000 - used - 1))" price "$key" || fail "the key does not work on the restored database"
 stop_serve
 
 echo "smoke: ok (binary from an empty directory; billed look-up; in-flight request answered on SIGTERM, exit 0; backup under load ($used of $((5000 - final)) look-ups in it) restored with the same balance and key)"
