@@ -102,7 +102,8 @@ export interface IdempotencyRecorder {
 /**
  * Runs `run` at most once per (scope, key) within 24 h. A retry with the same key and request body
  * gets the stored answer (`replayed: true`); a different body is 422; a retry while the first call
- * is still running is 409. When `run` throws, the claim is dropped and the key may be retried.
+ * is still running is 409. When `run` throws, the claim is dropped and the key may be retried (or,
+ * when the store cannot drop it, once the claim counts as abandoned).
  * `scope` names who and which route (e.g. organization id + route), `requestHash` comes from
  * hashRequestBody.
  */
@@ -135,7 +136,9 @@ export async function withIdempotency<T>(
   try {
     response = await run({ scope, keyHash, claimedAt: claim.claimedAt, seal: (body) => sealBody(body, key, scope, keyHash) });
   } catch (error) {
-    await store.releaseIdempotencyKey({ scope, keyHash, claimedAt: claim.claimedAt });
+    // `run`'s error is the answer (a debit in doubt must say so). A claim the store cannot release
+    // now (it is away) stays in progress and is taken over once abandoned.
+    await store.releaseIdempotencyKey({ scope, keyHash, claimedAt: claim.claimedAt }).catch(() => undefined);
     throw error;
   }
   if (response.recorded !== true) {
