@@ -92,7 +92,7 @@ describe("withIdempotency", () => {
   });
 
   test("when the call throws and the store cannot release the claim, the call's own error is still what the caller gets", async () => {
-    const unavailable = new Problem("unavailable", "The debit is in doubt.", {}, { "retry-after": "1" });
+    const unavailable = new Problem("unavailable", { en: "The debit is in doubt.", fr: "Le débit est incertain." }, {}, { "retry-after": "1" });
     const release = store.releaseIdempotencyKey.bind(store);
     store.releaseIdempotencyKey = async () => {
       throw new Error("connection refused");
