@@ -2,7 +2,7 @@
 // through app.handle() on a SQLite file in this process. Beside lookup.ts's figures (the service
 // behind Bun's HTTP server, driven by wrk) it tells the app's work from the server's.
 //
-// Usage: bun bench/in-process.ts [--seconds 3] [--rounds 3] [--concurrency 32] [--products 20000]
+// Usage: bun bench/in-process.ts [--seconds 3] [--rounds 3] [--concurrency 32] [--products 20000] [--stages billed]
 // Each stage keeps `concurrency` requests in flight (so a billed stage's group commits are that
 // large), checks every answer's status (and that a billed one was billed), and reports requests
 // per second and this process's CPU per request (user and system), medians over the rounds.
@@ -23,6 +23,7 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "3" },
     concurrency: { type: "string", default: "32" },
     products: { type: "string", default: "20000" },
+    stages: { type: "string", default: "healthz,400,billed" },
   },
 });
 const seconds = Number(values.seconds);
@@ -75,7 +76,7 @@ async function run(stage: (typeof stages)[number], runSeconds: number) {
 
 const median = (numbers: number[]) => [...numbers].sort((a, b) => a - b)[Math.floor(numbers.length / 2)]!;
 console.log(`price-service in-process benchmark: ${productCount} products, ${concurrency} requests in flight, ${seconds} s per stage, ${rounds} round(s), medians`);
-for (const stage of stages) {
+for (const stage of stages.filter((candidate) => values.stages.split(",").includes(candidate.name))) {
   await run(stage, 1);
   const results = [];
   for (let round = 0; round < rounds; round++) results.push(await run(stage, seconds));
