@@ -14,7 +14,7 @@ import { createApp } from "../src/app";
 import { loadConfig } from "../src/config";
 import { systemClock } from "../src/lib/clock";
 import { createLogger } from "../src/lib/logger";
-import { demoGTIN, seedDemo } from "../src/modules/ingest/demo-data";
+import { demoGTINsOf, seedDemo } from "../src/modules/ingest/demo-data";
 import { createServices, openStore } from "../src/services";
 
 const { values } = parseArgs({
@@ -42,9 +42,7 @@ const config = loadConfig({ PRICE_ENV: "production", LOG_LEVEL: "warn", DATABASE
 const store = await openStore(databaseUrl);
 const app = createApp(createServices({ config, store, clock: systemClock, logger: createLogger({ level: "warn" }) }));
 const headers = { authorization: `Bearer ${demo.clearKey}` };
-const fresh = Array.from({ length: productCount }, (_, i) => i + 1)
-  .filter((i) => i % 7 !== 0 && i % 10 !== 0)
-  .map((i) => `http://localhost/api/v1/products/${demoGTIN(i)}/price`);
+const fresh = demoGTINsOf("fresh", productCount).map((gtin) => `http://localhost/api/v1/products/${gtin}/price`);
 
 const stages: Array<{ name: string; url: () => string; status: number; billed?: true }> = [
   { name: "healthz", url: () => "http://localhost/healthz", status: 200 },

@@ -25,7 +25,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { SYSTEM_USER_ID } from "../src/db/store";
-import { demoGTIN, seedDemo } from "../src/modules/ingest/demo-data";
+import { demoGTINsOf, seedDemo } from "../src/modules/ingest/demo-data";
 import { createApiKey } from "../src/modules/keys/service";
 import { openStore } from "../src/services";
 import { cpuBetween, cpuOf, postgresPids } from "./process-cpu";
@@ -205,17 +205,16 @@ async function seed(databaseUrl: string, organizations: number) {
   return { keys, brokeKey, organizationIds };
 }
 
-const indexes = Array.from({ length: productCount }, (_, i) => i + 1);
-const pricePath = (index: number) => `/api/v1/products/${demoGTIN(index)}/price`;
-const freshPaths = indexes.filter((i) => i % 7 !== 0 && i % 10 !== 0).map(pricePath);
-const stalePaths = indexes.filter((i) => i % 7 === 0 && i % 10 !== 0).map(pricePath);
+const pricePath = (gtin: string) => `/api/v1/products/${gtin}/price`;
+const freshGTINs = demoGTINsOf("fresh", productCount);
+const freshPaths = freshGTINs.map(pricePath);
+const stalePaths = demoGTINsOf("stale", productCount).map(pricePath);
 /** Batches of 100 distinct fresh GTINs (every one billed), as a repricing client sends them. */
 const BATCH_SIZE = 100;
-const freshIndexes = indexes.filter((i) => i % 7 !== 0 && i % 10 !== 0);
 const batchBodies = Array.from({ length: 64 }, () => {
-  const picked = new Set<number>();
-  while (picked.size < BATCH_SIZE) picked.add(freshIndexes[Math.floor(Math.random() * freshIndexes.length)]!);
-  return JSON.stringify({ gtins: [...picked].map(demoGTIN) });
+  const picked = new Set<string>();
+  while (picked.size < BATCH_SIZE) picked.add(freshGTINs[Math.floor(Math.random() * freshGTINs.length)]!);
+  return JSON.stringify({ gtins: [...picked] });
 });
 
 /**

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { demoGTIN } from "../src/modules/ingest/demo-data";
+import { demoGTINsOf } from "../src/modules/ingest/demo-data";
 
 const { values } = parseArgs({ options: { minutes: { type: "string", default: "3" }, connections: { type: "string", default: "16" }, "max-growth-mb": { type: "string", default: "64" } } });
 const work = mkdtempSync(join(tmpdir(), "price-soak-"));
@@ -28,7 +28,7 @@ const signIn = await fetch(`${base}/api/v1/auth/dev-login`, { method: "POST", he
 const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!;
 
 const rssMB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, "utf8"))![1]) / 1024;
-const fresh = Array.from({ length: 5000 }, (_, i) => i + 1).filter((i) => i % 7 !== 0 && i % 10 !== 0).map(demoGTIN);
+const fresh = demoGTINsOf("fresh", 5000);
 const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)]!;
 const keyAuth = { authorization: `Bearer ${seed.clearKey}` };
 let created = 0;

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { main } from "../../src/main";
-import { demoGTIN } from "../../src/modules/ingest/demo-data";
+import { demoGTINsOf } from "../../src/modules/ingest/demo-data";
 import { freePort } from "../browser/harness";
 
 export interface CrashReport {
@@ -56,7 +56,7 @@ export async function runCrashRounds(options: { rounds: number; clients: number;
   const keyedBilled = new Set<string>();
   const pending: Array<{ key: string; gtin: string }> = [];
   let idempotentLookups = 0;
-  const gtins = Array.from({ length: 60 }, (_, i) => i + 1).filter((i) => i % 7 !== 0 && i % 10 !== 0).map(demoGTIN);
+  const gtins = demoGTINsOf("fresh", 60);
 
   /** One keyed look-up: a pending retry first, else a new one; kept pending when the server dies. */
   async function sendKeyed(target: string): Promise<void> {

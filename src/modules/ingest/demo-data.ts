@@ -33,6 +33,18 @@ export function demoGTIN(index: number): string {
   return gtin13(`400${String(index).padStart(9, "0")}`).padStart(14, "0");
 }
 
+/** What demo product `index` holds: every 10th no offers, every 7th only stale offers, the rest fresh ones. */
+export function demoKind(index: number): "fresh" | "stale" | "no-data" {
+  return index % 10 === 0 ? "no-data" : index % 7 === 0 ? "stale" : "fresh";
+}
+
+/** The GTINs of the first `productCount` demo products that are of `kind`. */
+export function demoGTINsOf(kind: ReturnType<typeof demoKind>, productCount: number): string[] {
+  const gtins: string[] = [];
+  for (let index = 1; index <= productCount; index++) if (demoKind(index) === kind) gtins.push(demoGTIN(index));
+  return gtins;
+}
+
 /**
  * Demo catalogue: every 10th product has no offers, every 7th only stale offers, the rest fresh
  * offers from 1 to 4 merchants. Deterministic so tests and benchmarks can name GTINs.
@@ -43,11 +55,12 @@ export function demoFeed(productCount: number, now: number, freshnessWindowMs: n
     const gtin = demoGTIN(index);
     const brand = BRANDS[index % BRANDS.length] ?? undefined;
     const product = { gtin, title: `${ITEMS[index % ITEMS.length]} #${index}`, ...(brand ? { brand } : {}) };
-    if (index % 10 === 0) {
+    const kind = demoKind(index);
+    if (kind === "no-data") {
       records.push({ product });
       continue;
     }
-    const stale = index % 7 === 0;
+    const stale = kind === "stale";
     const offerCount = 1 + (index % 4);
     for (let m = 0; m < offerCount; m++) {
       const [merchantId, merchantName] = MERCHANTS[(index + m) % MERCHANTS.length]!;
