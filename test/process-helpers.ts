@@ -94,9 +94,9 @@ async function waitUntil(condition: () => boolean, timeoutMs: number, what: () =
 }
 
 /** Starts `serve` of `target` (default: the sources) on `port` (default: one the system picks) and waits until it logs that it listens. */
-export async function spawnServe(options: { databaseUrl: string; target?: ServiceTarget; port?: number; env?: Record<string, string> }): Promise<ServeProcess> {
+export async function spawnServe(options: { databaseUrl: string; target?: ServiceTarget; port?: number; env?: Record<string, string>; args?: string[] }): Promise<ServeProcess> {
   const { target = SOURCES } = options;
-  const child = Bun.spawn([...target.argv, "serve", "--port", String(options.port ?? 0)], {
+  const child = Bun.spawn([...target.argv, "serve", "--port", String(options.port ?? 0), ...(options.args ?? [])], {
     cwd: target.cwd,
     // LOG_LEVEL info: the "listening" line carries the port the server was given.
     env: { ...process.env, PRICE_ENV: "production", RATE_LIMIT: "1000000/s", ...options.env, DATABASE_URL: options.databaseUrl, LOG_LEVEL: "info" },

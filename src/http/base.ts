@@ -1,9 +1,10 @@
 import { Elysia, type ValidationError } from "elysia";
-import { errorCode, isConnectionLost } from "../db/database-errors";
+import { errorCode, isConnectionLost, isUnstorableText } from "../db/database-errors";
 import { newId } from "../lib/ids";
 import type { Logger } from "../lib/logger";
+import { deferUntilAuthenticated, isSecured, securedRoutes } from "./authentication-first";
 import { allowedMethods, type Route, wrongMethod } from "./head";
-import { Problem, problemBody } from "./problem";
+import { notJSON, Problem, problemBody } from "./problem";
 import { repeatedQueryParameter, requestLanguage } from "./request";
 import { fromValidation, repeatedParameter } from "./validation";
 import { isLanguage } from "./i18n";
@@ -25,6 +26,10 @@ export function securityHeaders(publicUrl: string): Record<string, string> {
   return publicUrl.startsWith("https:") ? { ...SECURITY_HEADERS, "strict-transport-security": "max-age=31536000" } : SECURITY_HEADERS;
 }
 
+const NUL_IN_TEXT = {
+  en: "Text in the request may not contain the NUL character (U+0000).",
+  fr: "Le texte de la requête ne peut pas contenir le caractère NUL (U+0000).",
+};
 const JSON_BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
 const DATABASE_AWAY = {
   en: "The database could not be reached to finish this request; retry in a moment.",
@@ -90,6 +95,12 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
   const streamedBodyPaths = new Set(options.streamedBodyPaths ?? []);
   const headers = securityHeaders(options.publicUrl);
   const methodsAt = allowedMethods(options.routes);
+  const needsCredential = securedRoutes(options.routes);
+  /** A problem of the request itself: at once on a public route, after authentication on a secured one. */
+  const refuse = (request: Request, problem: Problem, secured: boolean): void => {
+    if (!secured) throw problem;
+    deferUntilAuthenticated(request, problem);
+  };
   return new Elysia({ name: "http.base" })
     .error({ Problem })
     // Refusals throw (rather than return a response) so they pass through onError and the access log like any error.
@@ -104,7 +115,7 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       if (JSON_BODY_METHODS.has(request.method) && (length > 0 || request.headers.has("transfer-encoding") || request.body !== null) && new URL(request.url).pathname.startsWith("/api/")) {
         const type = request.headers.get("content-type") ?? "";
         if (!/^application\/([\w.+-]+\+)?json\b/i.test(type) && !request.url.includes("/api/v1/webhooks/")) {
-          throw new Problem("unsupported-media-type");
+          refuse(request, new Problem("unsupported-media-type"), needsCredential(request.method, new URL(request.url).pathname));
         }
       }
       // A parse hook would do this later, but Elysia then breaks routes declared with `parse: "none"`.
@@ -115,8 +126,9 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
     .onTransform({ as: "global" }, ({ request, route }) => {
       const repeated = repeatedQueryParameter(request.url);
       if (repeated === null) return;
-      const query = options.routes().find((candidate) => candidate.path === route && candidate.method === request.method)?.hooks?.query;
-      if (query !== undefined && query.noValidate !== true) throw new Problem("invalid-parameter", repeatedParameter(repeated));
+      const declared = options.routes().find((candidate) => candidate.path === route && candidate.method === request.method);
+      const query = declared?.hooks?.query;
+      if (query !== undefined && query.noValidate !== true) refuse(request, new Problem("invalid-parameter", repeatedParameter(repeated)), isSecured(declared));
     })
     .onError({ as: "global" }, ({ code, error, request, set }) => {
       const requestId = String(set.headers["x-request-id"] ?? newId("req"));
@@ -129,8 +141,9 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       else if (code === "NOT_FOUND") problem = wrongMethod(methodsAt(new URL(request.url).pathname));
       // Past Bun's own backstop (maxRequestBodySize), Bun has already answered a bare 413; this is for the logs.
       else if (code === "PARSE" && String(error).includes("maxRequestBodySize")) problem = payloadTooLarge();
-      else if (code === "PARSE") problem = new Problem("invalid-body", { en: "The request body is not valid JSON.", fr: "Le corps de la requête n'est pas un JSON valide." });
+      else if (code === "PARSE") problem = notJSON();
       else if (code === "INVALID_COOKIE_SIGNATURE") problem = new Problem("unauthorized");
+      else if (isUnstorableText(error)) problem = new Problem("invalid-parameter", NUL_IN_TEXT);
       // The database is away for a moment (a restart, a fail-over): the client can retry; no bug to log as one.
       else if (isConnectionLost(error)) {
         options.logger.warn("database unreachable", { requestId, code: errorCode(error) });

@@ -2,12 +2,13 @@ import { openapi } from "@elysiajs/openapi";
 import { Elysia } from "elysia";
 // Embedded by `bun build --compile`; served locally so /docs works with no network.
 import scalarBundle from "@scalar/api-reference/browser/standalone.js" with { type: "file" };
+import type { Route } from "./head";
 import { finishOpenAPIDocument } from "./openapi-document";
 import { PROBLEMS } from "./problem";
 
 const DOCS_CSP = "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
 
-export function docsRoutes(version: string, options: { typeBase: string; publicUrl: string }) {
+export function docsRoutes(version: string, options: { typeBase: string; publicUrl: string; routes: () => Route[] }) {
   // The generator rebuilds its document only when routes are added; finish each build once.
   const finished = new WeakMap<object, object>();
   return new Elysia({ name: "docs" })

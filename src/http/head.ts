@@ -3,11 +3,11 @@ import { Problem } from "./problem";
 export interface Route {
   method: string;
   path: string;
-  hooks?: { query?: { noValidate?: boolean } };
+  hooks?: { query?: { noValidate?: boolean }; body?: unknown; detail?: { security?: unknown[] } };
 }
 
 /** `/api/v1/products/:gtin/price` → a pattern that matches its paths. */
-function pathPattern(path: string): RegExp {
+export function pathPattern(path: string): RegExp {
   const escaped = path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\/:[^/]+/g, "/[^/]+");
   return new RegExp(`^${escaped.replace(/\*$/, ".*")}$`);
 }

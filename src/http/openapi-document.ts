@@ -1,4 +1,5 @@
 import { LOCALIZED_PATH_PREFIXES } from "./base";
+import type { Route } from "./head";
 import { PROBLEMS, type ProblemSlug } from "./problem";
 
 type JSONObject = Record<string, any>;
@@ -97,7 +98,19 @@ function responseHeaders(path: string, operation: JSONObject, status: number): J
  * names its media type (HTML, Prometheus text); redirects and 204 have no body; every response
  * lists the headers it carries; generic descriptions become the slugs or the reason phrase.
  */
-export function finishOpenAPIDocument<T extends JSONObject>(generated: T, options: { typeBase: string; publicUrl: string }): T {
+/**
+ * The generator documents a body's media types from the route's parsers, and writes none for a route
+ * that authenticates in its parse phase (a function it cannot read): such a body is JSON.
+ */
+function restoreJSONBody(operation: JSONObject, method: string, path: string, routes: Route[]): void {
+  const content: JSONObject | undefined = operation.requestBody?.content;
+  if (content === undefined || Object.keys(content).length > 0) return;
+  const routePath = path.replace(/\{([^}]+)\}/g, ":$1");
+  const body = routes.find((route) => route.method === method.toUpperCase() && route.path === routePath)?.hooks?.body;
+  if (body !== undefined) content[REQUEST_MEDIA_TYPE] = { schema: plainSchemas(structuredClone(body)) };
+}
+
+export function finishOpenAPIDocument<T extends JSONObject>(generated: T, options: { typeBase: string; publicUrl: string; routes: () => Route[] }): T {
   const document = plainSchemas(structuredClone(generated)) as JSONObject;
   document.servers = [{ url: options.publicUrl, description: "This deployment (PUBLIC_URL)" }];
   document.info = { ...document.info, contact: { name: "price-service", url: `${options.publicUrl}/docs` } };
@@ -112,6 +125,7 @@ export function finishOpenAPIDocument<T extends JSONObject>(generated: T, option
         operation.parameters = operation.parameters.filter((parameter: JSONObject) => !(parameter.in === "header" && RESERVED_HEADER_PARAMETERS.has(parameter.name.toLowerCase())));
         if (operation.parameters.length === 0) delete operation.parameters;
       }
+      restoreJSONBody(operation, method, path, options.routes());
       const requestContent: JSONObject | undefined = operation.requestBody?.content;
       if (requestContent !== undefined) {
         // Generated bodies list every media type Elysia parses; the service takes JSON only. A route

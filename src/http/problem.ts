@@ -66,3 +66,8 @@ export function problemBody(
     ...problem.extensions,
   };
 }
+
+/** The problem of a body that does not parse as JSON. */
+export function notJSON(): Problem {
+  return new Problem("invalid-body", { en: "The request body is not valid JSON.", fr: "Le corps de la requête n'est pas un JSON valide." });
+}

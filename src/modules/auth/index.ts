@@ -40,6 +40,11 @@ export function authRoutes(services: Services) {
     return { user: session.user, expiresAt: toISO(session.expiresAt) };
   }
 
+  function refuseWhenSignInIsOff(): undefined {
+    if (oidc === null && !development) throw new Problem("unavailable", SIGN_IN_OFF);
+    return undefined;
+  }
+
   const sessionErrors = { ...CommonErrors, 401: ProblemSchema, 403: ProblemSchema, 503: ProblemSchema };
 
   return (
@@ -65,10 +70,9 @@ export function authRoutes(services: Services) {
           },
         },
       )
-      // Without an identity provider, production has no way to open a session: say so before anything else.
-      .onTransform(() => {
-        if (oidc === null && !development) throw new Problem("unavailable", SIGN_IN_OFF);
-      })
+      // Without an identity provider, production has no way to open a session: say so before anything
+      // else, authentication included (which the POST routes run in their parse phase: see `parse` there).
+      .onTransform(refuseWhenSignInIsOff)
       .post(
         "/oidc",
         async ({ body, request, set }) => {
@@ -98,6 +102,7 @@ export function authRoutes(services: Services) {
           return startSession(await refreshSession(deps, { token: readCookie(request, SESSION_COOKIE) ?? "" }), set);
         },
         {
+          parse: refuseWhenSignInIsOff,
           auth: "session",
           response: { 200: SessionResponse, ...sessionErrors },
           detail: {
@@ -121,6 +126,7 @@ export function authRoutes(services: Services) {
           return null;
         },
         {
+          parse: refuseWhenSignInIsOff,
           auth: "session",
           response: { 204: t.Null({ description: "Signed out; the cookie is cleared" }), ...sessionErrors },
           detail: {

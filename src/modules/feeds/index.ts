@@ -1,6 +1,7 @@
 import { Elysia } from "elysia";
 import type { FeedTokenCredential, FeedTokenScope } from "../../db/feed-records";
 import { CommonErrors, Problems } from "../../http/model";
+import { afterAuthentication } from "../../http/authentication-first";
 import { Problem } from "../../http/problem";
 import type { Services } from "../../services";
 import { BEARER_CHALLENGE } from "../keys/bearer";
@@ -49,7 +50,18 @@ export function feedRoutes(services: Services) {
     return result;
   }
 
+  /** `feedToken: "read"` on a route authenticates the read token first, before any validation. */
+  const readToken = new Elysia({ name: "feeds.read-token" }).macro({
+    feedToken: (scope: FeedTokenScope) => ({
+      async transform({ request }) {
+        await authenticate(request, scope);
+        afterAuthentication(request);
+      },
+    }),
+  });
+
   return new Elysia({ name: "feeds.routes" })
+    .use(readToken)
     .post(
       FEED_PUSH_PATH,
       async ({ request }) => {
@@ -112,12 +124,12 @@ export function feedRoutes(services: Services) {
     )
     .get(
       "/api/v1/feeds/sources",
-      async ({ request }) => {
-        await authenticate(request, "read");
+      async () => {
         const statuses = await sourceStatuses(store, clock.now(), config.freshnessWindowMs);
         return { items: statuses.map(sourceJSON) };
       },
       {
+        feedToken: "read",
         response: { 200: FeedSourceListSchema, ...CommonErrors, ...authErrors },
         detail: {
           summary: "List feed sources",
@@ -131,14 +143,14 @@ export function feedRoutes(services: Services) {
     )
     .get(
       "/api/v1/feeds/sources/:id/runs",
-      async ({ request, params, query }) => {
-        await authenticate(request, "read");
+      async ({ params, query }) => {
         const source = await store.getFeedSource(params.id);
         if (source === null) throw new Problem("not-found", { en: "No feed source has this id or name.", fr: "Aucune source de flux n'a cet identifiant ou ce nom." });
         const page = await store.listFeedRuns(source.id, { limit: query.limit ?? 20, after: query.cursor });
         return { items: page.items.map(runJSON), nextCursor: page.nextCursor };
       },
       {
+        feedToken: "read",
         params: FeedSourceParams,
         query: FeedRunQuery,
         response: { 200: FeedRunPageSchema, ...CommonErrors, ...authErrors, 404: Problems(["not-found"]) },

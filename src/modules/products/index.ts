@@ -1,6 +1,7 @@
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services";
 import { CommonErrors } from "../../http/model";
+import { parseJSONAfterAuthentication } from "../../http/authentication-first";
 import { IdempotencyKeyHeader } from "../../http/idempotency";
 import { BatchBody, BatchEnvelope, BatchProblem, PriceEnvelopeUnchecked, PriceProblem, type PriceDataValue, type PriceMetaValue } from "./model";
 import { PriceRequests } from "./pipeline";
@@ -55,6 +56,8 @@ export function productRoutes(services: Services) {
       // Written as UTF-8 around each product's `data` serialized once (the 200 schema is documentation only).
       ({ body, request, set }) => prices.batch({ request, set }, body) as Promise<typeof BatchEnvelope.static>,
       {
+        // The key is checked by the handler: a body that is not JSON waits for it.
+        parse: parseJSONAfterAuthentication,
         body: BatchBody,
         headers: t.Object(
           {

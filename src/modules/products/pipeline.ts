@@ -12,6 +12,7 @@ import { repeatedParameter, type Texts } from "../../http/validation";
 import { nextUTCMonthStart, toISO } from "../../lib/clock";
 import { joinUTF8 } from "../../lib/utf8";
 import { checkBearerKey, unauthorizedKey } from "../keys/bearer";
+import { afterAuthentication } from "../../http/authentication-first";
 import { normalizeGTIN } from "./gtin";
 import { ITEM_REASONS, MAX_BATCH_GTINS, type BatchItemValue, type BatchMetaValue, type ItemReason, type PriceDataValue, type PriceMetaValue, type Reason } from "./model";
 import { type ItemOutcome, lookUpPrices, type PriceLookupDeps, type PriceLookupResult } from "./service";
@@ -204,6 +205,7 @@ export class PriceRequests {
     Object.assign(set.headers, this.policyHeaders[endpoint.unit]);
     const key = await checkBearerKey(request.headers.get("authorization"), store, config.keyPrefix, clock.now());
     if (!key.ok) throw unauthorizedKey(key.detail, { meta: endpoint.problemMeta("unauthorized", 0) });
+    afterAuthentication(request);
     const credential = key.credential;
     const organizationId = credential.organizationId;
     const available = () => store.availableCredits(organizationId, clock.now());
