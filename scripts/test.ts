@@ -2,6 +2,7 @@
 // (TEST_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test), then the combined totals as
 // the last two lines in bun's own format (` N pass`, ` N fail`), which .ci/run reads.
 // Arguments are passed to both `bun test` runs (e.g. `npm test -- test/products`).
+// `--postgres-only` (`npm run test:pg`) skips the SQLite run and fails when no PostgreSQL server answers.
 import { existsSync, readdirSync } from "node:fs";
 import postgres from "postgres";
 
@@ -72,9 +73,11 @@ async function startLocalPostgres(databaseUrl: string): Promise<boolean> {
   return false;
 }
 
-const args = process.argv.slice(2);
+const POSTGRES_ONLY = "--postgres-only";
+const postgresOnly = process.argv.includes(POSTGRES_ONLY);
+const args = process.argv.slice(2).filter((arg) => arg !== POSTGRES_ONLY);
 const results: RunResult[] = [];
-results.push(await runBunTest("SQLite", args, { ...process.env, TEST_DATABASE_URL: "" }));
+if (!postgresOnly) results.push(await runBunTest("SQLite", args, { ...process.env, TEST_DATABASE_URL: "" }));
 
 const postgresUrl = process.env.TEST_DATABASE_URL?.trim() || DEFAULT_POSTGRES_URL;
 const { hostname, port, pathname } = new URL(postgresUrl);
@@ -83,13 +86,16 @@ const unreachable = await whyNotAnswering(postgresUrl);
 if (unreachable === null || (await startLocalPostgres(postgresUrl))) {
   // An empty ignore list brings in the PostgreSQL-only files that bunfig.toml leaves out.
   results.push(await runBunTest(`PostgreSQL (${where})`, ["--path-ignore-patterns=", ...args], { ...process.env, TEST_DATABASE_URL: postgresUrl }));
+} else if (postgresOnly) {
+  console.log(`\n== PostgreSQL at ${where} does not answer (${unreachable}): nothing was tested`);
+  process.exit(1);
 } else {
   console.log(`\n== PostgreSQL at ${where} does not answer (${unreachable}): only the SQLite run counts`);
 }
 
 const pass = results.reduce((sum, result) => sum + result.pass, 0);
 const fail = results.reduce((sum, result) => sum + result.fail, 0);
-console.log(`\n== combined: ${results.length === 2 ? "SQLite + PostgreSQL" : "SQLite only"}`);
+console.log(`\n== combined: ${results.length === 2 ? "SQLite + PostgreSQL" : postgresOnly ? "PostgreSQL only" : "SQLite only"}`);
 console.log(` ${pass} pass`);
 console.log(` ${fail} fail`);
 process.exit(results.every((result) => result.ok) ? 0 : 1);

@@ -187,7 +187,7 @@ export function loadConfig(source: Source = process.env): Config {
   };
 }
 
-/** The default database, relative to the working directory of the command (CONTRACT.md). */
+/** The default database, relative to the working directory of the command. */
 export const DEFAULT_DATABASE_URL = "sqlite:./data/price-service.db";
 
 /**

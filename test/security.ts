@@ -1,5 +1,5 @@
-// The security cases every session-only endpoint shares (CONTRACT.md "Which credential each endpoint
-// takes"), written once: call sessionOnlySecurityTests inside the endpoint's describe().
+// The security cases every session-only endpoint shares (docs/api.md, "Which credential each
+// endpoint takes"), written once: call sessionOnlySecurityTests inside the endpoint's describe().
 import { describe, expect, test } from "bun:test";
 import { SYSTEM_USER_ID } from "../src/db/store";
 import { createApiKey } from "../src/modules/keys/service";

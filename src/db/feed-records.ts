@@ -1,4 +1,4 @@
-// What the store keeps about feeds (issue 20): the sources the operator declared, each run's
+// What the store keeps about feeds: the sources the operator declared, each run's
 // report, the tokens that authenticate pushes and the operator read endpoints, and price history.
 
 export type FeedSourceKind = "url" | "directory" | "push";

@@ -1394,7 +1394,7 @@ export class PostgresStore implements Store {
     return () => (value ??= build());
   }
 
-  // --- sessions, sign-in and invitations (issue 3) ---
+  // --- sessions, sign-in and invitations ---
 
   // Invariant: one transaction decides; two first sign-ins of one identity racing on two instances
   // collide on the unique subject (or email) index, and the loser runs again and finds the winner's user.
@@ -1486,7 +1486,7 @@ export class PostgresStore implements Store {
     return invitation;
   }
 
-  // --- idempotency records (issue 3) ---
+  // --- idempotency records ---
 
   // Invariant: one statement claims: the insert, or the takeover of an expired or abandoned record
   // (a conditional update of the conflicting row, which PostgreSQL re-checks under its row lock), so
@@ -1834,7 +1834,7 @@ export class PostgresStore implements Store {
     return subscription ?? null;
   }
 
-  // --- feeds (issue 20) ---
+  // --- feeds ---
 
   async createFeedSource(source: NewFeedSource): Promise<FeedSource | null> {
     const [row] = await this.db
@@ -2030,7 +2030,7 @@ export class PostgresStore implements Store {
     return deleted.length;
   }
 
-  // --- webhooks (issue 18) ---
+  // --- webhooks ---
   async createWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint> {
     return this.webhooks.create(endpoint);
   }

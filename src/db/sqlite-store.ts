@@ -1162,7 +1162,7 @@ export class SQLiteStore implements Store {
     return () => (value ??= build());
   }
 
-  // --- sessions, sign-in and invitations (issue 3) ---
+  // --- sessions, sign-in and invitations ---
 
   async signInSubject(input: Parameters<Store["signInSubject"]>[0]): Promise<SignInOutcome> {
     return this.write((tx): SignInOutcome => {
@@ -1247,7 +1247,7 @@ export class SQLiteStore implements Store {
     return invitation;
   }
 
-  // --- idempotency records (issue 3) ---
+  // --- idempotency records ---
 
   async claimIdempotencyKey(input: Parameters<Store["claimIdempotencyKey"]>[0]): Promise<IdempotencyClaim> {
     return this.write((tx): IdempotencyClaim => {
@@ -1564,7 +1564,7 @@ export class SQLiteStore implements Store {
     );
   }
 
-  // --- feeds (issue 20) ---
+  // --- feeds ---
   // Plain SQL through bun:sqlite's statement cache: these run a few times a minute, not per request.
 
   async createFeedSource(source: NewFeedSource): Promise<FeedSource | null> {
@@ -1749,7 +1749,7 @@ export class SQLiteStore implements Store {
     return this.write(() => this.database.query("DELETE FROM offer_price_history WHERE observed_at < ?").run(before).changes);
   }
 
-  // --- webhooks (issue 18) ---
+  // --- webhooks ---
   async createWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint> {
     return this.webhooks.create(endpoint);
   }

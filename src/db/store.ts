@@ -55,7 +55,7 @@ export interface ApiKeyRecord {
 }
 
 /**
- * A key's own fences (issue 19); null means none: no expiry, only the organization's balance, the
+ * A key's own fences; null means none: no expiry, only the organization's balance, the
  * service's RATE_LIMIT.
  */
 export interface KeyControls {
@@ -349,7 +349,7 @@ export interface Store {
   /** Writes off every expired bucket with an `expiry` ledger row; returns how many were written off. */
   expireBuckets(now: number): Promise<number>;
 
-  // --- sessions, sign-in and invitations (issue 3) ---
+  // --- sessions, sign-in and invitations ---
   /**
    * One sign-in of an identity, in one transaction: the user of `subject`; or, on its first sign-in, a
    * new user that takes up (and consumes) the invitation for `email`, or else owns a new organization
@@ -371,7 +371,7 @@ export interface Store {
   /** Creates or replaces the invitation of an email address. */
   upsertInvitation(invitation: Invitation): Promise<Invitation>;
 
-  // --- idempotency records (issue 3) ---
+  // --- idempotency records ---
   /**
    * Claims (scope, keyHash) for a new request: inserts an in-progress record when there is none, or
    * replaces one that expired or was abandoned in progress (createdAt < abandonedBefore). Otherwise
@@ -427,7 +427,7 @@ export interface Store {
   /** active → canceled; the current period's credits stay until they expire. Null when not active or not the organization's. */
   cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null>;
 
-  // --- feeds (issue 20) ---
+  // --- feeds ---
   /** Null when the name is taken (by a source not removed). */
   createFeedSource(source: NewFeedSource): Promise<FeedSource | null>;
   /** A source by id or by name, removed ones included. */
@@ -465,7 +465,7 @@ export interface Store {
   /** Deletes the price history observed before `before`; returns how many rows. */
   prunePriceHistory(before: number): Promise<number>;
 
-  // --- webhooks (issue 18) ---
+  // --- webhooks ---
   // Events are written by the store methods that cause them, in their transaction (the outbox), with
   // a delivery for each enabled endpoint of the organization subscribed to the type.
   createWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint>;
@@ -581,10 +581,10 @@ export class DebitInDoubt extends Error {
 /** A reservation older than this belongs to a request that died (crash, kill): give its credits back. */
 export const STALE_RESERVATION_MS = 60_000;
 
-/** The built-in user that owns keys made by the operator CLI (CONTRACT.md "API keys"). */
+/** The built-in user that owns keys made by the operator CLI (docs/api.md, "API keys"). */
 export const SYSTEM_USER_ID = "usr_system";
 
-// --- sessions, sign-in and invitations (issue 3) ---
+// --- sessions, sign-in and invitations ---
 
 export interface Invitation {
   email: string;
@@ -597,7 +597,7 @@ export type SignInOutcome =
   | { outcome: "existing" | "joined" | "created"; user: User }
   | { outcome: "email-taken" };
 
-// --- idempotency records (issue 3) ---
+// --- idempotency records ---
 
 export interface IdempotencyRecord {
   scope: string;

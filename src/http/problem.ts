@@ -1,6 +1,6 @@
 import type { Language } from "./i18n";
 
-/** The closed list of error slugs (CONTRACT.md "Problem details"), with status and texts in one place. */
+/** The closed list of error slugs (docs/api.md, "Problems"), with status and texts in one place. */
 export const PROBLEMS = {
   unauthorized: { status: 401, title: "Unauthorized", en: "The API key or session is missing, revoked or invalid.", fr: "La clé d'API ou la session est absente, révoquée ou invalide." },
   forbidden: { status: 403, title: "Forbidden", en: "This request is not allowed.", fr: "Cette requête n'est pas autorisée." },

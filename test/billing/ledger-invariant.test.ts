@@ -119,7 +119,7 @@ async function apply(context: TestContext, organizationId: string, model: Model,
 }
 
 /**
- * CONTRACT.md: available + reserved = sum of all transaction amounts, and no bucket below zero. The
+ * The ledger invariant: available + reserved = sum of all transaction amounts, and no bucket below zero. The
  * balance is a pure read, so the equality holds once the expiry job has written expired credits off.
  */
 async function checkInvariant(context: TestContext, organizationId: string): Promise<void> {

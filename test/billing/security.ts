@@ -23,7 +23,7 @@ async function expectUnauthorized(response: Response): Promise<void> {
 
 /**
  * Registers the shared security tests of one endpoint. `send` makes the request with the given
- * headers (and whatever body the endpoint needs); `accepts` is the credential rule of CONTRACT.md.
+ * headers (and whatever body the endpoint needs); `accepts` is the endpoint's credential rule (docs/api.md).
  */
 export function securityTests(get: () => SecurityTarget, accepts: "session" | "sessionOrKey", send: (headers: Record<string, string>) => Promise<Response>, options: { unsafe: boolean }): void {
   test("without any credential it answers 401 unauthorized", async () => {

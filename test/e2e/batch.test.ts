@@ -1,4 +1,4 @@
-// The batch look-up over a real port (issue 19): a customer's keys made through the API, a batch
+// The batch look-up over a real port: a customer's keys made through the API, a batch
 // with every reason, its replay, and a key capped by its monthly credit limit.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { developmentSignIn, expectProblem, feedLine, postJSON, type Service, startService } from "./harness";

@@ -211,9 +211,9 @@ describe("serve", () => {
   });
 });
 
-test("the README's operator commands are exactly the usage lines of --help", async () => {
-  const readme = readFileSync(join(import.meta.dir, "../../README.md"), "utf8");
-  const section = readme.slice(readme.indexOf("## Operator CLI"));
+test("the operator guide's commands are exactly the usage lines of --help", async () => {
+  const guide = readFileSync(join(import.meta.dir, "../../docs/operations.md"), "utf8");
+  const section = guide.slice(guide.indexOf("## Operator CLI"));
   const block = section.slice(section.indexOf("```\n") + 4, section.indexOf("\n```", section.indexOf("```\n") + 4));
   const documented = block.split("\n").filter((line) => line.trim() !== "");
   const commands = (await run(["--help"])).stdout.split("Commands:\n")[1]!.split("\n\n")[0]!.split("\n").map((line) => line.trim().split(/\s+/)[0]!);
@@ -226,7 +226,7 @@ test("the README's operator commands are exactly the usage lines of --help", asy
   expect(documented).toEqual(usage);
 
   // The configuration table and --help name the same environment variables.
-  const table = readme.slice(readme.indexOf("| variable | default | meaning |"), readme.indexOf("## Operator CLI"));
+  const table = guide.slice(guide.indexOf("| variable | default | meaning |"), guide.indexOf("## Operator CLI"));
   const mentioned = new Set([...table.matchAll(/`([A-Z][A-Z_]*)`/g)].map((match) => match[1]!));
   const rows = table.split("\n").slice(2).filter((line) => line.startsWith("|")).flatMap((line) => [...line.split("|")[1]!.matchAll(/`([A-Z_]+)`/g)].map((match) => match[1]!));
   const helpSection = (await run(["--help"])).stdout.split("Environment variables:\n")[1]!.split("\n\n")[0]!;
@@ -262,14 +262,15 @@ describe("the docs and the quickstart against the demo data", () => {
   });
 });
 
-test("every document the README links to is in the repository, and the binary size it states is the measured one (within 2 MiB) when the executable is tested", async () => {
+test("every document the README links to is in the repository, and the binary size the operator guide states is the measured one (within 2 MiB) when the executable is tested", async () => {
   const root = join(import.meta.dir, "../..");
   const readme = readFileSync(join(root, "README.md"), "utf8");
+  const guide = readFileSync(join(root, "docs/operations.md"), "utf8");
   const cited = [...readme.matchAll(/(?:\]\(|`)([\w./-]+\.md)(?:\)|`)/g)].map((match) => match[1]!);
   expect(cited.length).toBeGreaterThan(0);
   for (const document of cited) expect({ document, exists: existsSync(join(root, document)) }).toEqual({ document, exists: true });
   expect(readme).not.toMatch(/\b(SPEC|CONTRACT)\.md\b/);
-  const stated = /dist\/price-service` \(([\d ]+) bytes/.exec(readme)?.[1];
+  const stated = /dist\/price-service` \(([\d ]+) bytes/.exec(guide)?.[1];
   expect(stated).toBeDefined();
   if (BINARY !== null) expect(Math.abs(Number(stated!.replaceAll(" ", "")) - Bun.file(BINARY).size)).toBeLessThan(2 * 1024 * 1024);
 });

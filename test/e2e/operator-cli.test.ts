@@ -1,4 +1,4 @@
-// Every operator command the README lists, run through the product (the executable, or
+// Every operator command docs/operations.md lists, run through the product (the executable, or
 // `bun src/main.ts`) from a directory that is not the project's, on the database of a running
 // `serve` in development mode, and checked through the server's HTTP API where it shows.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";

@@ -1,4 +1,4 @@
-// Per-key controls (issue 19): expiresAt, monthlyCreditLimit, rateLimit, at creation and by PATCH.
+// Per-key controls: expiresAt, monthlyCreditLimit, rateLimit, at creation and by PATCH.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { addProduct, createTestContext, json, ledgerSum, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
 import { sessionOnlySecurityTests } from "../security";

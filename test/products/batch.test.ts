@@ -5,7 +5,7 @@ import { type Store, SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { addProduct, createOrganization, createTestContext, json, ledgerSum, type TestContext, type TestOrganization } from "../helpers";
 
-// The batch look-up (issue 19): POST /api/v1/products/prices, on whichever store the suite runs against.
+// The batch look-up: POST /api/v1/products/prices, on whichever store the suite runs against.
 const FRESH = "04006381333931"; // GTIN-13 4006381333931
 const FRESH_2 = "00012345678905"; // GTIN-12 012345678905
 const FRESH_3 = "00000040170725"; // GTIN-8 40170725

@@ -9,7 +9,7 @@ import { createLogger } from "../../src/lib/logger";
 import { createServices } from "../../src/services";
 import { addProduct, ageReservations, createOrganization, createTestDatabase, json, ledgerSum, queryRows, type TestDatabase } from "../helpers";
 
-// Two instances on one PostgreSQL database whose clocks disagree by 61 s (issue 14, defects 2 and 3):
+// Two instances on one PostgreSQL database whose clocks disagree by 61 s:
 // ages of reservations and Idempotency-Key claims are judged by the database's clock alone.
 const FRESH = "04006381333931";
 const SKEW_MS = 61_000;

@@ -9,7 +9,7 @@ import { createLogger } from "../../src/lib/logger";
 import { createServices } from "../../src/services";
 import { addProduct, createOrganization, createSQLiteTestDatabase, json, ledgerSum, openTestStore, type TestContext, type TestDatabase, type TestOrganization } from "../helpers";
 
-// An answer may claim a debit only when the debit committed (issue 14, defects 2 and 4).
+// An answer may claim a debit only when the debit committed.
 const FRESH = "04006381333931";
 const DAY = 86_400_000;
 

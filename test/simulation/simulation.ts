@@ -1,4 +1,4 @@
-// A seeded, deterministic simulation of the money paths (issue 14): random sequences of look-ups,
+// A seeded, deterministic simulation of the money paths: random sequences of look-ups,
 // grants, purchases, refunds, disputes, expiries and sweeps against one or two service instances on
 // one database, with faults injected between and inside them, and the money invariants checked
 // after every step. The same seed always makes the same operations, so a failing seed replays.

@@ -73,7 +73,7 @@ export const apiKeys = pgTable(
     createdBy: text("created_by").notNull().references(() => users.id),
     createdAt: epochMs("created_at").notNull(),
     lastUsedAt: epochMs("last_used_at"),
-    /** Per-key controls (issue 19); null: none. From then on the key is refused (401). */
+    /** Per-key controls; null: none. From then on the key is refused (401). */
     expiresAt: epochMs("expires_at"),
     /** Credits the key may spend per calendar month (UTC); null: only the organization's balance limits it. */
     monthlyCreditLimit: credits("monthly_credit_limit"),
@@ -342,7 +342,7 @@ export const providerEvents = pgTable("provider_events", {
   receivedAt: epochMs("received_at").notNull(),
 });
 
-// --- feeds (issue 20) ---
+// --- feeds ---
 
 /** A feed the operator declared: a URL pulled on a schedule, a directory scanned for new files, or a push endpoint. */
 export const feedSources = pgTable(

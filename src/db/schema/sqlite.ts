@@ -68,7 +68,7 @@ export const apiKeys = sqliteTable(
     createdBy: text("created_by").notNull().references(() => users.id),
     createdAt: integer("created_at").notNull(),
     lastUsedAt: integer("last_used_at"),
-    /** Per-key controls (issue 19); null: none. From then on the key is refused (401). */
+    /** Per-key controls; null: none. From then on the key is refused (401). */
     expiresAt: integer("expires_at"),
     /** Credits the key may spend per calendar month (UTC); null: only the organization's balance limits it. */
     monthlyCreditLimit: integer("monthly_credit_limit"),
@@ -333,7 +333,7 @@ export const providerEvents = sqliteTable("provider_events", {
   receivedAt: integer("received_at").notNull(),
 });
 
-// --- feeds (issue 20) ---
+// --- feeds ---
 
 /** A feed the operator declared: a URL pulled on a schedule, a directory scanned for new files, or a push endpoint. */
 export const feedSources = sqliteTable(

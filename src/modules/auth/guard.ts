@@ -48,7 +48,7 @@ const SESSION_REQUIRED = { en: "Sign in first: this endpoint needs a valid sessi
 
 /**
  * The principal of a request, or a 401 problem. `accept` lists the credentials the endpoint takes
- * (CONTRACT.md "Which credential each endpoint takes").
+ * (docs/api.md, "Which credential each endpoint takes").
  */
 export async function authenticate(
   input: { request: Request; sessionToken: string | undefined; store: Store; clock: Clock; publicUrl: string; keyPrefix: string },

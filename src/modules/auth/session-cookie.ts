@@ -1,7 +1,7 @@
 import type { Config } from "../../config";
 import { SESSION_COOKIE } from "./guard";
 
-/** Secure unless the service runs in development mode on plain HTTP (CONTRACT.md "Sessions and OIDC"). */
+/** Secure unless the service runs in development mode on plain HTTP (docs/api.md, "Sessions"). */
 export function isSecureCookie(config: Pick<Config, "env" | "publicUrl">): boolean {
   return !(config.env === "development" && config.publicUrl.startsWith("http:"));
 }

@@ -12,7 +12,7 @@ const Price = Type.Object(
   { additionalProperties: false },
 );
 
-/** The shape of CATALOG_FILE (CONTRACT.md "Billing"); `validityDays` is an optional addition. */
+/** The shape of CATALOG_FILE (docs/api.md, "Billing"); `validityDays` is an optional addition. */
 export const CatalogFileSchema = Type.Object(
   {
     packs: Type.Array(

@@ -38,7 +38,7 @@ function buyer(principal: Principal): { organizationId: string; userId: string |
   return { organizationId: principal.organizationId, userId: principal.kind === "session" ? principal.userId : null };
 }
 
-/** The customer billing API (CONTRACT.md "Billing"), the local provider's pages and the Stripe webhook. */
+/** The customer billing API (docs/api.md, "Billing"), the local provider's pages and the Stripe webhook. */
 export function billingRoutes(services: Services) {
   return new Elysia({ name: "billing" }).use(billingAPIRoutes(services)).use(billingPageRoutes(services)).use(stripeWebhookRoutes(services));
 }

@@ -10,7 +10,7 @@ import { maxKeyRateLimit } from "../../http/rate-limit";
 const CREATE_ROUTE = "POST /api/v1/customer/api-keys";
 const NO_STORE = { "cache-control": "no-store" };
 
-/** Key management for the signed-in user's organization; session cookie only (CONTRACT.md). */
+/** Key management for the signed-in user's organization; session cookie only (docs/api.md). */
 export function keyRoutes(services: Services) {
   const { store, clock, config, logger } = services;
   const sessionErrors = { ...CommonErrors, 401: ProblemSchema, 403: ProblemSchema };

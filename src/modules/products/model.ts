@@ -114,7 +114,7 @@ export type PriceDataValue = typeof PriceData.static;
 // --- the batch look-up: POST /products/prices ---
 
 export const MAX_BATCH_GTINS = 100;
-/** The reasons an item of a batch can have: the SPEC's six codes (insufficient-credits refuses the whole batch). */
+/** The reasons an item of a batch can have: the six reason codes of the data endpoint (insufficient-credits refuses the whole batch). */
 export const ITEM_REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits"] as const;
 export type ItemReason = (typeof ITEM_REASONS)[number];
 
@@ -127,7 +127,7 @@ export const BatchBody = t.Object(
     }),
     language: t.Optional(t.UnionEnum(["en", "fr"], { description: "Response language (default: Accept-Language, then `en`)" })),
   },
-  // Documented here, checked by the service after authentication (CONTRACT order), so its problems carry meta.
+  // Documented here, checked by the service after authentication (the data endpoint's order of evaluation), so its problems carry meta.
   { noValidate: true },
 );
 

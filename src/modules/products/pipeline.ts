@@ -63,7 +63,7 @@ interface Endpoint<Answer extends { meta: object }> {
   unit: "requests" | "items";
   /** The meta of a problem that answers the whole request. */
   problemMeta(reason: Reason, creditsRemaining: number): object;
-  /** Checks the request after authentication (CONTRACT order), throwing `invalid`'s problems. */
+  /** Checks the request after authentication (the data endpoint's order of evaluation), throwing `invalid`'s problems. */
   parse(invalid: Invalid): Promise<Lookup>;
   /** What identifies the checked request under an Idempotency-Key. */
   fingerprint(lookup: Lookup): unknown;
