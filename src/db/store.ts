@@ -96,6 +96,12 @@ export interface NewApiKey extends Partial<KeyControls> {
   createdAt: number;
 }
 
+/**
+ * What a rotation makes anew; the name and the controls are copied from the rotated key's row in
+ * the rotation's own write, so a control change can never fall between reading and copying them.
+ */
+export type KeyReplacement = Omit<NewApiKey, "name" | keyof KeyControls>;
+
 export interface ProductRecord {
   gtin: string;
   title: string;
@@ -243,9 +249,10 @@ export interface Store {
   revokeApiKey(organizationId: string, id: string, now?: number): Promise<ApiKeyRecord | null>;
   /**
    * Atomically ACTIVE → ROTATED (replacedBy = replacement.id) and insert the replacement, which takes
-   * over the key's controls and its monthly spending; null when not ACTIVE.
+   * over the key's name and controls as that write finds them, and its monthly spending; null when
+   * the key is missing or not ACTIVE.
    */
-  rotateApiKey(organizationId: string, id: string, replacement: NewApiKey): Promise<ApiKeyRecord | null>;
+  rotateApiKey(organizationId: string, id: string, replacement: KeyReplacement): Promise<ApiKeyRecord | null>;
   /**
    * Sets the given controls of an ACTIVE key (absent ones are kept); null when the key is missing
    * or not ACTIVE.
