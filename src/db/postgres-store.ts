@@ -315,6 +315,7 @@ export class PostgresStore implements Store {
     this.db
       .select({
         id: apiKeys.id,
+        lineId: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})`,
         organizationId: apiKeys.organizationId,
         keyPrefix: apiKeys.keyPrefix,
         keyHash: apiKeys.keyHash,

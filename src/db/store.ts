@@ -69,6 +69,8 @@ export interface KeyControls {
 /** The few columns the bearer guard and the data endpoint need, read on every data request. */
 export interface KeyCredential extends KeyControls {
   id: string;
+  /** The first key of its rotation line (its own id until rotated): a replacement shares it, and the line's rate-limit bucket. */
+  lineId: string;
   organizationId: string;
   keyPrefix: string;
   keyHash: string;

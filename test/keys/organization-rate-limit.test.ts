@@ -9,16 +9,18 @@ const FRESH = "04006381333931";
 
 let context: TestContext;
 let ada: TestSession;
+const opened: TestContext[] = [];
 
 async function start(env: Record<string, string>): Promise<void> {
   context = await createTestContext(env);
+  opened.push(context);
   ada = await signIn(context, "ada@example.com");
   await context.store.grantCredits({ organizationId: ada.organizationId, source: "grant", type: "grant", amount: 1000, expiresAt: null, description: "test", now: context.clock.now() });
   await addProduct(context, FRESH, [{ merchantId: "m-a", price: 999, ageMs: 60_000 }]);
 }
 
 afterEach(async () => {
-  await context.close();
+  for (const each of opened.splice(0)) await each.close();
 });
 
 async function createKey(session: TestSession, body: Record<string, unknown> = {}): Promise<{ key: any; clearKey: string }> {
