@@ -69,7 +69,7 @@ export interface KeyControls {
 /** The few columns the bearer guard and the data endpoint need, read on every data request. */
 export interface KeyCredential extends KeyControls {
   id: string;
-  /** The first key of its rotation line (its own id until rotated): a replacement shares it, and the line's rate-limit bucket. */
+  /** The id of the first key of its rotation line (its own id for a key no rotation made): its replacements share it, and with it one rate-limit bucket. */
   lineId: string;
   organizationId: string;
   keyPrefix: string;
