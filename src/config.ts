@@ -26,6 +26,9 @@ export const EnvironmentSchema = Type.Object({
   CATALOG_FILE: Type.Optional(Type.String({ description: "JSON catalog of packs and plans (built-in)" })),
   TRIAL_CREDITS: digits("Credits granted to a new organization (0)"),
   RATE_LIMIT: Type.Optional(Type.String({ pattern: "^\\s*\\d+/(s|m)\\s*$", description: "Per-key rate limit on the data endpoint, N/s or N/m (100/s)" })),
+  ORG_RATE_LIMIT: Type.Optional(
+    Type.String({ pattern: "^\\s*\\d+/(s|m)\\s*$", description: "Rate limit of all of an organization's keys together on the data endpoint, N/s or N/m (5 × RATE_LIMIT)" }),
+  ),
   BODY_LIMIT: digits("Largest request body in bytes (1 MiB)"),
   FEED_BODY_LIMIT: digits("Largest feed body (push, pull or file) in bytes, after gzip (100 MiB)"),
   WEBHOOK_ALLOWED_NETWORKS: Type.Optional(
@@ -55,6 +58,8 @@ export interface Config {
   catalogFile: string | null;
   trialCredits: number;
   rateLimit: { limit: number; windowMs: number };
+  /** What all of an organization's keys may send together, whatever their number and rotations. */
+  organizationRateLimit: { limit: number; windowMs: number };
   bodyLimitBytes: number;
   feedBodyLimitBytes: number;
   /** Private networks webhook deliveries may reach (CIDR); plain http is allowed to them too. */
@@ -98,6 +103,9 @@ function url(name: string, raw: string): URL {
     throw new ConfigError(name, `must be an absolute URL, got "${raw}"`);
   }
 }
+
+/** ORG_RATE_LIMIT's default, in keys at RATE_LIMIT: a few keys (production, staging, a batch job) at full speed at once. */
+export const ORG_RATE_LIMIT_KEYS = 5;
 
 export function parseRateLimit(raw: string): { limit: number; windowMs: number } | null {
   const match = /^(\d+)\/(s|m)$/.exec(raw.trim());
@@ -156,6 +164,9 @@ export function loadConfig(source: Source = process.env): Config {
   const rateLimitRaw = optional(source, "RATE_LIMIT") ?? "100/s";
   const rateLimit = parseRateLimit(rateLimitRaw);
   if (rateLimit === null) throw new ConfigError("RATE_LIMIT", `must look like 100/s or 6000/m, got "${rateLimitRaw}"`);
+  const organizationRateLimitRaw = optional(source, "ORG_RATE_LIMIT");
+  const organizationRateLimit = organizationRateLimitRaw === null ? { ...rateLimit, limit: ORG_RATE_LIMIT_KEYS * rateLimit.limit } : parseRateLimit(organizationRateLimitRaw);
+  if (organizationRateLimit === null) throw new ConfigError("ORG_RATE_LIMIT", `must look like 500/s or 30000/m, got "${organizationRateLimitRaw}"`);
 
   const webhookAllowedNetworks = (optional(source, "WEBHOOK_ALLOWED_NETWORKS") ?? "").split(",").map((network) => network.trim()).filter((network) => network !== "");
   for (const network of webhookAllowedNetworks) {
@@ -180,6 +191,7 @@ export function loadConfig(source: Source = process.env): Config {
     catalogFile: optional(source, "CATALOG_FILE"),
     trialCredits: integer(source, "TRIAL_CREDITS", 0, 0, 1_000_000_000),
     rateLimit,
+    organizationRateLimit,
     bodyLimitBytes: integer(source, "BODY_LIMIT", 1_048_576, 1024, 1_073_741_824),
     feedBodyLimitBytes: integer(source, "FEED_BODY_LIMIT", 104_857_600, 1024, 1_099_511_627_776),
     webhookAllowedNetworks,

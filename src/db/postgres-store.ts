@@ -40,6 +40,7 @@ import type {
   Invitation,
   KeyControls,
   KeyCredential,
+  KeyReplacement,
   LedgerTransaction,
   NewApiKey,
   OfferRecord,
@@ -314,6 +315,7 @@ export class PostgresStore implements Store {
     this.db
       .select({
         id: apiKeys.id,
+        lineId: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})`,
         organizationId: apiKeys.organizationId,
         keyPrefix: apiKeys.keyPrefix,
         keyHash: apiKeys.keyHash,
@@ -377,18 +379,26 @@ export class PostgresStore implements Store {
   }
 
   // Invariant: of two instances rotating one key at once, only the one whose conditional update
-  // still finds it ACTIVE inserts a replacement.
-  async rotateApiKey(organizationId: string, id: string, replacement: NewApiKey): Promise<ApiKeyRecord | null> {
+  // still finds it ACTIVE inserts a replacement. That update locks the row until the commit and
+  // returns the name and controls of its latest committed version, which the replacement copies: a
+  // PATCH commits before it (and is copied) or waits for it (and then finds the key ROTATED).
+  async rotateApiKey(organizationId: string, id: string, replacement: KeyReplacement): Promise<ApiKeyRecord | null> {
     const rotated = await this.transaction(async (tx) => {
-      const changed = await tx
+      const [copied] = await tx
         .update(apiKeys)
         .set({ status: "ROTATED", replacedBy: replacement.id })
         .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({ line: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})` });
-      if (changed.length !== 1) return false;
+        .returning({
+          name: apiKeys.name,
+          expiresAt: apiKeys.expiresAt,
+          monthlyCreditLimit: apiKeys.monthlyCreditLimit,
+          rateLimit: apiKeys.rateLimit,
+          lineId: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})`,
+        });
+      if (copied === undefined) return false;
       // The replacement joins the key's line: what the line spent and holds counts against its limit.
-      await tx.insert(apiKeys).values({ ...replacement, status: "ACTIVE", lineId: changed[0]!.line });
-      const data = keyEventData({ ...replacement, id }, { replacedBy: replacement.id });
+      await tx.insert(apiKeys).values({ ...replacement, ...copied, status: "ACTIVE" });
+      const data = keyEventData({ ...replacement, name: copied.name, id }, { replacedBy: replacement.id });
       await emitPostgres(tx, [{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
       return true;
     });

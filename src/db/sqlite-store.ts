@@ -36,6 +36,7 @@ import type {
   Invitation,
   KeyControls,
   KeyCredential,
+  KeyReplacement,
   LedgerTransaction,
   NewApiKey,
   OfferRecord,
@@ -321,6 +322,7 @@ export class SQLiteStore implements Store {
     this.db
       .select({
         id: apiKeys.id,
+        lineId: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})`,
         organizationId: apiKeys.organizationId,
         keyPrefix: apiKeys.keyPrefix,
         keyHash: apiKeys.keyHash,
@@ -378,18 +380,20 @@ export class SQLiteStore implements Store {
     return revoked ? this.getApiKey(organizationId, id) : null;
   }
 
-  async rotateApiKey(organizationId: string, id: string, replacement: NewApiKey): Promise<ApiKeyRecord | null> {
+  // The one write transaction that ends the key reads the name and controls the replacement copies,
+  // so a PATCH lands either before it (and is copied) or after it (and finds the key ROTATED).
+  async rotateApiKey(organizationId: string, id: string, replacement: KeyReplacement): Promise<ApiKeyRecord | null> {
     const rotated = this.write((tx) => {
-      const changed = tx
+      const [copied] = tx
         .update(apiKeys)
         .set({ status: "ROTATED", replacedBy: replacement.id })
         .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({ id: apiKeys.id })
+        .returning({ name: apiKeys.name, expiresAt: apiKeys.expiresAt, monthlyCreditLimit: apiKeys.monthlyCreditLimit, rateLimit: apiKeys.rateLimit })
         .all();
-      if (changed.length !== 1) return false;
+      if (copied === undefined) return false;
       // The replacement joins the key's line: what the line spent and holds counts against its limit.
-      tx.insert(apiKeys).values({ ...replacement, status: "ACTIVE", lineId: this.keyLineOf(id) }).run();
-      const data = keyEventData({ ...replacement, id }, { replacedBy: replacement.id });
+      tx.insert(apiKeys).values({ ...replacement, ...copied, status: "ACTIVE", lineId: this.keyLineOf(id) }).run();
+      const data = keyEventData({ ...replacement, name: copied.name, id }, { replacedBy: replacement.id });
       this.webhooks.emit([{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
       return true;
     });

@@ -69,6 +69,8 @@ export interface KeyControls {
 /** The few columns the bearer guard and the data endpoint need, read on every data request. */
 export interface KeyCredential extends KeyControls {
   id: string;
+  /** The id of the first key of its rotation line (its own id for a key no rotation made): its replacements share it, and with it one rate-limit bucket. */
+  lineId: string;
   organizationId: string;
   keyPrefix: string;
   keyHash: string;
@@ -95,6 +97,12 @@ export interface NewApiKey extends Partial<KeyControls> {
   createdBy: string;
   createdAt: number;
 }
+
+/**
+ * What a rotation makes anew; the name and the controls are copied from the rotated key's row in
+ * the rotation's own write, so a control change can never fall between reading and copying them.
+ */
+export type KeyReplacement = Omit<NewApiKey, "name" | keyof KeyControls>;
 
 export interface ProductRecord {
   gtin: string;
@@ -243,9 +251,10 @@ export interface Store {
   revokeApiKey(organizationId: string, id: string, now?: number): Promise<ApiKeyRecord | null>;
   /**
    * Atomically ACTIVE → ROTATED (replacedBy = replacement.id) and insert the replacement, which takes
-   * over the key's controls and its monthly spending; null when not ACTIVE.
+   * over the key's name and controls as that write finds them, and its monthly spending; null when
+   * the key is missing or not ACTIVE.
    */
-  rotateApiKey(organizationId: string, id: string, replacement: NewApiKey): Promise<ApiKeyRecord | null>;
+  rotateApiKey(organizationId: string, id: string, replacement: KeyReplacement): Promise<ApiKeyRecord | null>;
   /**
    * Sets the given controls of an ACTIVE key (absent ones are kept); null when the key is missing
    * or not ACTIVE.

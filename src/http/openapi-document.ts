@@ -16,12 +16,14 @@ const REQUEST_MEDIA_TYPE = "application/json";
 const RESPONSE_HEADERS: Record<string, JSONObject> = {
   "X-Request-Id": { description: "This request's id, also in problem bodies and the logs", schema: { type: "string", examples: ["req_0mwrd57q90000brqra5jtuxfecebe"] } },
   RateLimit: {
-    description: 'Requests left for this key (`r`, never above the policy\'s `q`) and seconds until they are all back (`t`; on a 429, the same as Retry-After), per draft-ietf-httpapi-ratelimit-headers',
-    schema: { type: "string", examples: ['"default";r=99;t=1'] },
+    description:
+      'For the policy closest to its limit (the one that refused a 429, else the one with the fewest requests left): its name, the requests left (`r`, never above its `q`) and seconds until they are all back (`t`; on a 429, the same as Retry-After), per draft-ietf-httpapi-ratelimit-headers',
+    schema: { type: "string", examples: ['"default";r=99;t=1', '"organization";r=0;t=1'] },
   },
   "RateLimit-Policy": {
-    description: 'The quota: `q` requests per `w` seconds per API key; on the batch look-up the same quota counted in items (one per GTIN asked: a single look-up is one item), said by `qu="items"`',
-    schema: { type: "string", examples: ['"default";q=100;w=1', '"default";q=100;w=1;qu="items"'] },
+    description:
+      'The quotas, `q` requests per `w` seconds: first the API key\'s (`"default"`, the service\'s RATE_LIMIT, or `"key"`, its own `rateLimit`), then `"organization"`, shared by all of the organization\'s keys (ORG_RATE_LIMIT). On the batch look-up the same quotas count items (one per GTIN asked: a single look-up is one item), said by `qu="items"`',
+    schema: { type: "string", examples: ['"default";q=100;w=1, "organization";q=500;w=1', '"key";q=10;w=1;qu="items", "organization";q=500;w=1;qu="items"'] },
   },
   "Retry-After": { description: "Seconds to wait before a retry can succeed", schema: { type: "integer", minimum: 1, examples: [1] } },
   "WWW-Authenticate": {

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { MemoryRateLimiter, rateLimitHeaders } from "./rate-limit";
+import { MemoryRateLimiter, rateLimitHeaders, type RateLimitPolicy } from "./rate-limit";
+
+const one = (limiter: MemoryRateLimiter) => (key: string, now: number) => limiter.takeAll([{ bucket: key, policy: limiter.policy }], now);
 
 describe("MemoryRateLimiter", () => {
   test("a fresh key can burst to twice the limit, then is refused until tokens refill", () => {
@@ -24,24 +26,24 @@ describe("MemoryRateLimiter", () => {
   test("a per-minute limit reports the seconds to wait", () => {
     const limiter = new MemoryRateLimiter(60, 60_000);
     for (let i = 0; i < 120; i++) limiter.take("k", 0);
-    const refused = limiter.take("k", 0);
-    expect(refused.allowed).toBe(false);
-    expect(refused.retryAfterSeconds).toBe(1);
-    expect(rateLimitHeaders(limiter, refused)).toEqual({ "ratelimit-policy": '"default";q=60;w=60', ratelimit: '"default";r=0;t=1', "retry-after": "1" });
+    const refused = one(limiter)("k", 0);
+    expect(refused[0]!.allowed).toBe(false);
+    expect(refused[0]!.retryAfterSeconds).toBe(1);
+    expect(rateLimitHeaders(refused)).toEqual({ "ratelimit-policy": '"default";q=60;w=60', ratelimit: '"default";r=0;t=1', "retry-after": "1" });
   });
 
   test("the header never reports more requests left than the quota, even with a burst in the bucket, and t names when they are all back", () => {
     const limiter = new MemoryRateLimiter(100, 1000);
-    const first = limiter.take("k", 0);
-    expect(rateLimitHeaders(limiter, first)).toEqual({ "ratelimit-policy": '"default";q=100;w=1', ratelimit: '"default";r=100;t=0' });
+    const first = one(limiter)("k", 0);
+    expect(rateLimitHeaders(first)).toEqual({ "ratelimit-policy": '"default";q=100;w=1', ratelimit: '"default";r=100;t=0' });
     for (let i = 0; i < 150; i++) limiter.take("k", 0);
-    expect(rateLimitHeaders(limiter, limiter.take("k", 0)).ratelimit).toBe('"default";r=48;t=1');
+    expect(rateLimitHeaders(one(limiter)("k", 0)).ratelimit).toBe('"default";r=48;t=1');
   });
 
   test("a refusal's t is its Retry-After", () => {
     const limiter = new MemoryRateLimiter(100, 1000);
     for (let i = 0; i < 200; i++) limiter.take("k", 0);
-    const headers = rateLimitHeaders(limiter, limiter.take("k", 0));
+    const headers = rateLimitHeaders(one(limiter)("k", 0));
     expect(headers).toEqual({ "ratelimit-policy": '"default";q=100;w=1', ratelimit: '"default";r=0;t=1', "retry-after": "1" });
   });
 
@@ -52,5 +54,29 @@ describe("MemoryRateLimiter", () => {
     limiter.prune(5000);
     expect(limiter.take("new", 5000).remaining).toBe(0);
     expect(limiter.take("old", 5000).remaining).toBe(1);
+  });
+
+  test("takeAll admits a request only when every bucket has the tokens, and a refusal costs none of them", () => {
+    const limiter = new MemoryRateLimiter(5, 1000);
+    const organization: RateLimitPolicy = { name: "organization", limit: 2, windowSeconds: 1 };
+    const charges = (key: string) => [{ bucket: key, policy: limiter.policy }, { bucket: "org", policy: organization }];
+    for (let i = 0; i < 4; i++) expect(limiter.takeAll(charges(`k${i}`), 0).every((decision) => decision.allowed)).toBe(true);
+    const refused = limiter.takeAll(charges("k0"), 0);
+    expect(refused.map((decision) => [decision.policy.name, decision.allowed, decision.retryAfterSeconds])).toEqual([["default", false, 0], ["organization", false, 1]]);
+    // k0 spent one token, not two: the refusal cost it nothing.
+    expect(limiter.take("k0", 0).remaining).toBe(5);
+  });
+
+  test("the RateLimit field reports the policy that refused, else the one with the fewest requests left", () => {
+    const limiter = new MemoryRateLimiter(5, 1000);
+    const organization: RateLimitPolicy = { name: "organization", limit: 3, windowSeconds: 1 };
+    const take = () => limiter.takeAll([{ bucket: "k", policy: limiter.policy }, { bucket: "org", policy: organization }], 0);
+    expect(rateLimitHeaders(take())).toEqual({ "ratelimit-policy": '"default";q=5;w=1, "organization";q=3;w=1', ratelimit: '"organization";r=3;t=0' });
+    for (let i = 0; i < 4; i++) take();
+    expect(rateLimitHeaders(take(), "items")).toEqual({
+      "ratelimit-policy": '"default";q=5;w=1;qu="items", "organization";q=3;w=1;qu="items"',
+      ratelimit: '"organization";r=0;t=1',
+    });
+    expect(rateLimitHeaders(take())).toMatchObject({ ratelimit: '"organization";r=0;t=1', "retry-after": "1" });
   });
 });

@@ -4,7 +4,7 @@ export interface RateLimitDecision {
   remaining: number;
   /** Seconds until `remaining` is back to the quota; on a refusal, the same as retryAfterSeconds (the draft's `t` beside Retry-After). */
   resetSeconds: number;
-  /** Seconds to wait before a refused request can succeed (0 when allowed). */
+  /** Seconds to wait before a refused request can succeed (0 when allowed, or when this bucket alone had enough). */
   retryAfterSeconds: number;
 }
 
@@ -13,6 +13,17 @@ export interface RateLimitPolicy {
   readonly name: string;
   readonly limit: number;
   readonly windowSeconds: number;
+}
+
+/** A bucket to take from and the policy that fills it. */
+export interface RateLimitCharge {
+  readonly bucket: string;
+  readonly policy: RateLimitPolicy;
+}
+
+/** One policy's decision on a request. */
+export interface PolicyDecision extends RateLimitDecision {
+  readonly policy: RateLimitPolicy;
 }
 
 export interface RateLimiter {
@@ -25,8 +36,21 @@ export interface RateLimiter {
    * `policy` (default: the service's).
    */
   take(key: string, now: number, policy?: RateLimitPolicy, tokens?: number): RateLimitDecision;
+  /**
+   * Takes `tokens` from the bucket of every charge, or from none when one lacks them: a request is
+   * admitted by all of its policies or refused without costing any of them. One decision per charge,
+   * each `allowed` as the request is; `retryAfterSeconds` is 0 for a bucket that had enough.
+   */
+  takeAll(charges: readonly RateLimitCharge[], now: number, tokens?: number): PolicyDecision[];
   /** Drops state that no longer matters, so memory follows the keys in use. */
   prune(now: number): void;
+}
+
+interface Bucket {
+  tokens: number;
+  updatedAt: number;
+  capacity: number;
+  refillPerMs: number;
 }
 
 /**
@@ -37,7 +61,7 @@ export interface RateLimiter {
 export class MemoryRateLimiter implements RateLimiter {
   readonly windowSeconds: number;
   readonly policy: RateLimitPolicy;
-  private readonly buckets = new Map<string, { tokens: number; updatedAt: number; capacity: number; refillPerMs: number }>();
+  private readonly buckets = new Map<string, Bucket>();
 
   constructor(
     readonly limit: number,
@@ -47,9 +71,20 @@ export class MemoryRateLimiter implements RateLimiter {
     this.policy = { name: "default", limit, windowSeconds: this.windowSeconds };
   }
 
-  // A take larger than the bucket can ever hold (a batch of 100 under a key's limit of 10/s) is
-  // admitted when the bucket is full and leaves it in debt, so over time the key still gets its rate.
   take(key: string, now: number, policy: RateLimitPolicy = this.policy, tokens = 1): RateLimitDecision {
+    return this.takeAll([{ bucket: key, policy }], now, tokens)[0]!;
+  }
+
+  // A take larger than a bucket can ever hold (a batch of 100 under a key's limit of 10/s) is
+  // admitted when the bucket is full and leaves it in debt, so over time the key still gets its rate.
+  takeAll(charges: readonly RateLimitCharge[], now: number, tokens = 1): PolicyDecision[] {
+    const buckets = charges.map((charge) => this.refilled(charge, now));
+    const allowed = buckets.every((bucket) => bucket.tokens >= Math.min(tokens, bucket.capacity));
+    if (allowed) for (const bucket of buckets) bucket.tokens -= tokens;
+    return buckets.map((bucket, index) => decisionOf(bucket, charges[index]!.policy, allowed, tokens));
+  }
+
+  private refilled({ bucket: key, policy }: RateLimitCharge, now: number): Bucket {
     const capacity = 2 * policy.limit;
     const refillPerMs = policy.limit / (policy.windowSeconds * 1000);
     let bucket = this.buckets.get(key);
@@ -63,16 +98,7 @@ export class MemoryRateLimiter implements RateLimiter {
       bucket.capacity = capacity;
       bucket.refillPerMs = refillPerMs;
     }
-    const needed = Math.min(tokens, capacity);
-    const allowed = bucket.tokens >= needed;
-    if (allowed) bucket.tokens -= tokens;
-    const retryAfterSeconds = allowed ? 0 : Math.max(1, Math.ceil((needed - bucket.tokens) / refillPerMs / 1000));
-    return {
-      allowed,
-      remaining: Math.max(0, Math.min(policy.limit, Math.floor(bucket.tokens))),
-      resetSeconds: allowed ? Math.ceil(Math.max(0, policy.limit - bucket.tokens) / refillPerMs / 1000) : retryAfterSeconds,
-      retryAfterSeconds,
-    };
+    return bucket;
   }
 
   /** Forgets keys whose bucket has refilled: they are indistinguishable from new ones. */
@@ -81,6 +107,28 @@ export class MemoryRateLimiter implements RateLimiter {
       if (bucket.tokens + (now - bucket.updatedAt) * bucket.refillPerMs >= bucket.capacity) this.buckets.delete(key);
     }
   }
+}
+
+/** What `bucket` says of a request of `tokens` that was `allowed` (by every policy) or not. */
+function decisionOf(bucket: Bucket, policy: RateLimitPolicy, allowed: boolean, tokens: number): PolicyDecision {
+  const lacking = allowed ? 0 : Math.max(0, Math.min(tokens, bucket.capacity) - bucket.tokens);
+  const retryAfterSeconds = lacking > 0 ? Math.max(1, Math.ceil(lacking / bucket.refillPerMs / 1000)) : 0;
+  return {
+    policy,
+    allowed,
+    remaining: Math.max(0, Math.min(policy.limit, Math.floor(bucket.tokens))),
+    resetSeconds: lacking > 0 ? retryAfterSeconds : Math.ceil(Math.max(0, policy.limit - bucket.tokens) / bucket.refillPerMs / 1000),
+    retryAfterSeconds,
+  };
+}
+
+/**
+ * The decision of the policy closest to its limit, which the RateLimit field reports: the longest
+ * wait (on a refusal, the policy that refused), then the fewest requests left, then the longest reset.
+ */
+export function closestToLimit(decisions: readonly PolicyDecision[]): PolicyDecision {
+  const closer = (a: PolicyDecision, b: PolicyDecision) => b.retryAfterSeconds - a.retryAfterSeconds || a.remaining - b.remaining || b.resetSeconds - a.resetSeconds;
+  return decisions.reduce((closest, decision) => (closer(decision, closest) < 0 ? decision : closest));
 }
 
 const keyPolicies = new Map<number, RateLimitPolicy>();
@@ -97,15 +145,30 @@ export function maxKeyRateLimit(rateLimit: { limit: number; windowMs: number }):
   return Math.floor((rateLimit.limit * 1000) / rateLimit.windowMs);
 }
 
+/** The policy of all of an organization's keys together (ORG_RATE_LIMIT), named "organization". */
+export function organizationRateLimitPolicy(rate: { limit: number; windowMs: number }): RateLimitPolicy {
+  return { name: "organization", limit: rate.limit, windowSeconds: rate.windowMs / 1000 };
+}
+
 /**
- * The IETF draft's structured fields (draft-ietf-httpapi-ratelimit-headers-09 and later): the
- * policy's quota `q` per window `w`, then `r` requests left (never above `q`) and `t` seconds until
- * they are all back, which on a 429 is Retry-After. Where the quota counts items (the batch
- * look-up: one per GTIN) rather than requests, the policy says so with the quota unit `qu="items"`.
+ * The IETF draft's structured fields (draft-ietf-httpapi-ratelimit-headers-09 and later): each
+ * policy's quota `q` per window `w`, as a list in RateLimit-Policy. Where the quota counts items
+ * (the batch look-up: one per GTIN) rather than requests, the policy says so with `qu="items"`.
  */
-export function rateLimitHeaders(limiter: RateLimiter, decision: RateLimitDecision | null, policy: RateLimitPolicy = limiter.policy, unit: "requests" | "items" = "requests"): Record<string, string> {
-  const headers: Record<string, string> = { "ratelimit-policy": `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}${unit === "items" ? ';qu="items"' : ""}` };
-  if (decision !== null) headers.ratelimit = `"${policy.name}";r=${decision.remaining};t=${decision.resetSeconds}`;
-  if (decision !== null && !decision.allowed) headers["retry-after"] = String(decision.retryAfterSeconds);
+export function rateLimitPolicyHeader(policies: readonly RateLimitPolicy[], unit: "requests" | "items" = "requests"): Record<string, string> {
+  const quotaUnit = unit === "items" ? ';qu="items"' : "";
+  return { "ratelimit-policy": policies.map((policy) => `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}${quotaUnit}`).join(", ") };
+}
+
+/**
+ * RateLimit-Policy for the decisions' policies, then RateLimit for the one closest to its limit:
+ * `r` requests left (never above its `q`) and `t` seconds until they are all back, which on a 429
+ * is Retry-After.
+ */
+export function rateLimitHeaders(decisions: readonly PolicyDecision[], unit: "requests" | "items" = "requests"): Record<string, string> {
+  const headers = rateLimitPolicyHeader(decisions.map((decision) => decision.policy), unit);
+  const reported = closestToLimit(decisions);
+  headers.ratelimit = `"${reported.policy.name}";r=${reported.remaining};t=${reported.resetSeconds}`;
+  if (!reported.allowed) headers["retry-after"] = String(reported.retryAfterSeconds);
   return headers;
 }

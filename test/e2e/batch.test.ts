@@ -48,7 +48,7 @@ describe("POST /api/v1/products/prices", () => {
     const asked = [FRESH, STALE, NO_DATA, UNKNOWN, "4006381333932", `0${FRESH}`];
     const response = await batch(clearKey, { gtins: asked }, { "idempotency-key": "e2e-batch-1" });
     expect(response.status).toBe(200);
-    expect(response.headers.get("ratelimit-policy")).toMatch(/^"default";q=\d+;w=\d+;qu="items"$/);
+    expect(response.headers.get("ratelimit-policy")).toMatch(/^"default";q=\d+;w=\d+;qu="items", "organization";q=\d+;w=\d+;qu="items"$/);
     const body = (await response.json()) as any;
     expect(body.meta).toMatchObject({
       requestId: response.headers.get("x-request-id"),

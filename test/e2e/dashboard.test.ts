@@ -67,7 +67,7 @@ test(
     await row.getByText("2 requests/s").waitFor();
     const capped = await service.request("/api/v1/products/4006381333931/price", { headers: { authorization: `Bearer ${secret}` } });
     expect(capped.status).toBe(402);
-    expect(capped.headers.get("ratelimit-policy")).toBe('"key";q=2;w=1');
+    expect(capped.headers.get("ratelimit-policy")).toStartWith('"key";q=2;w=1, "organization";q=');
 
     await page.getByRole("button", { name: `Revoke production (${secret.slice(0, 8)})` }).click();
     await page.getByRole("dialog", { name: "Revoke the key “production”?" }).getByRole("button", { name: "Revoke" }).click();
@@ -88,7 +88,7 @@ test(
     await stagingRow.getByText("0 of 5 credits this month").waitFor();
     await stagingRow.getByText("3 requests/s").waitFor();
     const limited = await service.request("/api/v1/products/4006381333931/price", { headers: { authorization: `Bearer ${staging}` } });
-    expect(limited.headers.get("ratelimit-policy")).toBe('"key";q=3;w=1');
+    expect(limited.headers.get("ratelimit-policy")).toStartWith('"key";q=3;w=1, "organization";q=');
 
     expect(service.serve.stdout()).not.toContain(secret);
     expect(misdeeds).toEqual([]);

@@ -67,7 +67,7 @@ async function envelope(response: Response): Promise<any> {
 describe("GET /api/v1/products/{gtin}/price", () => {
   test("answers every reason with its status, bills only a fresh offer, and keeps the headers on each", async () => {
     const fresh = await price(FRESH, keys.reasons);
-    expect(fresh.headers.get("ratelimit-policy")).toBe(`"default";q=${RATE_LIMIT_PER_MINUTE};w=60`);
+    expect(fresh.headers.get("ratelimit-policy")).toBe(`"default";q=${RATE_LIMIT_PER_MINUTE};w=60, "organization";q=${5 * RATE_LIMIT_PER_MINUTE};w=60`);
     expect(fresh.headers.get("ratelimit")).toMatch(/^"default";r=\d+;t=\d+$/);
     const freshBody = await envelope(fresh);
     expect(freshBody.meta).toMatchObject({ gtin: "04006381333931", reason: "fresh-offer", creditsConsumed: 1, creditsRemaining: CREDITS - 1 });

@@ -108,7 +108,7 @@ describe("per-key controls", () => {
     expect(statuses.filter((status) => status !== 200 && status !== 402 && status !== 429)).toEqual([]);
     await Bun.sleep(1_100);
     const refused = await price(capped.clearKey);
-    expect(refused.headers.get("ratelimit-policy")).toBe('"key";q=5;w=1');
+    expect(refused.headers.get("ratelimit-policy")).toStartWith('"key";q=5;w=1, "organization";q=');
     const problem = await expectProblem(service, refused, 402, "insufficient-credits");
     expect(problem.detail).toContain("monthly credit limit of 3 credits");
     expect((await price(other.clearKey)).status).toBe(200);

@@ -286,23 +286,23 @@ describe("rateLimit", () => {
     const slow = await createKey(ada, { rateLimit: 2 });
     const normal = await createKey(ada);
     const first = await price(slow.clearKey);
-    expect(first.headers.get("ratelimit-policy")).toBe('"key";q=2;w=1');
+    expect(first.headers.get("ratelimit-policy")).toBe('"key";q=2;w=1, "organization";q=250;w=1');
     expect(first.headers.get("ratelimit")).toBe('"key";r=2;t=0');
     for (let i = 0; i < 3; i++) expect((await price(slow.clearKey)).status).toBe(200);
     const refused = await price(slow.clearKey);
     expect(refused.status).toBe(429);
-    expect(refused.headers.get("ratelimit-policy")).toBe('"key";q=2;w=1');
+    expect(refused.headers.get("ratelimit-policy")).toBe('"key";q=2;w=1, "organization";q=250;w=1');
     expect(refused.headers.get("retry-after")).toBe("1");
     expect((await json(refused)).detail).toBe("Rate limit of 2 requests per 1 s exceeded; retry in 1 s.");
     const other = await price(normal.clearKey);
     expect(other.status).toBe(200);
-    expect(other.headers.get("ratelimit-policy")).toBe('"default";q=50;w=1');
+    expect(other.headers.get("ratelimit-policy")).toBe('"default";q=50;w=1, "organization";q=250;w=1');
     // Cleared, the key is back on the service's quota at once (the tokens it had left carry over).
     await patch(ada, slow.key.id, { rateLimit: null });
     context.clock.advance(500);
     const cleared = await price(slow.clearKey);
     expect(cleared.status).toBe(200);
-    expect(cleared.headers.get("ratelimit-policy")).toBe('"default";q=50;w=1');
+    expect(cleared.headers.get("ratelimit-policy")).toBe('"default";q=50;w=1, "organization";q=250;w=1');
     expect(await ledgerSum(context.store, ada.organizationId)).toBe(94);
   });
 });

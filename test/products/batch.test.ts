@@ -209,7 +209,7 @@ describe("rate limiting of batches counts items", () => {
     await start({ RATE_LIMIT: "10/s" }, 100);
     const first = await batch({ gtins: Array.from({ length: 15 }, () => FRESH) });
     expect(first.status).toBe(200);
-    expect(first.headers.get("ratelimit-policy")).toBe('"default";q=10;w=1;qu="items"');
+    expect(first.headers.get("ratelimit-policy")).toBe('"default";q=10;w=1;qu="items", "organization";q=50;w=1;qu="items"');
     // The bucket holds a burst of 20: 5 items are left.
     expect(first.headers.get("ratelimit")).toStartWith('"default";r=5;');
     const refused = await batch({ gtins: Array.from({ length: 6 }, () => FRESH) });
@@ -228,7 +228,7 @@ describe("rate limiting of batches counts items", () => {
     await context.store.updateApiKeyControls(org.organizationId, org.keyId, { rateLimit: 5 });
     const big = await batch({ gtins: Array.from({ length: 30 }, () => FRESH) });
     expect(big.status).toBe(200);
-    expect(big.headers.get("ratelimit-policy")).toBe('"key";q=5;w=1;qu="items"');
+    expect(big.headers.get("ratelimit-policy")).toBe('"key";q=5;w=1;qu="items", "organization";q=500000;w=1;qu="items"');
     expect(big.headers.get("ratelimit")).toStartWith('"key";r=0;');
     const next = await context.request(`/api/v1/products/${FRESH}/price`, { headers: org.auth });
     expect(next.status).toBe(429);

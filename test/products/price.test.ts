@@ -282,7 +282,7 @@ describe("rate limiting", () => {
     await addProduct(limited, FRESH, [{ merchantId: "m", price: 100, ageMs: 1000 }]);
     const call = () => limited.request(`/api/v1/products/${FRESH}/price`, { headers: client.auth });
     const first = await call();
-    expect(first.headers.get("ratelimit-policy")).toBe('"default";q=2;w=1');
+    expect(first.headers.get("ratelimit-policy")).toBe('"default";q=2;w=1, "organization";q=10;w=1');
     // r never above q, though the bucket still holds 3 (a burst of twice the quota).
     expect(first.headers.get("ratelimit")).toBe('"default";r=2;t=0');
     for (let i = 0; i < 3; i++) expect((await call()).status).toBe(200);
@@ -296,7 +296,7 @@ describe("rate limiting", () => {
     limited.clock.advance(500);
     expect((await call()).status).toBe(200);
     const unauthenticated = await limited.request(`/api/v1/products/${FRESH}/price`);
-    expect(unauthenticated.headers.get("ratelimit-policy")).toBe('"default";q=2;w=1');
+    expect(unauthenticated.headers.get("ratelimit-policy")).toBe('"default";q=2;w=1, "organization";q=10;w=1');
     await limited.close();
   });
 

@@ -95,7 +95,7 @@ export function keyRoutes(services: Services) {
         detail: {
           summary: "Rotate an API key",
           description:
-            "The key becomes ROTATED (its secret stops working at once, `replacedBy` names the new key) and a new ACTIVE key of the same name is returned with its `clearKey`; the new key keeps the controls (`expiresAt`, `monthlyCreditLimit`, `rateLimit`) and the credits spent this month. 409 invalid-key-state when the key is not ACTIVE; 404 for an unknown id or a key of another organization. Session cookie only.",
+            "The key becomes ROTATED (its secret stops working at once, `replacedBy` names the new key) and a new ACTIVE key of the same name is returned with its `clearKey`; the new key keeps the controls (`expiresAt`, `monthlyCreditLimit`, `rateLimit`) and the credits spent this month. The controls are copied in the rotation's own write: a PATCH answered 200 before it is carried over, one that comes after it is 409. 409 invalid-key-state when the key is not ACTIVE; 404 for an unknown id or a key of another organization. Session cookie only.",
           tags: ["API keys"],
           operationId: "rotateApiKey",
           security: [{ session: [] }],
@@ -120,7 +120,7 @@ export function keyRoutes(services: Services) {
         detail: {
           summary: "Change an API key's controls",
           description:
-            "Sets `expiresAt` (a future date-time; from then on the key gets 401), `monthlyCreditLimit` (credits the key may spend per calendar month, UTC; at the limit its look-ups get 402 until the 1st of next month, and a limit lowered below what the key spent applies at once) and `rateLimit` (requests per second, at most the service's RATE_LIMIT, else 422). An absent field is kept; null clears it. 409 invalid-key-state when the key is not ACTIVE; 404 for an unknown id or a key of another organization. Session cookie only.",
+            "Sets `expiresAt` (a future date-time; from then on the key gets 401), `monthlyCreditLimit` (credits the key may spend per calendar month, UTC; at the limit its look-ups get 402 until the 1st of next month, and a limit lowered below what the key spent applies at once) and `rateLimit` (requests per second, at most the service's RATE_LIMIT, else 422). An absent field is kept; null clears it. 409 invalid-key-state when the key is not ACTIVE (a ROTATED key's controls live on in its replacement: change those); 404 for an unknown id or a key of another organization. Session cookie only.",
           tags: ["API keys"],
           operationId: "updateApiKey",
           security: [{ session: [] }],

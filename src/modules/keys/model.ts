@@ -15,7 +15,7 @@ export const ApiKeySchema = t.Object(
     monthlyCreditLimit: t.Union([Int({ minimum: 0 }), t.Null()], {
       description: "Credits the key may spend per calendar month (UTC); beyond it, 402 insufficient-credits until the 1st of next month. Null: only the organization's balance limits it",
     }),
-    rateLimit: t.Union([Int({ minimum: 1 }), t.Null()], { description: "Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT" }),
+    rateLimit: t.Union([Int({ minimum: 1 }), t.Null()], { description: "Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT. The organization's own limit applies to all of its keys together besides" }),
     creditsSpentThisMonth: Int({ minimum: 0, description: "Credits the key's billed look-ups spent in the current calendar month (UTC)" }),
   },
   { description: "An API key; its secret is never shown again after creation or rotation" },

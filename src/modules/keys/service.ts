@@ -56,21 +56,18 @@ export function parseKeyControls(input: KeyControlsInput, rules: { now: number; 
   return controls;
 }
 
-function newKeyRow(input: { organizationId: string; name: string; createdBy: string; keyPrefix: string; now: number } & Partial<KeyControls>) {
+/** A new secret and what a key row stores of it; the clear secret is returned once, never stored. */
+function newKeySecret(input: { organizationId: string; createdBy: string; keyPrefix: string; now: number }) {
   const clearKey = generateKeySecret(input.keyPrefix);
   return {
     clearKey,
     row: {
       id: newId("key", input.now),
       organizationId: input.organizationId,
-      name: input.name,
       keyPrefix: keyPrefixOf(clearKey),
       keyHash: hashSecret(clearKey),
       createdBy: input.createdBy,
       createdAt: input.now,
-      expiresAt: input.expiresAt ?? null,
-      monthlyCreditLimit: input.monthlyCreditLimit ?? null,
-      rateLimit: input.rateLimit ?? null,
     },
   };
 }
@@ -80,8 +77,9 @@ export async function createApiKey(
   store: Store,
   input: { organizationId: string; name: string; createdBy: string; keyPrefix: string; now: number } & Partial<KeyControls>,
 ): Promise<CreatedKey> {
-  const { clearKey, row } = newKeyRow(input);
-  return { key: await store.insertApiKey(row), clearKey };
+  const { clearKey, row } = newKeySecret(input);
+  const controls = { expiresAt: input.expiresAt ?? null, monthlyCreditLimit: input.monthlyCreditLimit ?? null, rateLimit: input.rateLimit ?? null };
+  return { key: await store.insertApiKey({ ...row, name: input.name, ...controls }), clearKey };
 }
 
 const KEY_NOT_FOUND = { en: "No API key with this id exists in your organization.", fr: "Aucune clé d'API avec cet identifiant n'existe dans votre organisation." };
@@ -109,18 +107,16 @@ async function keyOfOrganization(store: Store, organizationId: string, id: strin
 
 /**
  * ACTIVE → ROTATED plus a new ACTIVE key of the same name, in one store transaction: the old secret
- * stops working at once. 404 for a key outside the organization, 409 when the key is not ACTIVE.
+ * stops working at once, and the new key takes over the controls as that transaction finds them (and,
+ * in the store, the monthly spending). 404 for a key outside the organization, 409 when the key is
+ * not ACTIVE (also when a concurrent rotate or revoke won the race).
  */
 export async function rotateApiKey(
   store: Store,
   input: { organizationId: string; id: string; createdBy: string; keyPrefix: string; now: number },
 ): Promise<CreatedKey> {
-  const current = await keyOfOrganization(store, input.organizationId, input.id);
-  if (current.status !== "ACTIVE") throw notActive(current.status);
-  // The replacement keeps the key's controls (and, in the store, its monthly spending).
-  const { clearKey, row } = newKeyRow({ ...input, name: current.name, expiresAt: current.expiresAt, monthlyCreditLimit: current.monthlyCreditLimit, rateLimit: current.rateLimit });
+  const { clearKey, row } = newKeySecret(input);
   const key = await store.rotateApiKey(input.organizationId, input.id, row);
-  // Null here means a concurrent rotate or revoke won the race.
   if (key === null) throw notActive((await keyOfOrganization(store, input.organizationId, input.id)).status);
   return { key, clearKey };
 }

@@ -6,7 +6,7 @@ import { hashRequestBody, IdempotencyKeyHeader, withIdempotency } from "../../ht
 import { noteBillingMeta } from "../../http/observability";
 import { PROBLEMS, Problem } from "../../http/problem";
 import { sendableBody } from "../../http/large-body";
-import { keyRateLimitPolicy, rateLimitHeaders } from "../../http/rate-limit";
+import { closestToLimit, keyRateLimitPolicy, organizationRateLimitPolicy, rateLimitHeaders, rateLimitPolicyHeader, type RateLimitPolicy } from "../../http/rate-limit";
 import { repeatedQueryParameter } from "../../http/request";
 import { repeatedParameter, type Texts } from "../../http/validation";
 import { nextUTCMonthStart, toISO } from "../../lib/clock";
@@ -82,12 +82,15 @@ interface Endpoint<Answer extends { meta: object }> {
  */
 export class PriceRequests {
   private readonly deps: PriceLookupDeps;
+  private readonly organizationPolicy: RateLimitPolicy;
   private readonly policyHeaders: Record<"requests" | "items", Record<string, string>>;
 
   constructor(private readonly services: Services) {
     const { store, clock, config, rateLimiter } = services;
     this.deps = { store, clock, lookups: services.lookups, creditCost: config.creditCost, freshnessWindowMs: config.freshnessWindowMs };
-    this.policyHeaders = { requests: rateLimitHeaders(rateLimiter, null), items: rateLimitHeaders(rateLimiter, null, rateLimiter.policy, "items") };
+    this.organizationPolicy = organizationRateLimitPolicy(config.organizationRateLimit);
+    const servicePolicies = [rateLimiter.policy, this.organizationPolicy];
+    this.policyHeaders = { requests: rateLimitPolicyHeader(servicePolicies), items: rateLimitPolicyHeader(servicePolicies, "items") };
   }
 
   /** GET /products/{gtin}/price */
@@ -281,26 +284,39 @@ export class PriceRequests {
     return result;
   }
 
-  /** Takes the request's items from the key's bucket (its own rate limit, else the service's); 429 when they are not there. */
+  /**
+   * Takes the request's items from the bucket of the key's rotation line (under its own rate limit,
+   * else the service's) and from the organization's, or from neither; 429 when one lacks them.
+   */
   private async rateLimit(set: RequestContext["set"], credential: KeyCredential, items: number, endpoint: Endpoint<{ meta: object }>): Promise<Record<string, string>> {
     const { rateLimiter, clock, store } = this.services;
-    const policy = credential.rateLimit === null ? rateLimiter.policy : keyRateLimitPolicy(credential.rateLimit);
-    const admission = rateLimiter.take(credential.id, clock.now(), policy, items);
-    const limitHeaders = rateLimitHeaders(rateLimiter, admission, policy, endpoint.unit);
+    const keyPolicy = credential.rateLimit === null ? rateLimiter.policy : keyRateLimitPolicy(credential.rateLimit);
+    // Line ids start "key_" and organization ids "org_": the two never share a bucket.
+    const charges = [
+      { bucket: credential.lineId, policy: keyPolicy },
+      { bucket: credential.organizationId, policy: this.organizationPolicy },
+    ];
+    const decisions = rateLimiter.takeAll(charges, clock.now(), items);
+    const limitHeaders = rateLimitHeaders(decisions, endpoint.unit);
     Object.assign(set.headers, limitHeaders);
-    if (admission.allowed) return limitHeaders;
-    const what = endpoint.unit === "items" ? { en: "GTINs", fr: "GTIN" } : { en: "requests", fr: "requêtes" };
-    const asked = endpoint.unit === "items" ? { en: ` (this batch has ${items})`, fr: ` (ce lot en compte ${items})` } : { en: "", fr: "" };
-    throw new Problem(
-      "rate-limited",
-      {
-        en: `Rate limit of ${policy.limit} ${what.en} per ${policy.windowSeconds} s exceeded${asked.en}; retry in ${admission.retryAfterSeconds} s.`,
-        fr: `Limite de ${policy.limit} ${what.fr} par ${policy.windowSeconds} s dépassée${asked.fr} ; réessayez dans ${admission.retryAfterSeconds} s.`,
-      },
-      { meta: endpoint.problemMeta("rate-limited", await store.availableCredits(credential.organizationId, clock.now(), credential.balance)) },
-      limitHeaders,
-    );
+    if (decisions[0]!.allowed) return limitHeaders;
+    const { policy, retryAfterSeconds } = closestToLimit(decisions);
+    const detail = rateLimited({ policy, retryAfterSeconds, items, unit: endpoint.unit, organizationWide: policy === this.organizationPolicy });
+    const meta = endpoint.problemMeta("rate-limited", await store.availableCredits(credential.organizationId, clock.now(), credential.balance));
+    throw new Problem("rate-limited", detail, { meta }, limitHeaders);
   }
+}
+
+/** The 429's detail: the policy that refused, its unit, and when to retry. */
+function rateLimited(refusal: { policy: RateLimitPolicy; retryAfterSeconds: number; items: number; unit: "requests" | "items"; organizationWide: boolean }): Texts {
+  const { policy, retryAfterSeconds, items } = refusal;
+  const what = refusal.unit === "items" ? { en: "GTINs", fr: "GTIN" } : { en: "requests", fr: "requêtes" };
+  const whose = refusal.organizationWide ? { en: " for all of the organization's keys together", fr: " pour toutes les clés de l'organisation ensemble" } : { en: "", fr: "" };
+  const asked = refusal.unit === "items" ? { en: ` (this batch has ${items})`, fr: ` (ce lot en compte ${items})` } : { en: "", fr: "" };
+  return {
+    en: `Rate limit of ${policy.limit} ${what.en} per ${policy.windowSeconds} s${whose.en} exceeded${asked.en}; retry in ${retryAfterSeconds} s.`,
+    fr: `Limite de ${policy.limit} ${what.fr} par ${policy.windowSeconds} s${whose.fr} dépassée${asked.fr} ; réessayez dans ${retryAfterSeconds} s.`,
+  };
 }
 
 /** A 402 or 503 of the look-up as a problem (the endpoint adds its meta), or null for a 200. */

@@ -49,7 +49,7 @@ export const getProblemType = <ThrowOnError extends boolean = false>(options: Op
 /**
  * Fresh price offers for a product
  *
- * Billed in credits only for reason `fresh-offer`. Outcomes: 200 fresh-offer / no-data / stale-data, 400 invalid-gtin or invalid-parameter, 401 unauthorized (also for a key past its `expiresAt`), 402 insufficient-credits (the organization's balance, or the key's `monthlyCreditLimit` for the current UTC month: the detail names the limit and its reset), 404 product-not-found, 429 rate-limited (by the key's own `rateLimit` when it has one, shown in RateLimit-Policy as `"key"`), 503 unavailable when the debit could not be recorded (nothing billed, the credits are free again, retry). Error bodies carry `meta`. With an `Idempotency-Key` header, a retry within 24 h with the same GTIN and language gets the stored answer (header `Idempotent-Replayed: true`) and is not billed again; the same key for another GTIN or language is 422; a retry while the first is in flight is 409. Only 200 answers are stored: an error answer can be retried with the same key.
+ * Billed in credits only for reason `fresh-offer`. Outcomes: 200 fresh-offer / no-data / stale-data, 400 invalid-gtin or invalid-parameter, 401 unauthorized (also for a key past its `expiresAt`), 402 insufficient-credits (the organization's balance, or the key's `monthlyCreditLimit` for the current UTC month: the detail names the limit and its reset), 404 product-not-found, 429 rate-limited (by the key's own `rateLimit` when it has one, shown in RateLimit-Policy as `"key"`, or by the organization's limit on all of its keys together, `"organization"`), 503 unavailable when the debit could not be recorded (nothing billed, the credits are free again, retry). Error bodies carry `meta`. With an `Idempotency-Key` header, a retry within 24 h with the same GTIN and language gets the stored answer (header `Idempotent-Replayed: true`) and is not billed again; the same key for another GTIN or language is 422; a retry while the first is in flight is 409. Only 200 answers are stored: an error answer can be retried with the same key.
  */
 export const getProductPrice = <ThrowOnError extends boolean = false>(options: Options<GetProductPriceData, ThrowOnError>) => (options.client ?? client).get<GetProductPriceResponses, GetProductPriceErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
@@ -182,7 +182,7 @@ export const createApiKey = <ThrowOnError extends boolean = false>(options: Opti
 /**
  * Rotate an API key
  *
- * The key becomes ROTATED (its secret stops working at once, `replacedBy` names the new key) and a new ACTIVE key of the same name is returned with its `clearKey`; the new key keeps the controls (`expiresAt`, `monthlyCreditLimit`, `rateLimit`) and the credits spent this month. 409 invalid-key-state when the key is not ACTIVE; 404 for an unknown id or a key of another organization. Session cookie only.
+ * The key becomes ROTATED (its secret stops working at once, `replacedBy` names the new key) and a new ACTIVE key of the same name is returned with its `clearKey`; the new key keeps the controls (`expiresAt`, `monthlyCreditLimit`, `rateLimit`) and the credits spent this month. The controls are copied in the rotation's own write: a PATCH answered 200 before it is carried over, one that comes after it is 409. 409 invalid-key-state when the key is not ACTIVE; 404 for an unknown id or a key of another organization. Session cookie only.
  */
 export const rotateApiKey = <ThrowOnError extends boolean = false>(options: Options<RotateApiKeyData, ThrowOnError>) => (options.client ?? client).post<RotateApiKeyResponses, RotateApiKeyErrors, ThrowOnError>({
     security: [{
@@ -197,7 +197,7 @@ export const rotateApiKey = <ThrowOnError extends boolean = false>(options: Opti
 /**
  * Change an API key's controls
  *
- * Sets `expiresAt` (a future date-time; from then on the key gets 401), `monthlyCreditLimit` (credits the key may spend per calendar month, UTC; at the limit its look-ups get 402 until the 1st of next month, and a limit lowered below what the key spent applies at once) and `rateLimit` (requests per second, at most the service's RATE_LIMIT, else 422). An absent field is kept; null clears it. 409 invalid-key-state when the key is not ACTIVE; 404 for an unknown id or a key of another organization. Session cookie only.
+ * Sets `expiresAt` (a future date-time; from then on the key gets 401), `monthlyCreditLimit` (credits the key may spend per calendar month, UTC; at the limit its look-ups get 402 until the 1st of next month, and a limit lowered below what the key spent applies at once) and `rateLimit` (requests per second, at most the service's RATE_LIMIT, else 422). An absent field is kept; null clears it. 409 invalid-key-state when the key is not ACTIVE (a ROTATED key's controls live on in its replacement: change those); 404 for an unknown id or a key of another organization. Session cookie only.
  */
 export const updateApiKey = <ThrowOnError extends boolean = false>(options: Options<UpdateApiKeyData, ThrowOnError>) => (options.client ?? client).patch<UpdateApiKeyResponses, UpdateApiKeyErrors, ThrowOnError>({
     security: [{

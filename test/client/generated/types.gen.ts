@@ -1896,7 +1896,7 @@ export type ListApiKeysResponses = {
              */
             monthlyCreditLimit: number | null;
             /**
-             * Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT
+             * Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT. The organization's own limit applies to all of its keys together besides
              */
             rateLimit: number | null;
             /**
@@ -2083,7 +2083,7 @@ export type CreateApiKeyResponses = {
              */
             monthlyCreditLimit: number | null;
             /**
-             * Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT
+             * Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT. The organization's own limit applies to all of its keys together besides
              */
             rateLimit: number | null;
             /**
@@ -2266,7 +2266,7 @@ export type RotateApiKeyResponses = {
              */
             monthlyCreditLimit: number | null;
             /**
-             * Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT
+             * Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT. The organization's own limit applies to all of its keys together besides
              */
             rateLimit: number | null;
             /**
@@ -2461,7 +2461,7 @@ export type UpdateApiKeyResponses = {
          */
         monthlyCreditLimit: number | null;
         /**
-         * Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT
+         * Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT. The organization's own limit applies to all of its keys together besides
          */
         rateLimit: number | null;
         /**
@@ -2635,7 +2635,7 @@ export type RevokeApiKeyResponses = {
          */
         monthlyCreditLimit: number | null;
         /**
-         * Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT
+         * Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT. The organization's own limit applies to all of its keys together besides
          */
         rateLimit: number | null;
         /**
