@@ -43,6 +43,13 @@ describe("price-service feeds and history", () => {
     expect((await cli("feeds", "runs", "shop-a", "--json")).output.map((r: any) => r.status)).toEqual(["ok"]);
   });
 
+  test("the operator's CLI shows a source's whole URL, token in its path and query included", async () => {
+    const url = "https://user:pass@feeds.example/t/PATH-TOKEN/feed.ndjson?key=QUERY-TOKEN";
+    expect((await cli("feeds", "add", "tokened", "--url", url, "--json")).output.location).toBe(url);
+    expect((await cli("feeds", "list", "--json")).output.find((s: any) => s.name === "tokened").location).toBe(url);
+    expect((await cli("feeds", "list")).output).toContain(url);
+  });
+
   test("a directory source and the price history of what it wrote, then prune", async () => {
     writeFileSync(join(directory, "prices.ndjson"), [offerLine(PEN, "shop-d", "5.00", Date.now() - 3000), offerLine(PEN, "shop-d", "4.50", Date.now() - 2000)].join("\n"));
     expect((await cli("feeds", "add", "drop", "--directory", directory, "--json")).output).toMatchObject({ kind: "directory", intervalSeconds: 60, location: directory });

@@ -4,7 +4,7 @@ import { systemClock } from "../../lib/clock";
 import { parseDuration } from "../../lib/duration";
 import { newId } from "../../lib/ids";
 import { createLogger } from "../../lib/logger";
-import { runJSON, sourceJSON, sourceStatuses } from "../../modules/feeds/freshness";
+import { operatorSourceJSON, runJSON, sourceStatuses } from "../../modules/feeds/freshness";
 import { FeedScheduler, MAX_FEED_RETRIES } from "../../modules/feeds/scheduler";
 import { createFeedToken, feedTokenJSON } from "../../modules/feeds/tokens";
 import { type Command, output, parseCommandArgs, programName, requireOption, UsageError, wholeNumber } from "../command";
@@ -97,7 +97,7 @@ export const feedsCommand: Command = {
         if (source === null) throw new UsageError(`a feed source named "${name}" already exists; feeds list shows them`);
         const [status] = (await sourceStatuses(store, now, context.config.freshnessWindowMs)).filter((s) => s.source.id === source.id);
         const hint = kind === "push" ? `\npush to it with a token: ${programName()} feeds token create --source ${name}` : "";
-        output(context, json, sourceJSON(status!), `${source.id}\t${source.name}\t${kind}${location === null ? "" : `\t${location}`}${hint}`);
+        output(context, json, operatorSourceJSON(status!), `${source.id}\t${source.name}\t${kind}${location === null ? "" : `\t${location}`}${hint}`);
         return;
       }
       case "list": {
@@ -105,9 +105,9 @@ export const feedsCommand: Command = {
         const rows = statuses.map((s) => {
           const last = s.source.lastSuccessAt === null ? "never" : new Date(s.source.lastSuccessAt).toISOString();
           const share = s.offers === 0 ? "no offers" : `${Math.round(s.freshRatio * 1000) / 10}% of ${s.offers} offers fresh`;
-          return `${s.source.id}\t${s.source.name}\t${s.source.kind}\tlast success ${last}\t${share}${s.silent ? "\tSILENT" : ""}`;
+          return `${s.source.id}\t${s.source.name}\t${s.source.kind}${s.source.location === null ? "" : `\t${s.source.location}`}\tlast success ${last}\t${share}${s.silent ? "\tSILENT" : ""}`;
         });
-        output(context, json, statuses.map(sourceJSON), rows.length === 0 ? `no feed sources; add one with ${programName()} feeds add NAME --url URL` : rows.join("\n"));
+        output(context, json, statuses.map(operatorSourceJSON), rows.length === 0 ? `no feed sources; add one with ${programName()} feeds add NAME --url URL` : rows.join("\n"));
         return;
       }
       case "runs": {
