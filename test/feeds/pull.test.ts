@@ -123,7 +123,7 @@ describe("URL sources", () => {
         ? new Response(Bun.gzipSync(new TextEncoder().encode(csv)), { headers: { "content-type": "application/gzip" } })
         : new Response(Bun.gzipSync(new TextEncoder().encode(offerLine(PEN, "shop-z", "9.99", Date.now()))), { headers: { "content-encoding": "gzip" } }),
     );
-    const encoded = await addSource(store, { name: "encoded", kind: "url", location: `${server.url}/feed` }, Date.now());
+    const encoded = await addSource(store, { name: "encoded", kind: "url", location: `${server.url}/feed`, merchants: ["shop-a", "shop-z"] }, Date.now());
     expect((await scheduler.runNow(encoded))![0]).toMatchObject({ status: "ok", offers: 1 });
     const file = await addSource(store, { name: "file", kind: "url", location: `${server.url}/feed.csv.gz` }, Date.now());
     expect((await scheduler.runNow(file))![0]).toMatchObject({ status: "ok", recordsRead: 2, offers: 2 });
@@ -131,7 +131,7 @@ describe("URL sources", () => {
 
   test("a .gz file served with Content-Encoding: gzip (decoded by fetch already) is read, not gunzipped twice", async () => {
     const server = serve(() => new Response(Bun.gzipSync(new TextEncoder().encode(offerLine(PEN, "shop-g", "5.55", Date.now()))), { headers: { "content-encoding": "gzip", "content-type": "application/gzip" } }));
-    const source = await addSource(store, { name: "s3-style", kind: "url", location: `${server.url}/feed.ndjson.gz` }, Date.now());
+    const source = await addSource(store, { name: "s3-style", kind: "url", location: `${server.url}/feed.ndjson.gz`, merchants: ["shop-g"] }, Date.now());
     expect((await scheduler.runNow(source))![0]).toMatchObject({ status: "ok", offers: 1 });
   });
 

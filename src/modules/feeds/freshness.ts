@@ -53,6 +53,8 @@ export function sourceJSON(status: SourceStatus) {
     intervalSeconds: source.intervalMs === null ? null : Math.round(source.intervalMs / 1000),
     timeoutMs: source.timeoutMs,
     retries: source.retries,
+    merchants: source.merchants,
+    authoritative: source.authoritative,
     createdAt: new Date(source.createdAt).toISOString(),
     nextRunAt: iso(source.nextRunAt),
     lastRunAt: iso(source.lastRunAt),

@@ -35,6 +35,8 @@ export const FeedSourceSchema = t.Object(
     intervalSeconds: t.Union([Int({ minimum: 1 }), t.Null()], { description: "Pull period; null for push sources" }),
     timeoutMs: Int({ minimum: 1 }),
     retries: Int({ minimum: 0 }),
+    merchants: t.Array(t.String(), { description: "The merchant ids whose offers the source may write; a record for any other merchant is rejected" }),
+    authoritative: t.Boolean({ description: "Whether its titles, brands and images replace those another source gave a product first" }),
     createdAt: Timestamp,
     nextRunAt: NullableTimestamp,
     lastRunAt: NullableTimestamp,
