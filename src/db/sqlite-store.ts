@@ -130,6 +130,7 @@ type FeedSourceRow = Omit<FeedSource, "merchants" | "authoritative"> & { merchan
 function feedSourceOf(row: FeedSourceRow | null): FeedSource | null {
   return row === null ? null : { ...row, merchants: JSON.parse(row.merchants) as string[], authoritative: row.authoritative === 1 };
 }
+
 const FEED_RUN_SELECT = `SELECT id, source_id AS sourceId, trigger, status, started_at AS startedAt, duration_ms AS durationMs, file, http_status AS httpStatus,
   attempts, records_read AS recordsRead, products, offers, rejected_count AS rejectedCount, rejected, error FROM feed_runs`;
 const FEED_TOKEN_SELECT = `SELECT id, source_id AS sourceId, scope, name, created_at AS createdAt, revoked_at AS revokedAt, last_used_at AS lastUsedAt FROM feed_tokens`;

@@ -7,9 +7,9 @@ import { createLogger } from "../../lib/logger";
 import { operatorSourceJSON, runJSON, sourceStatuses } from "../../modules/feeds/freshness";
 import { FeedScheduler, MAX_FEED_RETRIES } from "../../modules/feeds/scheduler";
 import { createFeedToken, feedTokenJSON } from "../../modules/feeds/tokens";
+import { MAX_MERCHANT_ID_CHARS } from "../../modules/ingest/feed-record";
 import { type Command, output, parseCommandArgs, programName, requireOption, UsageError, wholeNumber } from "../command";
 import { importProgressLine } from "./import";
-import { MAX_MERCHANT_ID_CHARS } from "../../modules/ingest/feed-record";
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 const DEFAULT_INTERVAL = { url: "15m", directory: "1m" } as const;

@@ -44,12 +44,11 @@ export async function importFeed(store: Store, stream: ReadableStream<Uint8Array
   const report: ImportReport = { read: 0, products: 0, offers: 0, rejected: [], rejectedCount: 0 };
   const maxRejected = options.maxRejected ?? Number.POSITIVE_INFINITY;
   const writer = options.writer ?? OPERATOR;
-  const apply = { writer };
   const gtins = new Set<string>();
   const counted = options.onProgress === undefined ? { stream, bytes: () => 0 } : countingBytes(stream);
   let batch: FeedRecord[] = [];
   const writeBatch = async () => {
-    await store.applyFeedRecords(batch, options.now, apply);
+    await store.applyFeedRecords(batch, options.now, { writer });
     batch = [];
     options.onProgress?.(report, counted.bytes());
   };
