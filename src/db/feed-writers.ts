@@ -20,11 +20,15 @@ export function writerSourceId(writer: FeedWriter): string | null {
   return writer.kind === "source" ? writer.sourceId : null;
 }
 
+/** Merchants named in a refusal at most: a rejected line's reason stays one short line. */
+const NAMED_MERCHANTS = 3;
+
 /** Why the writer may not write an offer of `merchantId` (the run report's reason), or null when it may. */
 export function merchantRefusal(writer: FeedWriter, merchantId: string): string | null {
   if (writer.kind === "operator" || writer.merchants.has(merchantId)) return null;
-  const bound = writer.merchants.size === 0 ? "none" : [...writer.merchants].join(", ");
-  return `merchantId: ${JSON.stringify(merchantId)} is not a merchant of source ${writer.sourceName} (it may write ${bound})`;
+  const named = [...writer.merchants].slice(0, NAMED_MERCHANTS).join(", ");
+  const more = writer.merchants.size > NAMED_MERCHANTS ? ` and ${writer.merchants.size - NAMED_MERCHANTS} more` : "";
+  return `merchantId: ${JSON.stringify(merchantId)} is not a merchant of source ${writer.sourceName} (it may write ${named === "" ? "none" : named + more})`;
 }
 
 /**

@@ -77,6 +77,12 @@ describe("a feed source writes only what it owns", () => {
     expect(await productOf(PEN)).toMatchObject({ title: "Ballpoint pen" });
     expect(await offersOf(PEN)).toEqual([]);
   });
+
+  test("the reason names at most three of a source's merchants, so a rejected line stays one short line", async () => {
+    const big = await pushSource("aggregator", ["shop-1", "shop-2", "shop-3", "shop-4", "shop-5"]);
+    const run = await big.push([offerLine(PEN, "shop-9", "1.00", context.clock.now())]);
+    expect(run.rejected).toEqual([{ line: 1, error: 'merchantId: "shop-9" is not a merchant of source aggregator (it may write shop-1, shop-2, shop-3 and 2 more)' }]);
+  });
 });
 
 describe("descriptive product fields follow the precedence the operator sets", () => {
