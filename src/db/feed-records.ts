@@ -25,9 +25,16 @@ export interface FeedSource {
   lastSuccessAt: number | null;
   createdAt: number;
   removedAt: number | null;
+  /** The merchants whose offers and names the source may write (feed-writers.ts). */
+  merchants: string[];
+  /** Whether its titles, brands and images replace those another source gave first. */
+  authoritative: boolean;
 }
 
-export type NewFeedSource = Pick<FeedSource, "id" | "name" | "kind" | "location" | "format" | "intervalMs" | "timeoutMs" | "retries" | "createdAt">;
+export type NewFeedSource = Pick<FeedSource, "id" | "name" | "kind" | "location" | "format" | "intervalMs" | "timeoutMs" | "retries" | "createdAt" | "merchants" | "authoritative">;
+
+/** What the operator may change of a source's trust: its merchants, its precedence. */
+export type FeedSourceTrust = Partial<Pick<FeedSource, "merchants" | "authoritative">>;
 
 export interface FeedRejectedLine {
   line: number;

@@ -19,7 +19,8 @@ import type {
   SubscriptionRecord,
 } from "./billing-records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
-import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
+import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feed-writers";
+import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applyPostgresMigrations } from "./migrate";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import { type DebitPlan, type HeldDebit, planHeldDebits } from "./debit-plan";
@@ -443,24 +444,23 @@ export class PostgresStore implements Store {
    * in order: a product keeps the last given value of each field, an offer the newest observation.
    * Rows go in key order so that concurrent imports lock them in the same order.
    */
-  async applyFeedRecords(records: FeedRecord[], now: number, options: { sourceId?: string } = {}): Promise<{ products: number; offers: number }> {
+  async applyFeedRecords(records: FeedRecord[], now: number, options: { writer?: FeedWriter } = {}): Promise<{ products: number; offers: number }> {
     const merged = mergeFeedRecords(records);
-    const sourceId = options.sourceId ?? null;
+    const writer = options.writer ?? OPERATOR;
+    const sourceId = writerSourceId(writer);
     await this.transaction(async (tx) => {
-      const productRow = (p: FeedRecord["product"]) => ({ gtin: p.gtin, title: p.title ?? "", brand: p.brand ?? null, imageUrl: p.imageUrl ?? null, updatedAt: now });
-      const keepOrReplace = {
-        brand: sql`coalesce(excluded.brand, ${products.brand})`,
-        imageUrl: sql`coalesce(excluded.image_url, ${products.imageUrl})`,
+      // A new product gets the empty title when none is given; an update reads it as "absent".
+      const productRow = (p: FeedRecord["product"]) => ({ gtin: p.gtin, title: p.title ?? "", brand: p.brand ?? null, imageUrl: p.imageUrl ?? null, updatedAt: now, describedBy: sourceId });
+      const described = productDescriptionUpdates(descriptionPrecedence(writer));
+      const set = {
+        title: sql.raw(described.title),
+        brand: sql.raw(described.brand),
+        imageUrl: sql.raw(described.image_url),
+        describedBy: sql.raw(described.described_by),
         updatedAt: sql`excluded.updated_at`,
       };
-      for (const chunk of chunks(merged.products.filter((p) => p.title !== undefined))) {
-        await tx
-          .insert(products)
-          .values(chunk.map(productRow))
-          .onConflictDoUpdate({ target: products.gtin, set: { title: sql`excluded.title`, ...keepOrReplace } });
-      }
-      for (const chunk of chunks(merged.products.filter((p) => p.title === undefined))) {
-        await tx.insert(products).values(chunk.map(productRow)).onConflictDoUpdate({ target: products.gtin, set: keepOrReplace });
+      for (const chunk of chunks(merged.products)) {
+        await tx.insert(products).values(chunk.map(productRow)).onConflictDoUpdate({ target: products.gtin, set });
       }
       for (const chunk of chunks(merged.merchants.filter((m) => m.name !== undefined))) {
         await tx
@@ -1866,6 +1866,15 @@ export class PostgresStore implements Store {
 
   async listFeedSources(): Promise<FeedSource[]> {
     return this.db.select().from(feedSources).where(isNull(feedSources.removedAt)).orderBy(asc(feedSources.id));
+  }
+
+  async setFeedSourceTrust(id: string, trust: FeedSourceTrust): Promise<FeedSource | null> {
+    const [row] = await this.db
+      .update(feedSources)
+      .set({ merchants: trust.merchants, authoritative: trust.authoritative })
+      .where(and(eq(feedSources.id, id), isNull(feedSources.removedAt)))
+      .returning();
+    return row ?? null;
   }
 
   async removeFeedSource(id: string, now: number): Promise<FeedSource | null> {

@@ -19,7 +19,8 @@ import type {
   SubscriptionRecord,
 } from "./billing-records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
-import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
+import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feed-writers";
+import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./sqlite-webhooks";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
@@ -122,7 +123,15 @@ const PRODUCT_CACHE_SIZE = 100_000;
 
 const FEED_SOURCE_SELECT = `SELECT id, name, kind, location, format, interval_ms AS intervalMs, timeout_ms AS timeoutMs, retries, etag,
   last_modified AS lastModified, next_run_at AS nextRunAt, lease_owner AS leaseOwner, lease_until AS leaseUntil, last_run_at AS lastRunAt,
-  last_success_at AS lastSuccessAt, created_at AS createdAt, removed_at AS removedAt FROM feed_sources`;
+  last_success_at AS lastSuccessAt, created_at AS createdAt, removed_at AS removedAt, merchants, authoritative FROM feed_sources`;
+
+/** A feed_sources row as FEED_SOURCE_SELECT reads it: merchants as JSON text, authoritative as 0 or 1. */
+type FeedSourceRow = Omit<FeedSource, "merchants" | "authoritative"> & { merchants: string; authoritative: number };
+
+function feedSourceOf(row: FeedSourceRow | null): FeedSource | null {
+  return row === null ? null : { ...row, merchants: JSON.parse(row.merchants) as string[], authoritative: row.authoritative === 1 };
+}
+
 const FEED_RUN_SELECT = `SELECT id, source_id AS sourceId, trigger, status, started_at AS startedAt, duration_ms AS durationMs, file, http_status AS httpStatus,
   attempts, records_read AS recordsRead, products, offers, rejected_count AS rejectedCount, rejected, error FROM feed_runs`;
 const FEED_TOKEN_SELECT = `SELECT id, source_id AS sourceId, scope, name, created_at AS createdAt, revoked_at AS revokedAt, last_used_at AS lastUsedAt FROM feed_tokens`;
@@ -437,11 +446,11 @@ export class SQLiteStore implements Store {
   // empty title a new product gets without one is also how an update tells "absent".
   private readonly importStatements = new Map<string, Statement>();
 
-  private importStatement(kind: "product" | "offer", rows: number): Statement {
+  private importStatement(kind: ImportKind, rows: number): Statement {
     const key = `${kind}:${rows}`;
     let statement = this.importStatements.get(key);
     if (statement === undefined) {
-      statement = this.database.prepare(kind === "product" ? productUpsertSQL(rows) : offerUpsertSQL(rows));
+      statement = this.database.prepare(kind === "offer" ? offerUpsertSQL(rows) : productUpsertSQL(rows, kind === "product-any" ? "any" : "own"));
       this.importStatements.set(key, statement);
     }
     return statement;
@@ -454,7 +463,7 @@ export class SQLiteStore implements Store {
   );
 
   /** Runs the `kind` upsert over `values` (`columns` per row), IMPORT_ROWS_PER_STATEMENT rows per statement. */
-  private upsertRows(kind: "product" | "offer", columns: number, values: SQLQueryBindings[]): void {
+  private upsertRows(kind: ImportKind, columns: number, values: SQLQueryBindings[]): void {
     const perStatement = IMPORT_ROWS_PER_STATEMENT * columns;
     for (let start = 0; start < values.length; start += perStatement) {
       const chunk = start === 0 && values.length <= perStatement ? values : values.slice(start, start + perStatement);
@@ -462,11 +471,13 @@ export class SQLiteStore implements Store {
     }
   }
 
-  async applyFeedRecords(records: FeedRecord[], now: number, options: { sourceId?: string } = {}): Promise<{ products: number; offers: number }> {
-    const sourceId = options.sourceId ?? null;
+  async applyFeedRecords(records: FeedRecord[], now: number, options: { writer?: FeedWriter } = {}): Promise<{ products: number; offers: number }> {
+    const writer = options.writer ?? OPERATOR;
+    const sourceId = writerSourceId(writer);
+    const productKind: ImportKind = descriptionPrecedence(writer) === "any" ? "product-any" : "product-own";
     const { products: mergedProducts, merchants: mergedMerchants } = mergeProductsAndMerchants(records);
     const productValues: SQLQueryBindings[] = [];
-    for (const product of mergedProducts) productValues.push(product.gtin, product.title ?? "", product.brand ?? null, product.imageUrl ?? null, now);
+    for (const product of mergedProducts) productValues.push(product.gtin, product.title ?? "", product.brand ?? null, product.imageUrl ?? null, now, sourceId);
     const offerValues: SQLQueryBindings[] = [];
     for (const { product, offer } of records) {
       if (offer === undefined) continue;
@@ -474,7 +485,7 @@ export class SQLiteStore implements Store {
     }
     const merchantStatement = this.importMerchant();
     return this.write(() => {
-      this.upsertRows("product", PRODUCT_COLUMNS, productValues);
+      this.upsertRows(productKind, PRODUCT_COLUMNS, productValues);
       for (const merchant of mergedMerchants) merchantStatement.run(merchant.id, merchant.name ?? null);
       this.upsertRows("offer", OFFER_COLUMNS, offerValues);
       return { products: records.length, offers: offerValues.length / OFFER_COLUMNS };
@@ -1577,24 +1588,36 @@ export class SQLiteStore implements Store {
       if (taken !== null) return null;
       this.database
         .query(
-          `INSERT INTO feed_sources (id, name, kind, location, format, interval_ms, timeout_ms, retries, next_run_at, created_at)
-           VALUES ($id, $name, $kind, $location, $format, $intervalMs, $timeoutMs, $retries, $nextRunAt, $createdAt)`,
+          `INSERT INTO feed_sources (id, name, kind, location, format, interval_ms, timeout_ms, retries, next_run_at, created_at, merchants, authoritative)
+           VALUES ($id, $name, $kind, $location, $format, $intervalMs, $timeoutMs, $retries, $nextRunAt, $createdAt, $merchants, $authoritative)`,
         )
-        .run({ ...source, nextRunAt: source.intervalMs === null ? null : source.createdAt });
+        .run({ ...source, nextRunAt: source.intervalMs === null ? null : source.createdAt, merchants: JSON.stringify(source.merchants), authoritative: source.authoritative ? 1 : 0 });
       return this.feedSourceById(source.id);
     });
   }
 
   private feedSourceById(id: string): FeedSource | null {
-    return this.database.query<FeedSource, [string]>(`${FEED_SOURCE_SELECT} WHERE id = ?`).get(id);
+    return feedSourceOf(this.database.query<FeedSourceRow, [string]>(`${FEED_SOURCE_SELECT} WHERE id = ?`).get(id));
   }
 
   async getFeedSource(idOrName: string): Promise<FeedSource | null> {
-    return this.database.query<FeedSource, [string, string]>(`${FEED_SOURCE_SELECT} WHERE id = ? OR (name = ? AND removed_at IS NULL)`).get(idOrName, idOrName);
+    return feedSourceOf(this.database.query<FeedSourceRow, [string, string]>(`${FEED_SOURCE_SELECT} WHERE id = ? OR (name = ? AND removed_at IS NULL)`).get(idOrName, idOrName));
   }
 
   async listFeedSources(): Promise<FeedSource[]> {
-    return this.database.query<FeedSource, []>(`${FEED_SOURCE_SELECT} WHERE removed_at IS NULL ORDER BY id`).all();
+    return this.database.query<FeedSourceRow, []>(`${FEED_SOURCE_SELECT} WHERE removed_at IS NULL ORDER BY id`).all().map((row) => feedSourceOf(row)!);
+  }
+
+  async setFeedSourceTrust(id: string, trust: FeedSourceTrust): Promise<FeedSource | null> {
+    return this.write(() => {
+      const merchants = trust.merchants === undefined ? null : JSON.stringify(trust.merchants);
+      const authoritative = trust.authoritative === undefined ? null : Number(trust.authoritative);
+      this.database
+        .query("UPDATE feed_sources SET merchants = coalesce(?, merchants), authoritative = coalesce(?, authoritative) WHERE id = ? AND removed_at IS NULL")
+        .run(merchants, authoritative, id);
+      const source = this.feedSourceById(id);
+      return source?.removedAt === null ? source : null;
+    });
   }
 
   async removeFeedSource(id: string, now: number): Promise<FeedSource | null> {
@@ -1904,7 +1927,10 @@ const PRICE_HISTORY_SQL = `
 
 /** Rows per import upsert statement: past about a hundred, longer statements stop paying off. */
 const IMPORT_ROWS_PER_STATEMENT = 100;
-const PRODUCT_COLUMNS = 5;
+const PRODUCT_COLUMNS = 6;
+
+/** The upsert statements of an import: products under either description precedence, offers. */
+type ImportKind = "product-any" | "product-own" | "offer";
 const OFFER_COLUMNS = 10;
 
 function valuesList(rows: number, columns: number): string {
@@ -1912,10 +1938,10 @@ function valuesList(rows: number, columns: number): string {
   return Array.from({ length: rows }, () => row).join(", ");
 }
 
-function productUpsertSQL(rows: number): string {
-  return `INSERT INTO products (gtin, title, brand, image_url, updated_at) SELECT * FROM (VALUES ${valuesList(rows, PRODUCT_COLUMNS)}) WHERE true
-    ON CONFLICT (gtin) DO UPDATE SET title = coalesce(nullif(excluded.title, ''), title), brand = coalesce(excluded.brand, brand),
-      image_url = coalesce(excluded.image_url, image_url), updated_at = excluded.updated_at`;
+function productUpsertSQL(rows: number, precedence: "any" | "own"): string {
+  const described = Object.entries(productDescriptionUpdates(precedence)).map(([column, value]) => `${column} = ${value}`);
+  return `INSERT INTO products (gtin, title, brand, image_url, updated_at, described_by) SELECT * FROM (VALUES ${valuesList(rows, PRODUCT_COLUMNS)}) WHERE true
+    ON CONFLICT (gtin) DO UPDATE SET ${described.join(", ")}, updated_at = excluded.updated_at`;
 }
 
 function offerUpsertSQL(rows: number): string {

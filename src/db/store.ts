@@ -14,7 +14,8 @@ import type {
   SubscriptionRecord,
 } from "./billing-records";
 import type { ClaimedDelivery, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhook-records";
-import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
+import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
+import type { FeedWriter } from "./feed-writers";
 
 export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
 export type BucketSource = "pack" | "subscription" | "grant" | "trial";
@@ -266,11 +267,13 @@ export interface Store {
   touchApiKeys(lastUsed: Map<string, number>): Promise<void>;
 
   /**
-   * Upserts valid feed records in one transaction; offers keep the newer observedAt. `sourceId`
-   * marks the offers written as that feed source's (per-source freshness); without it they are the
-   * operator's. Price history rows are written by triggers on the offers table.
+   * Upserts valid feed records in one transaction; offers keep the newer observedAt. The writer
+   * (the operator by default) stamps the offers written with its source (per-source freshness) and
+   * decides whether the records' titles, brands and images replace the stored ones (feed-writers.ts);
+   * which merchants it may write is checked before. Price history rows are written by triggers on
+   * the offers table.
    */
-  applyFeedRecords(records: FeedRecord[], now: number, options?: { sourceId?: string }): Promise<{ products: number; offers: number }>;
+  applyFeedRecords(records: FeedRecord[], now: number, options?: { writer?: FeedWriter }): Promise<{ products: number; offers: number }>;
   findProductWithOffers(gtin: string): Promise<{ product: ProductRecord; offers: OfferRecord[] } | null>;
   /** findProductWithOffers for several GTINs at once (a batch look-up), in their order. */
   findProductsWithOffers(gtins: readonly string[]): Promise<Array<{ product: ProductRecord; offers: OfferRecord[] } | null>>;
@@ -445,6 +448,8 @@ export interface Store {
   listFeedSources(): Promise<FeedSource[]>;
   /** Marks a source removed (its runs and offers stay; its tokens stop working); null when missing or already removed. */
   removeFeedSource(id: string, now: number): Promise<FeedSource | null>;
+  /** Changes a source's merchants or precedence; null when missing or removed. */
+  setFeedSourceTrust(id: string, trust: FeedSourceTrust): Promise<FeedSource | null>;
   /**
    * Claims the scheduled sources that are due by the store's clock (PostgreSQL's, shared by every
    * instance) and not leased: each claimed source gets `owner`'s lease, for its worst case

@@ -32,7 +32,7 @@ async function cli(...args: string[]): Promise<{ code: number; output: any }> {
 
 describe("price-service feeds and history", () => {
   test("a URL source is added, run now, listed with its freshness and its run report", async () => {
-    const added = (await cli("feeds", "add", "shop-a", "--url", `${upstream.url}/feed.ndjson`, "--every", "10m", "--timeout", "5s", "--retries", "1", "--json")).output;
+    const added = (await cli("feeds", "add", "shop-a", "--url", `${upstream.url}/feed.ndjson`, "--every", "10m", "--timeout", "5s", "--retries", "1", "--merchants", "shop-a", "--json")).output;
     expect(added).toMatchObject({ name: "shop-a", kind: "url", intervalSeconds: 600, timeoutMs: 5000, retries: 1, lastSuccessAt: null });
     const run = await cli("feeds", "run", "shop-a", "--json");
     expect(run.code).toBe(0);
@@ -43,9 +43,30 @@ describe("price-service feeds and history", () => {
     expect((await cli("feeds", "runs", "shop-a", "--json")).output.map((r: any) => r.status)).toEqual(["ok"]);
   });
 
+  test("the operator's CLI shows a source's whole URL, token in its path and query included", async () => {
+    const url = "https://user:pass@feeds.example/t/PATH-TOKEN/feed.ndjson?key=QUERY-TOKEN";
+    expect((await cli("feeds", "add", "tokened", "--url", url, "--json")).output.location).toBe(url);
+    expect((await cli("feeds", "list", "--json")).output.find((s: any) => s.name === "tokened").location).toBe(url);
+    expect((await cli("feeds", "list")).output).toContain(url);
+  });
+
+  test("a source's merchants and precedence are declared by feeds add, changed by feeds set and shown by feeds list", async () => {
+    const added = (await cli("feeds", "add", "catalogue", "--push", "--merchants", "shop-c, shop-d,shop-c", "--authoritative", "--json")).output;
+    expect(added).toMatchObject({ name: "catalogue", merchants: ["shop-c", "shop-d"], authoritative: true });
+    expect((await cli("feeds", "add", "unbound", "--push")).output).toContain("bound to no merchant, so its offers are rejected");
+    expect((await cli("feeds", "set", "catalogue", "--merchants", "shop-e", "--not-authoritative", "--json")).output).toMatchObject({ merchants: ["shop-e"], authoritative: false });
+    expect((await cli("feeds", "set", "unbound", "--authoritative", "--json")).output).toMatchObject({ merchants: [], authoritative: true });
+    const listed = (await cli("feeds", "list")).output;
+    expect(listed).toMatch(/catalogue\tpush\tmerchants shop-e\tlast success/);
+    expect(listed).toMatch(/unbound\tpush\tmerchants none\tauthoritative\t/);
+    await expect(cli("feeds", "set", "catalogue")).rejects.toThrow("feeds set needs --merchants");
+    await expect(cli("feeds", "set", "catalogue", "--authoritative", "--not-authoritative")).rejects.toThrow("not both");
+    await expect(cli("feeds", "add", "long", "--push", "--merchants", "x".repeat(101))).rejects.toThrow("longer than 100 characters");
+  });
+
   test("a directory source and the price history of what it wrote, then prune", async () => {
     writeFileSync(join(directory, "prices.ndjson"), [offerLine(PEN, "shop-d", "5.00", Date.now() - 3000), offerLine(PEN, "shop-d", "4.50", Date.now() - 2000)].join("\n"));
-    expect((await cli("feeds", "add", "drop", "--directory", directory, "--json")).output).toMatchObject({ kind: "directory", intervalSeconds: 60, location: directory });
+    expect((await cli("feeds", "add", "drop", "--directory", directory, "--merchants", "shop-d", "--json")).output).toMatchObject({ kind: "directory", intervalSeconds: 60, location: directory });
     expect((await cli("feeds", "run", "drop", "--json")).output).toEqual([expect.objectContaining({ file: "prices.ndjson", offers: 2 })]);
     expect((await cli("feeds", "run", "drop", "--json")).output).toEqual([]);
     const history = (await cli("history", "show", "4006381333931", "--merchant", "shop-d", "--json")).output;
@@ -60,7 +81,7 @@ describe("price-service feeds and history", () => {
     const inbox = mkdtempSync(join(tmpdir(), "feeds-progress-"));
     try {
       writeFileSync(join(inbox, "a.ndjson"), [offerLine(PEN, "shop-p", "5.00", Date.now() - 3000), "{"].join("\n"));
-      await cli("feeds", "add", "inbox", "--directory", inbox);
+      await cli("feeds", "add", "inbox", "--directory", inbox, "--merchants", "shop-p");
       const writes: string[] = [];
       expect(await main(["feeds", "run", "inbox", "--database-url", database.url], () => {}, () => {}, { isTTY: true, write: (text: string) => writes.push(text) })).toBe(0);
       expect(writes).toEqual([expect.stringMatching(/^\r\x1b\[Kinbox a\.ndjson: 2 records, 1 offers, 1 rejected, \d+ records\/s, \d+ B read$/), "\r\x1b[K"]);

@@ -1,6 +1,7 @@
 // Feeds over a real port, on the product under test (sources or PRICE_SERVICE_BIN): a URL source
 // declared with the CLI is pulled by `serve` from a local HTTP server, and a billed look-up then
-// answers `fresh-offer` for one of its products; a push with a feed token, a revoked one refused.
+// answers `fresh-offer` for one of its products; a push with a feed token, a revoked one refused; a
+// source writes only its own merchants' offers and never replaces another source's descriptions.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { feedServer } from "../feeds/feed-helpers";
 import { expectProblem, feedLine, jsonOf, type Service, startService } from "./harness";
@@ -12,6 +13,7 @@ let customerKey: string;
 let readToken: string;
 let pushToken: string;
 let pushTokenId: string;
+let rogueToken: string;
 const upstream = feedServer((request) =>
   request.headers.get("if-none-match") === '"feed-1"'
     ? new Response(null, { status: 304 })
@@ -24,8 +26,10 @@ beforeAll(async () => {
       const { id } = jsonOf(await cli(["orgs", "create", "--name", "Feeds", "--json"]));
       jsonOf(await cli(["credits", "grant", "--org", id, "--amount", "10", "--json"]));
       customerKey = jsonOf(await cli(["keys", "create", "--org", id, "--name", "feeds", "--json"])).clearKey;
-      expect(jsonOf(await cli(["feeds", "add", "merchant-a", "--url", `${upstream.url}/feed.ndjson`, "--every", "1s", "--timeout", "5s", "--json"]))).toMatchObject({ name: "merchant-a", kind: "url", intervalSeconds: 1 });
-      jsonOf(await cli(["feeds", "add", "pos", "--push", "--json"]));
+      expect(jsonOf(await cli(["feeds", "add", "merchant-a", "--url", `${upstream.url}/feed.ndjson`, "--every", "1s", "--timeout", "5s", "--merchants", "shop-a", "--json"]))).toMatchObject({ name: "merchant-a", kind: "url", intervalSeconds: 1, merchants: ["shop-a"] });
+      jsonOf(await cli(["feeds", "add", "pos", "--push", "--merchants", "pos-1,pos-2", "--json"]));
+      jsonOf(await cli(["feeds", "add", "rogue", "--push", "--merchants", "rogue-shop", "--json"]));
+      rogueToken = jsonOf(await cli(["feeds", "token", "create", "--source", "rogue", "--json"])).clearToken;
       readToken = jsonOf(await cli(["feeds", "token", "create", "--read", "--name", "e2e", "--json"])).clearToken;
       const push = jsonOf(await cli(["feeds", "token", "create", "--source", "pos", "--json"]));
       pushToken = push.clearToken;
@@ -68,10 +72,36 @@ describe("feeds against the running product", () => {
 
   test("the operator CLI and /metrics show the source's last success and fresh share", async () => {
     const list = jsonOf(await service.cli(["feeds", "list", "--json"]));
-    expect(list.find((source: any) => source.name === "merchant-a")).toMatchObject({ silent: false, freshness: { offers: 1, freshOffers: 1, freshRatio: 1 } });
+    expect(list.find((source: any) => source.name === "merchant-a")).toMatchObject({ silent: false, merchants: ["shop-a"], location: `${upstream.url}/feed.ndjson`, freshness: { offers: 1, freshOffers: 1, freshRatio: 1 } });
+    const sources = await service.request("/api/v1/feeds/sources", { headers: { authorization: `Bearer ${readToken}` } });
+    expect((await sources.json()).items.find((source: any) => source.name === "merchant-a")).toMatchObject({ merchants: ["shop-a"], location: upstream.url });
     const metrics = await (await service.request("/metrics")).text();
     expect(metrics).toContain('price_service_feed_fresh_ratio{source="merchant-a"} 1');
     expect(metrics).toMatch(/price_service_feed_runs_total\{source="merchant-a",status="ok"\} [1-9]/);
+  });
+
+  test("a source's push for another source's merchant is rejected with the reason; its own offer is written without replacing the product's title", async () => {
+    const line = (merchantId: string, price: string, observedAt: number) =>
+      JSON.stringify({ gtin: PULLED, title: "FREE MONEY", imageUrl: "https://evil.example/x.jpg", merchantId, merchantName: "Hijacked", price, currency: "EUR", observedAt: new Date(observedAt).toISOString() });
+    const ahead = new Date(Date.now() + 3 * 60_000);
+    const body = [line("shop-a", "0.01", Date.now()), line("rogue-shop", "13.50", Date.now() - 1000), line("rogue-shop", "0.02", ahead.getTime())].join("\n");
+    const pushed = await service.request("/api/v1/feeds/push", { method: "POST", headers: { authorization: `Bearer ${rogueToken}`, "content-type": "application/x-ndjson" }, body });
+    expect(pushed.status).toBe(200);
+    const run = await pushed.json();
+    expect(run).toMatchObject({ trigger: "push", status: "ok", recordsRead: 3, offers: 1, rejectedCount: 2 });
+    expect(run.rejected).toEqual([
+      { line: 1, error: 'merchantId: "shop-a" is not a merchant of source rogue (it may write rogue-shop)' },
+      { line: 3, error: expect.stringMatching(/^observedAt: ".+" is more than 60 s in the future$/) },
+    ]);
+    expect((await runsOf("rogue"))[0]).toMatchObject({ id: run.id, rejectedCount: 2 });
+
+    const response = await service.request(`/api/v1/products/${PULLED}/price`, { headers: { authorization: `Bearer ${customerKey}` } });
+    const { data } = await response.json();
+    expect(data.product).toMatchObject({ title: `Product ${PULLED}`, imageUrl: null });
+    expect(data.offers.map((offer: any) => [offer.merchant.id, offer.merchant.name, offer.price.amount])).toEqual([
+      ["shop-a", "Merchant shop-a", 1299],
+      ["rogue-shop", "Hijacked", 1350],
+    ]);
   });
 
   test("a push with a feed token is written and reported; after revocation it is 401 and nothing is written", async () => {

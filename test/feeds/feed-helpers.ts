@@ -7,6 +7,9 @@ export function offerLine(gtin: string, merchantId: string, price: string, obser
   return JSON.stringify({ gtin, title: `Product ${gtin}`, merchantId, merchantName: `Merchant ${merchantId}`, price, currency: "EUR", availability: "in_stock", observedAt: new Date(observedAt).toISOString(), ...extra });
 }
 
+/** The merchants a test source is bound to unless it says otherwise. */
+export const TEST_MERCHANTS = ["shop-a", "shop-b"];
+
 export async function addSource(store: Store, input: Partial<NewFeedSource> & { name: string; kind: NewFeedSource["kind"] }, now: number): Promise<FeedSource> {
   const source = await store.createFeedSource({
     id: newId("src", now),
@@ -16,7 +19,9 @@ export async function addSource(store: Store, input: Partial<NewFeedSource> & { 
     timeoutMs: 2000,
     retries: 0,
     createdAt: now,
+    authoritative: false,
     ...input,
+    merchants: input.merchants ?? TEST_MERCHANTS,
   });
   if (source === null) throw new Error(`source ${input.name} exists`);
   return source;

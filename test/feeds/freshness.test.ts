@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { redactLocation } from "../../src/modules/feeds/freshness";
+import { publicLocation } from "../../src/modules/feeds/freshness";
 import { createFeedToken } from "../../src/modules/feeds/tokens";
 import { createOrganization, createTestContext, json, type TestContext } from "../helpers";
 import { addSource, offerLine } from "./feed-helpers";
@@ -15,7 +15,7 @@ beforeEach(async () => {
   context = await createTestContext({ FRESHNESS_WINDOW: "24h" });
   const now = context.clock.now();
   const source = await addSource(context.store, { name: "pos", kind: "push" }, now);
-  await addSource(context.store, { name: "quiet", kind: "url", location: "https://user:secret@feeds.example/feed" }, now);
+  await addSource(context.store, { name: "quiet", kind: "url", location: "https://user:secret@feeds.example:8443/t/SECRET-PATH-TOKEN/feed.ndjson?apikey=SECRET-QUERY" }, now);
   readToken = (await createFeedToken(context.store, { scope: "read", sourceId: null, name: "ops", now })).clearToken;
   pushToken = (await createFeedToken(context.store, { scope: "push", sourceId: source.id, name: "pos", now })).clearToken;
 });
@@ -40,13 +40,22 @@ describe("freshness per source", () => {
       ["quiet", "url", { offers: 0, freshOffers: 0, freshRatio: 0 }, false],
     ]);
     expect(items[0].lastSuccessAt).toBe(new Date(now).toISOString());
-    expect(items[1].location).toBe("https://***:***@feeds.example/feed");
+    expect(items[1].location).toBe("https://feeds.example:8443");
   });
 
-  test("a location shows no user name, password or query value: any of them may be a credential", () => {
-    expect(redactLocation("https://ghp_SECRET@feeds.example/feed?apikey=SECRET&format=csv")).toBe("https://***@feeds.example/feed?apikey=***&format=***");
-    expect(redactLocation("https://feeds.example/feed.ndjson")).toBe("https://feeds.example/feed.ndjson");
-    expect(redactLocation("/var/feeds/drop")).toBe("/var/feeds/drop");
+  test("the read endpoints show a URL source's scheme and host only: no user, password, path or query, where feed hosts put tokens", async () => {
+    const response = await read("/api/v1/feeds/sources");
+    const text = await response.text();
+    expect(text).not.toContain("SECRET");
+    expect(text).not.toContain("secret");
+    expect(JSON.parse(text).items.find((s: any) => s.name === "quiet").location).toBe("https://feeds.example:8443");
+  });
+
+  test("a location shown over HTTP is a URL's scheme and host, or a directory as it is", () => {
+    expect(publicLocation("https://ghp_SECRET@feeds.example/feed?apikey=SECRET&format=csv")).toBe("https://feeds.example");
+    expect(publicLocation("http://feeds.example/SECRET/feed.ndjson#SECRET")).toBe("http://feeds.example");
+    expect(publicLocation("/var/feeds/drop")).toBe("/var/feeds/drop");
+    expect(publicLocation(null)).toBeNull();
   });
 
   test("/metrics has the last success, offer counts and fresh share per source, and counts runs", async () => {

@@ -115,6 +115,17 @@ describe("URL sources", () => {
     expect(runs.items[0]!.rejected).toEqual(run!.rejected);
   });
 
+  test("a pulled record for a merchant the source is not bound to is rejected and reported; the source's own are written", async () => {
+    const now = Date.now();
+    const body = [offerLine(PEN, "shop-a", "12.99", now), offerLine(PEN, "shop-x", "0.01", now, { merchantName: "Not yours" })].join("\n");
+    const server = serve(() => new Response(body));
+    const source = await addSource(store, { name: "merchant-a", kind: "url", location: `${server.url}/feed.ndjson`, merchants: ["shop-a"] }, now);
+    const [run] = (await scheduler.runNow(source))!;
+    expect(run).toMatchObject({ status: "ok", recordsRead: 2, offers: 1, rejectedCount: 1, rejected: [{ line: 2, error: 'merchantId: "shop-x" is not a merchant of source merchant-a (it may write shop-a)' }] });
+    expect((await store.findProductWithOffers(PEN))!.offers.map((offer) => offer.merchantId)).toEqual(["shop-a"]);
+    expect(await queryRows(store, "SELECT id FROM merchants WHERE id = 'shop-x'")).toEqual([]);
+  });
+
   test("gzip: Content-Encoding is decoded, a .csv.gz file is gunzipped and read as CSV", async () => {
     const now = new Date().toISOString();
     const csv = `gtin,merchantId,price,currency,observedAt\n${PEN},shop-a,3.10,EUR,${now}\n${UPC},shop-a,4.10,EUR,${now}\n`;
@@ -123,7 +134,7 @@ describe("URL sources", () => {
         ? new Response(Bun.gzipSync(new TextEncoder().encode(csv)), { headers: { "content-type": "application/gzip" } })
         : new Response(Bun.gzipSync(new TextEncoder().encode(offerLine(PEN, "shop-z", "9.99", Date.now()))), { headers: { "content-encoding": "gzip" } }),
     );
-    const encoded = await addSource(store, { name: "encoded", kind: "url", location: `${server.url}/feed` }, Date.now());
+    const encoded = await addSource(store, { name: "encoded", kind: "url", location: `${server.url}/feed`, merchants: ["shop-a", "shop-z"] }, Date.now());
     expect((await scheduler.runNow(encoded))![0]).toMatchObject({ status: "ok", offers: 1 });
     const file = await addSource(store, { name: "file", kind: "url", location: `${server.url}/feed.csv.gz` }, Date.now());
     expect((await scheduler.runNow(file))![0]).toMatchObject({ status: "ok", recordsRead: 2, offers: 2 });
@@ -131,7 +142,7 @@ describe("URL sources", () => {
 
   test("a .gz file served with Content-Encoding: gzip (decoded by fetch already) is read, not gunzipped twice", async () => {
     const server = serve(() => new Response(Bun.gzipSync(new TextEncoder().encode(offerLine(PEN, "shop-g", "5.55", Date.now()))), { headers: { "content-encoding": "gzip", "content-type": "application/gzip" } }));
-    const source = await addSource(store, { name: "s3-style", kind: "url", location: `${server.url}/feed.ndjson.gz` }, Date.now());
+    const source = await addSource(store, { name: "s3-style", kind: "url", location: `${server.url}/feed.ndjson.gz`, merchants: ["shop-g"] }, Date.now());
     expect((await scheduler.runNow(source))![0]).toMatchObject({ status: "ok", offers: 1 });
   });
 
@@ -217,6 +228,16 @@ describe("directory sources", () => {
 
     writeFileSync(join(directory, "b.ndjson"), offerLine(PEN, "shop-b", "2.50", now + 1));
     expect((await scheduler.runNow(source))!.map((run) => run.file)).toEqual(["b.ndjson"]);
+  });
+
+  test("a scanned file's records for a merchant the source is not bound to are rejected and reported", async () => {
+    const now = Date.now();
+    writeFileSync(join(directory, "prices.ndjson"), [offerLine(PEN, "shop-x", "0.01", now), offerLine(UPC, "shop-d", "3.00", now)].join("\n"));
+    const source = await addSource(store, { name: "drop", kind: "directory", location: directory, merchants: ["shop-d"] }, now);
+    const [run] = (await scheduler.runNow(source))!;
+    expect(run).toMatchObject({ file: "prices.ndjson", offers: 1, rejectedCount: 1, rejected: [{ line: 1, error: 'merchantId: "shop-x" is not a merchant of source drop (it may write shop-d)' }] });
+    expect(await store.findProductWithOffers(PEN)).toBeNull();
+    expect((await store.findProductWithOffers(UPC))!.offers.map((offer) => offer.merchantId)).toEqual(["shop-d"]);
   });
 
   test("a file that vanishes between the listing and its import gives a failed run and the scan goes on", async () => {

@@ -41,6 +41,8 @@ test("two instances with one scheduled source pull it once per period", async ()
     timeoutMs: 1000,
     retries: 0,
     createdAt: Date.now(),
+    merchants: ["shop-a"],
+    authoritative: false,
   });
   const startedAt = Date.now();
   await Bun.sleep(4 * INTERVAL_MS + 1000);

@@ -4,9 +4,10 @@ import { systemClock } from "../../lib/clock";
 import { parseDuration } from "../../lib/duration";
 import { newId } from "../../lib/ids";
 import { createLogger } from "../../lib/logger";
-import { runJSON, sourceJSON, sourceStatuses } from "../../modules/feeds/freshness";
+import { operatorSourceJSON, runJSON, sourceStatuses } from "../../modules/feeds/freshness";
 import { FeedScheduler, MAX_FEED_RETRIES } from "../../modules/feeds/scheduler";
 import { createFeedToken, feedTokenJSON } from "../../modules/feeds/tokens";
+import { MAX_MERCHANT_ID_CHARS } from "../../modules/ingest/feed-record";
 import { type Command, output, parseCommandArgs, programName, requireOption, UsageError, wholeNumber } from "../command";
 import { importProgressLine } from "./import";
 
@@ -23,6 +24,9 @@ const DETAILS = `Sources:
              not seen before) is imported once, oldest first; names starting with "." or ending in .tmp/.part are
              skipped (write the file, then rename it); .csv and .csv.gz are CSV, other files NDJSON; .gz is gunzipped
   push       POST ${"/api/v1/feeds/push"} with Authorization: Bearer <push token>, Content-Type application/x-ndjson or text/csv
+A source writes offers (and merchant names) only for the merchants of --merchants (ids, comma-separated); a
+record for any other merchant is rejected and reported. A product's title, brand and image stay those of the
+first writer that gave them, unless a source is --authoritative; the operator's import always replaces them.
 Records follow the rules of import (see import --help). Every run keeps a report: feeds runs SOURCE.
 A source is silent when it has had no successful run within FRESHNESS_WINDOW; serve logs a warning for it.
 Tokens are shown once and stored only as a SHA-256 hash: a push token posts to one source, a read token reads
@@ -32,10 +36,11 @@ export const feedsCommand: Command = {
   name: "feeds",
   summary: "Declare feed sources (URL, directory, push), see their freshness and runs, manage feed tokens",
   usage: [
-    "feeds add NAME --url URL [--every 15m] [--timeout 30s] [--retries 3] [--format ndjson|csv] [--json]",
-    "feeds add NAME --directory DIR [--every 1m] [--format ndjson|csv] [--json]",
-    "feeds add NAME --push [--json]",
-    "feeds list [--json]   (each source's last run, last success and share of fresh offers)",
+    "feeds add NAME --url URL [--merchants ID,…] [--authoritative] [--every 15m] [--timeout 30s] [--retries 3] [--format ndjson|csv] [--json]",
+    "feeds add NAME --directory DIR [--merchants ID,…] [--authoritative] [--every 1m] [--format ndjson|csv] [--json]",
+    "feeds add NAME --push [--merchants ID,…] [--authoritative] [--json]",
+    "feeds set SOURCE [--merchants ID,…] [--authoritative | --not-authoritative] [--json]",
+    "feeds list [--json]   (each source's merchants, last run, last success and share of fresh offers)",
     "feeds runs SOURCE [--limit N] [--json]",
     "feeds run SOURCE [--json]   (pulls or scans a url or directory source now)",
     "feeds remove SOURCE [--json]",
@@ -58,6 +63,9 @@ export const feedsCommand: Command = {
       source: { type: "string" },
       name: { type: "string" },
       read: { type: "boolean", default: false },
+      merchants: { type: "string" },
+      authoritative: { type: "boolean", default: false },
+      "not-authoritative": { type: "boolean", default: false },
     });
     const json = values.json === true;
     const now = Date.now();
@@ -93,11 +101,23 @@ export const feedsCommand: Command = {
         const retries = values.retries === undefined ? 3 : wholeNumber(values.retries, "retries", 0);
         if (retries > MAX_FEED_RETRIES) throw new UsageError(`--retries must be at most ${MAX_FEED_RETRIES}`);
         const store = await context.store();
-        const source = await store.createFeedSource({ id: newId("src", now), name, kind, location, format: (values.format as "ndjson" | "csv" | undefined) ?? null, intervalMs, timeoutMs, retries, createdAt: now });
+        const merchants = merchantList(values.merchants ?? "");
+        const source = await store.createFeedSource({ id: newId("src", now), name, kind, location, format: (values.format as "ndjson" | "csv" | undefined) ?? null, intervalMs, timeoutMs, retries, createdAt: now, merchants, authoritative: values.authoritative === true });
         if (source === null) throw new UsageError(`a feed source named "${name}" already exists; feeds list shows them`);
-        const [status] = (await sourceStatuses(store, now, context.config.freshnessWindowMs)).filter((s) => s.source.id === source.id);
-        const hint = kind === "push" ? `\npush to it with a token: ${programName()} feeds token create --source ${name}` : "";
-        output(context, json, sourceJSON(status!), `${source.id}\t${source.name}\t${kind}${location === null ? "" : `\t${location}`}${hint}`);
+        const pushHint = kind === "push" ? `\npush to it with a token: ${programName()} feeds token create --source ${name}` : "";
+        const unboundHint = merchants.length === 0 ? `\nit is bound to no merchant, so its offers are rejected: ${programName()} feeds set ${name} --merchants ID,…` : "";
+        output(context, json, await statusJSON(context, source, now), `${source.id}\t${source.name}\t${kind}${location === null ? "" : `\t${location}`}\t${trustText(source)}${pushHint}${unboundHint}`);
+        return;
+      }
+      case "set": {
+        const source = await findSource(positionals[1]);
+        if (values.authoritative === true && values["not-authoritative"] === true) throw new UsageError("give --authoritative or --not-authoritative, not both");
+        const authoritative = values.authoritative === true ? true : values["not-authoritative"] === true ? false : undefined;
+        const merchants = values.merchants === undefined ? undefined : merchantList(values.merchants);
+        if (merchants === undefined && authoritative === undefined) throw new UsageError("feeds set needs --merchants ID,…, --authoritative or --not-authoritative");
+        const changed = await (await context.store()).setFeedSourceTrust(source.id, { merchants, authoritative });
+        if (changed === null) throw new UsageError(`no feed source "${positionals[1]}"`);
+        output(context, json, await statusJSON(context, changed, now), `${changed.id}\t${changed.name}\t${trustText(changed)}`);
         return;
       }
       case "list": {
@@ -105,9 +125,9 @@ export const feedsCommand: Command = {
         const rows = statuses.map((s) => {
           const last = s.source.lastSuccessAt === null ? "never" : new Date(s.source.lastSuccessAt).toISOString();
           const share = s.offers === 0 ? "no offers" : `${Math.round(s.freshRatio * 1000) / 10}% of ${s.offers} offers fresh`;
-          return `${s.source.id}\t${s.source.name}\t${s.source.kind}\tlast success ${last}\t${share}${s.silent ? "\tSILENT" : ""}`;
+          return `${s.source.id}\t${s.source.name}\t${s.source.kind}${s.source.location === null ? "" : `\t${s.source.location}`}\t${trustText(s.source)}\tlast success ${last}\t${share}${s.silent ? "\tSILENT" : ""}`;
         });
-        output(context, json, statuses.map(sourceJSON), rows.length === 0 ? `no feed sources; add one with ${programName()} feeds add NAME --url URL` : rows.join("\n"));
+        output(context, json, statuses.map(operatorSourceJSON), rows.length === 0 ? `no feed sources; add one with ${programName()} feeds add NAME --url URL` : rows.join("\n"));
         return;
       }
       case "runs": {
@@ -162,7 +182,7 @@ export const feedsCommand: Command = {
       case "token":
         return tokenCommand(context, positionals.slice(1), values, json, findSource, now);
       default:
-        throw new UsageError(`unknown subcommand "${positionals[0] ?? ""}"; use add, list, runs, run, remove or token`);
+        throw new UsageError(`unknown subcommand "${positionals[0] ?? ""}"; use add, set, list, runs, run, remove or token`);
     }
   },
 };
@@ -203,6 +223,24 @@ async function tokenCommand(
     default:
       throw new UsageError(`unknown subcommand "token ${positionals[0] ?? ""}"; use token create, token list or token revoke`);
   }
+}
+
+/** The merchant ids of --merchants: comma-separated, each as a feed's merchantId is written; "" is none. */
+function merchantList(raw: string): string[] {
+  const ids = raw.split(",").map((id) => id.trim()).filter((id) => id !== "");
+  const tooLong = ids.find((id) => id.length > MAX_MERCHANT_ID_CHARS);
+  if (tooLong !== undefined) throw new UsageError(`--merchants: "${tooLong}" is longer than ${MAX_MERCHANT_ID_CHARS} characters`);
+  return [...new Set(ids)];
+}
+
+/** A source's merchants and precedence, as feeds list prints them. */
+function trustText(source: FeedSource): string {
+  return `merchants ${source.merchants.length === 0 ? "none" : source.merchants.join(",")}${source.authoritative ? "\tauthoritative" : ""}`;
+}
+
+async function statusJSON(context: Parameters<Command["run"]>[0], source: FeedSource, now: number) {
+  const statuses = await sourceStatuses(await context.store(), now, context.config.freshnessWindowMs);
+  return operatorSourceJSON(statuses.find((s) => s.source.id === source.id)!);
 }
 
 function duration(raw: string, name: string, min: number, max: number): number {

@@ -13,11 +13,14 @@ const FEED_FIELDS = `Feed fields (one NDJSON object per line, or CSV with a head
   availability  in_stock | out_of_stock | preorder | unknown (default unknown)
   condition     new | used | refurbished (default new)
   url           optional http(s) URL of the offer
-  observedAt    ISO 8601 timestamp with a timezone; when the price was seen
+  observedAt    ISO 8601 timestamp with a timezone; when the price was seen; more than 60 s ahead of now
+                is rejected, up to 60 s ahead counts as now
 
 Example NDJSON line:
   {"gtin":"4006381333931","merchantId":"shop-1","price":"1.99","currency":"EUR","availability":"in_stock","observedAt":"2026-01-01T12:00:00Z"}
 
+The import is the operator's: it may write offers and names of any merchant, and its titles, brands and images
+replace those any feed source gave (feed sources write only their own merchants; see feeds --help).
 Without --format, FILE.csv is CSV, other files are NDJSON, and standard input is detected from its first line.
 An import with rejected lines exits 1 (after importing the valid lines) unless --allow-rejects is given.`;
 

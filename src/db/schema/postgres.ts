@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, check, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, boolean, check, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
 
 // The PostgreSQL twin of schema/sqlite.ts: same tables, columns and indexes, so one store
 // interface maps onto both. Timestamps are bigint epoch milliseconds read as JS numbers; credits
@@ -103,6 +103,8 @@ export const products = pgTable("products", {
   brand: text("brand"),
   imageUrl: text("image_url"),
   updatedAt: epochMs("updated_at").notNull(),
+  /** The feed source whose title, brand and image the product shows; null: the operator's (import, demo data, or written before sources had precedence). */
+  describedBy: text("described_by"),
 });
 
 export const merchants = pgTable("merchants", {
@@ -366,6 +368,10 @@ export const feedSources = pgTable(
     lastSuccessAt: epochMs("last_success_at"),
     createdAt: epochMs("created_at").notNull(),
     removedAt: epochMs("removed_at"),
+    /** The merchant ids whose offers (and names) the source may write; a record for any other merchant is rejected. */
+    merchants: jsonb("merchants").$type<string[]>().notNull().default([]),
+    /** Whether the source's title, brand and image replace those another source gave a product first. */
+    authoritative: boolean("authoritative").notNull().default(false),
   },
   (table) => [uniqueIndex("feed_sources_name_unique").on(table.name), index("feed_sources_due_idx").on(table.nextRunAt)],
 );

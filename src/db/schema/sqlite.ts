@@ -98,6 +98,8 @@ export const products = sqliteTable("products", {
   brand: text("brand"),
   imageUrl: text("image_url"),
   updatedAt: integer("updated_at").notNull(),
+  /** The feed source whose title, brand and image the product shows; null: the operator's (import, demo data, or written before sources had precedence). */
+  describedBy: text("described_by"),
 });
 
 export const merchants = sqliteTable("merchants", {
@@ -361,6 +363,10 @@ export const feedSources = sqliteTable(
     lastSuccessAt: integer("last_success_at"),
     createdAt: integer("created_at").notNull(),
     removedAt: integer("removed_at"),
+    /** The merchant ids whose offers (and names) the source may write; a record for any other merchant is rejected. */
+    merchants: text("merchants", { mode: "json" }).$type<string[]>().notNull().default([]),
+    /** Whether the source's title, brand and image replace those another source gave a product first. */
+    authoritative: integer("authoritative", { mode: "boolean" }).notNull().default(false),
   },
   (table) => [uniqueIndex("feed_sources_name_unique").on(table.name), index("feed_sources_due_idx").on(table.nextRunAt)],
 );

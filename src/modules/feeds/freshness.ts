@@ -29,15 +29,15 @@ export async function sourceStatuses(store: Store, now: number, freshnessWindowM
   });
 }
 
-/** Shows a URL without what may be a credential: its user name, its password and every query value. */
-export function redactLocation(location: string | null): string | null {
+/**
+ * A source's location as the HTTP answers show it: a URL's scheme and host (with its port), never its
+ * user, password, path, query or fragment, any of which a feed host may use for a token; a directory
+ * as it is. Only the operator's CLI shows the whole URL (operatorSourceJSON).
+ */
+export function publicLocation(location: string | null): string | null {
   if (location === null || !/^https?:\/\//i.test(location)) return location;
   const url = URL.parse(location);
-  if (url === null) return location;
-  if (url.username !== "") url.username = "***";
-  if (url.password !== "") url.password = "***";
-  for (const name of new Set(url.searchParams.keys())) url.searchParams.set(name, "***");
-  return url.toString();
+  return url === null ? null : `${url.protocol}//${url.host}`;
 }
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
@@ -48,11 +48,13 @@ export function sourceJSON(status: SourceStatus) {
     id: source.id,
     name: source.name,
     kind: source.kind,
-    location: redactLocation(source.location),
+    location: publicLocation(source.location),
     format: source.format,
     intervalSeconds: source.intervalMs === null ? null : Math.round(source.intervalMs / 1000),
     timeoutMs: source.timeoutMs,
     retries: source.retries,
+    merchants: source.merchants,
+    authoritative: source.authoritative,
     createdAt: new Date(source.createdAt).toISOString(),
     nextRunAt: iso(source.nextRunAt),
     lastRunAt: iso(source.lastRunAt),
@@ -60,6 +62,11 @@ export function sourceJSON(status: SourceStatus) {
     silent: status.silent,
     freshness: { offers: status.offers, freshOffers: status.freshOffers, freshRatio: status.freshRatio },
   };
+}
+
+/** sourceJSON with the whole location, for the operator's CLI only. */
+export function operatorSourceJSON(status: SourceStatus) {
+  return { ...sourceJSON(status), location: status.source.location };
 }
 
 export function runJSON(run: FeedRun) {

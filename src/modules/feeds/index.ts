@@ -108,7 +108,7 @@ export function feedRoutes(services: Services) {
         detail: {
           summary: "Push a feed",
           description:
-            "Streams an offer feed into the token's source with the rules of `price-service import`: each line is checked on its own, bad lines are reported with their line number (from 1) and skipped, good ones are written in batches. Body: `application/x-ndjson` (or `application/jsonl`) or `text/csv` with a header row, optionally `Content-Encoding: gzip`, at most FEED_BODY_LIMIT bytes after decompression. Answers the run's report (200 even when lines were rejected: see `rejectedCount`). A body cut short or over the limit is 400 or 413 with the report in `run`; what was written before stays. Authenticated by a push feed token (`price-service feeds token create --source`), never by an API key.",
+            "Streams an offer feed into the token's source with the rules of `price-service import`: each line is checked on its own, bad lines are reported with their line number (from 1) and skipped, good ones are written in batches. The source writes only what it owns: a line for a merchant it is not bound to (`merchants` of the source) is rejected with that reason; a product's title, brand and image stay those of the first writer that gave them unless the source is `authoritative`; an `observedAt` more than 60 s ahead is rejected (up to 60 s ahead it counts as now). Body: `application/x-ndjson` (or `application/jsonl`) or `text/csv` with a header row, optionally `Content-Encoding: gzip`, at most FEED_BODY_LIMIT bytes after decompression. Answers the run's report (200 even when lines were rejected: see `rejectedCount`). A body cut short or over the limit is 400 or 413 with the report in `run`; what was written before stays. Authenticated by a push feed token (`price-service feeds token create --source`), never by an API key.",
           tags: ["Feeds"],
           operationId: "pushFeed",
           security: feedTokenSecurity,
@@ -134,7 +134,7 @@ export function feedRoutes(services: Services) {
         detail: {
           summary: "List feed sources",
           description:
-            "Every source the operator declared, oldest first, with its last run, last successful run, whether it went quiet (no success within FRESHNESS_WINDOW) and the share of its offers still fresh. Authenticated by a read feed token (`price-service feeds token create --read`).",
+            "Every source the operator declared, oldest first, with its merchants and precedence, its last run, last successful run, whether it went quiet (no success within FRESHNESS_WINDOW) and the share of its offers still fresh. A URL source's `location` is its scheme and host only: its user, password, path and query may carry a token and are shown by the operator's CLI alone. Authenticated by a read feed token (`price-service feeds token create --read`).",
           tags: ["Feeds"],
           operationId: "listFeedSources",
           security: feedTokenSecurity,

@@ -1,5 +1,6 @@
 import { type FeedRun, type FeedRunStatus, type FeedRunTrigger, type FeedSource, type FinishFeedRun, MAX_REPORTED_REJECTS } from "../../db/feed-records";
 import type { Store } from "../../db/store";
+import { sourceWriter } from "../../db/feed-writers";
 import type { Clock } from "../../lib/clock";
 import { newId } from "../../lib/ids";
 import { type FeedFormat, importFeed, type ImportReport } from "../ingest/import-feed";
@@ -38,7 +39,7 @@ export async function importForSource(
     report = await importFeed(store, input.stream, {
       format: input.format,
       now: clock.now(),
-      sourceId: context.source.id,
+      writer: sourceWriter(context.source),
       maxRejected: MAX_REPORTED_REJECTS,
       onProgress: (sofar, bytesRead) => {
         report = { ...sofar, rejected: sofar.rejected };

@@ -7,9 +7,12 @@ export type FeedRecordResult = { ok: true; record: FeedRecord } | { ok: false; e
 const AVAILABILITIES: readonly Availability[] = ["in_stock", "out_of_stock", "preorder", "unknown"];
 const CONDITIONS: readonly Condition[] = ["new", "used", "refurbished"];
 const MAX_TITLE_CHARS = 500;
-const MAX_MERCHANT_ID_CHARS = 100;
-/** Feeds come from machines with slightly fast clocks; more than this ahead is a wrong timestamp. */
-const MAX_CLOCK_SKEW_MS = 5 * 60 * 1000;
+export const MAX_MERCHANT_ID_CHARS = 100;
+/**
+ * Feeds come from machines with slightly fast clocks: an observation up to this far ahead counts as
+ * observed now (so it never holds off the next one), further ahead it is a wrong timestamp.
+ */
+export const MAX_CLOCK_SKEW_MS = 60 * 1000;
 const QUOTED_VALUE_MAX_CHARS = 40;
 
 /** RFC 3339 / ISO 8601 extended date-time; the offset is required so the instant is unambiguous. */
@@ -33,7 +36,7 @@ class InvalidField {
 /**
  * Validates and normalizes one feed record (an NDJSON object or a CSV row keyed by its header).
  * Without `merchantId` the record only upserts the product and its offer fields are not looked at.
- * `now` bounds `observedAt`, which may not be in the future beyond a small clock skew.
+ * `now` bounds `observedAt`: up to MAX_CLOCK_SKEW_MS ahead it is taken as `now`, further ahead rejected.
  */
 export function parseFeedRecord(raw: Record<string, unknown>, now: number): FeedRecordResult {
   const product = readProduct(raw);
@@ -176,8 +179,8 @@ function readObservedAt(raw: Record<string, unknown>, now: number): number | Inv
   if (observedAt === null) {
     return new InvalidField(`observedAt: ${quote(value)} is not an ISO 8601 timestamp with a timezone`);
   }
-  if (observedAt > now + MAX_CLOCK_SKEW_MS) return new InvalidField(`observedAt: ${quote(value)} is in the future`);
-  return observedAt;
+  if (observedAt > now + MAX_CLOCK_SKEW_MS) return new InvalidField(`observedAt: ${quote(value)} is more than ${MAX_CLOCK_SKEW_MS / 1000} s in the future`);
+  return Math.min(observedAt, now);
 }
 
 /** The last timestamp parsed: the records of one feed often share their `observedAt`. */

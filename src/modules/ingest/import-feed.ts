@@ -1,5 +1,6 @@
+import { type FeedWriter, merchantRefusal, OPERATOR } from "../../db/feed-writers";
 import type { FeedRecord, Store } from "../../db/store";
-import { parseFeedRecord } from "./feed-record";
+import { type FeedRecordResult, parseFeedRecord } from "./feed-record";
 import { type NumberedRecord, readCSV, readNDJSON } from "./parse";
 
 export type FeedFormat = "ndjson" | "csv";
@@ -12,8 +13,8 @@ export interface ImportOptions {
   batchSize?: number;
   /** Called after each batch is written, with the report so far and the bytes read from the stream (for a progress line). */
   onProgress?: (report: Readonly<ImportReport>, bytesRead: number) => void;
-  /** The feed source the offers are written for (per-source freshness); none for the operator's `import`. */
-  sourceId?: string;
+  /** Who writes: a feed source (its merchants, its precedence), or the operator's `import` by default. */
+  writer?: FeedWriter;
   /** Rejected lines kept in the report at most (`rejectedCount` counts them all); every one by default. */
   maxRejected?: number;
 }
@@ -42,12 +43,12 @@ export async function importFeed(store: Store, stream: ReadableStream<Uint8Array
   const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
   const report: ImportReport = { read: 0, products: 0, offers: 0, rejected: [], rejectedCount: 0 };
   const maxRejected = options.maxRejected ?? Number.POSITIVE_INFINITY;
-  const apply = { sourceId: options.sourceId };
+  const writer = options.writer ?? OPERATOR;
   const gtins = new Set<string>();
   const counted = options.onProgress === undefined ? { stream, bytes: () => 0 } : countingBytes(stream);
   let batch: FeedRecord[] = [];
   const writeBatch = async () => {
-    await store.applyFeedRecords(batch, options.now, apply);
+    await store.applyFeedRecords(batch, options.now, { writer });
     batch = [];
     options.onProgress?.(report, counted.bytes());
   };
@@ -55,10 +56,7 @@ export async function importFeed(store: Store, stream: ReadableStream<Uint8Array
   for await (const records of readRecords(counted.stream, options.format)) {
     for (const numbered of records) {
       report.read++;
-      const parsed =
-        numbered.value === undefined
-          ? { ok: false as const, error: numbered.error ?? "unreadable record" }
-          : parseFeedRecord(numbered.value, options.now);
+      const parsed = checkedRecord(numbered, options.now, writer);
       if (!parsed.ok) {
         if (report.rejectedCount++ < maxRejected) report.rejected.push({ line: numbered.line, error: parsed.error });
         continue;
@@ -74,6 +72,14 @@ export async function importFeed(store: Store, stream: ReadableStream<Uint8Array
 
   report.products = gtins.size;
   return report;
+}
+
+/** A record parsed and checked against what its writer may write: a merchant it is not bound to is a rejection. */
+function checkedRecord(numbered: NumberedRecord, now: number, writer: FeedWriter): FeedRecordResult {
+  if (numbered.value === undefined) return { ok: false, error: numbered.error ?? "unreadable record" };
+  const parsed = parseFeedRecord(numbered.value, now);
+  const refusal = parsed.ok && parsed.record.offer !== undefined ? merchantRefusal(writer, parsed.record.offer.merchantId) : null;
+  return refusal === null ? parsed : { ok: false, error: refusal };
 }
 
 /** The stream passed through, counting its bytes as they are read. */

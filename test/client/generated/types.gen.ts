@@ -5907,7 +5907,7 @@ export type ListFeedSourcesResponses = {
             name: string;
             kind: 'url' | 'directory' | 'push';
             /**
-             * The URL (password hidden) or directory; null for push sources
+             * A URL source's scheme and host only (no user, password, path or query: they may carry a token); a directory source's directory; null for push sources
              */
             location: string | null;
             /**
@@ -5920,6 +5920,14 @@ export type ListFeedSourcesResponses = {
             intervalSeconds: number | null;
             timeoutMs: number;
             retries: number;
+            /**
+             * The merchant ids whose offers the source may write; a record for any other merchant is rejected
+             */
+            merchants: Array<string>;
+            /**
+             * Whether its titles, brands and images replace those another source gave a product first
+             */
+            authoritative: boolean;
             createdAt: string;
             nextRunAt: string | null;
             lastRunAt: string | null;
