@@ -7,7 +7,7 @@ import { DAY_MS, type Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
 import { newId } from "../../src/lib/ids";
 import { createLogger } from "../../src/lib/logger";
-import { createAddressPolicy } from "../../src/modules/webhooks/address-policy";
+import { createAddressPolicy, createOutboundClient } from "../../src/lib/outbound";
 import { RETRY_SCHEDULE_MS, RESPONSE_EXCERPT_BYTES, WebhookDispatcher } from "../../src/modules/webhooks/dispatcher";
 import { newWebhookSecret } from "../../src/modules/webhooks/signature";
 import { openStore } from "../../src/services";
@@ -16,6 +16,7 @@ import { startReceiver, type Receiver } from "./receiver";
 
 const WEBHOOKS = "/api/v1/customer/webhooks";
 const silent = createLogger({ level: "silent", write: () => {} });
+const loopbackOutbound = (fetch?: typeof globalThis.fetch) => createOutboundClient({ policy: createAddressPolicy({ allowedNetworks: [], allowLoopback: true }), fetch });
 
 let context: TestContext;
 let receiver: Receiver;
@@ -186,7 +187,7 @@ describe("delivery", () => {
 describe("addresses webhooks never reach", () => {
   function productionDispatcher(resolve: (hostname: string) => Promise<string[]>): WebhookDispatcher {
     const policy = createAddressPolicy({ allowedNetworks: [], allowLoopback: false });
-    return new WebhookDispatcher({ store: context.store, clock: context.clock, logger: silent, policy, userAgent: "test", resolve });
+    return new WebhookDispatcher({ store: context.store, clock: context.clock, logger: silent, outbound: createOutboundClient({ policy, resolve }), userAgent: "test" });
   }
 
   async function endpointFor(url: string): Promise<string> {
@@ -204,6 +205,17 @@ describe("addresses webhooks never reach", () => {
     expect(line.lastResponse).toContain("10.0.0.7 refused");
   });
 
+  test("a name is resolved once and the request goes to the checked address, with the name in the Host header", async () => {
+    const port = new URL(receiver.url).port;
+    const endpointId = await endpointFor(`http://hooks.customer.test:${port}/hooks`);
+    await createKey();
+    const policy = createAddressPolicy({ allowedNetworks: ["127.0.0.1/32"], allowLoopback: false });
+    const resolve = async (hostname: string) => (hostname === "hooks.customer.test" ? ["127.0.0.1"] : []);
+    expect(await new WebhookDispatcher({ store: context.store, clock: context.clock, logger: silent, outbound: createOutboundClient({ policy, resolve }), userAgent: "test" }).tick()).toBe(1);
+    expect((await deliveryLog(endpointId))[0]).toMatchObject({ state: "delivered", lastStatus: 200 });
+    expect(receiver.received.map((request) => request.headers.host)).toEqual([`hooks.customer.test:${port}`]);
+  });
+
   test("in production a loopback receiver is refused, by name or address, and gets nothing", async () => {
     const byName = await endpointFor(receiver.url.replace("127.0.0.1", "localhost"));
     const byAddress = await endpointFor(receiver.url);
@@ -216,7 +228,7 @@ describe("addresses webhooks never reach", () => {
 
 describe("crashes and instances", () => {
   function dispatcher(store: Store, clock: FakeClock): WebhookDispatcher {
-    return new WebhookDispatcher({ store, clock, logger: silent, policy: createAddressPolicy({ allowedNetworks: [], allowLoopback: true }), userAgent: "test" });
+    return new WebhookDispatcher({ store, clock, logger: silent, outbound: loopbackOutbound(), userAgent: "test" });
   }
 
   async function addEndpoint(store: Store, organizationId: string, clock: FakeClock): Promise<string> {
@@ -255,7 +267,7 @@ describe("crashes and instances", () => {
       if (calls++ === 1) await slow;
       return new Response("ok");
     }) as unknown as typeof fetch;
-    const flaky = new WebhookDispatcher({ store: flakyStore, clock, logger: silent, policy: createAddressPolicy({ allowedNetworks: [], allowLoopback: true }), userAgent: "test", fetch: fetchOnce });
+    const flaky = new WebhookDispatcher({ store: flakyStore, clock, logger: silent, outbound: loopbackOutbound(fetchOnce), userAgent: "test" });
     let settled = false;
     const ticking = flaky.tick().then(
       () => (settled = true),

@@ -4,9 +4,11 @@ import { systemClock } from "../../lib/clock";
 import { parseDuration } from "../../lib/duration";
 import { newId } from "../../lib/ids";
 import { createLogger } from "../../lib/logger";
+import { createOutboundClient } from "../../lib/outbound";
 import { runJSON, sourceJSON, sourceStatuses } from "../../modules/feeds/freshness";
 import { FeedScheduler, MAX_FEED_RETRIES } from "../../modules/feeds/scheduler";
 import { createFeedToken, feedTokenJSON } from "../../modules/feeds/tokens";
+import { outboundPolicyOf } from "../../services";
 import { type Command, output, parseCommandArgs, programName, requireOption, UsageError, wholeNumber } from "../command";
 import { importProgressLine } from "./import";
 
@@ -132,7 +134,7 @@ export const feedsCommand: Command = {
           clock: systemClock,
           logger,
           freshnessWindowMs: context.config.freshnessWindowMs,
-          fetch: (url, init) => fetch(url, init),
+          outbound: createOutboundClient({ policy: outboundPolicyOf(context.config) }),
           sleep: (ms) => Bun.sleep(ms),
           retryBaseMs: 1000,
           bodyLimitBytes: context.config.feedBodyLimitBytes,

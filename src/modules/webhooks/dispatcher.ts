@@ -1,10 +1,9 @@
-import { lookup } from "node:dns/promises";
 import { DAY_MS, type Store } from "../../db/store";
 import type { ClaimedDelivery } from "../../db/webhook-records";
 import type { Clock } from "../../lib/clock";
 import { newRandomToken } from "../../lib/ids";
 import type { Logger } from "../../lib/logger";
-import { type AddressPolicy, literalAddress } from "./address-policy";
+import { type OutboundClient, OutboundRefusal } from "../../lib/outbound";
 import { signWebhook } from "./signature";
 
 /**
@@ -19,10 +18,6 @@ const LEASE_MS = 60_000;
 const CLAIM_LIMIT = 20;
 /** At most this much of a response body is kept, as text, in the delivery log. */
 export const RESPONSE_EXCERPT_BYTES = 256;
-
-export type ResolveHost = (hostname: string) => Promise<string[]>;
-
-const resolveWithDNS: ResolveHost = async (hostname) => (await lookup(hostname, { all: true, verbatim: true })).map((entry) => entry.address);
 
 /** What an attempt came to: `status` null when no response came (refused address, network error, time-out). */
 interface AttemptResult {
@@ -40,7 +35,6 @@ interface AttemptResult {
 export class WebhookDispatcher {
   private readonly owner = `dsp_${newRandomToken(10)}`;
   private running: Promise<number> | null = null;
-  private readonly resolve: ResolveHost;
   private readonly timeoutMs: number;
 
   constructor(
@@ -48,14 +42,12 @@ export class WebhookDispatcher {
       store: Store;
       clock: Clock;
       logger: Logger;
-      policy: AddressPolicy;
+      /** Deliveries go out through it, redirects not followed: a 3xx is a failed attempt. */
+      outbound: OutboundClient;
       userAgent: string;
-      fetch?: typeof fetch;
-      resolve?: ResolveHost;
       timeoutMs?: number;
     },
   ) {
-    this.resolve = deps.resolve ?? resolveWithDNS;
     this.timeoutMs = deps.timeoutMs ?? DELIVERY_TIMEOUT_MS;
   }
 
@@ -97,14 +89,11 @@ export class WebhookDispatcher {
   }
 
   private async attempt(delivery: ClaimedDelivery): Promise<AttemptResult> {
-    const url = new URL(delivery.url);
-    const refusal = await this.refusal(url.hostname);
-    if (refusal !== null) return { delivered: false, status: null, response: refusal };
     const body = JSON.stringify({ type: delivery.eventType, timestamp: new Date(delivery.eventCreatedAt).toISOString(), data: JSON.parse(delivery.payload) });
     // The wall clock, not the service clock: receivers compare it with theirs to refuse replays.
     const timestamp = Math.floor(Date.now() / 1000);
     try {
-      const response = await (this.deps.fetch ?? fetch)(url, {
+      const response = await this.deps.outbound.send(delivery.url, {
         method: "POST",
         headers: {
           "content-type": "application/json",
@@ -114,28 +103,15 @@ export class WebhookDispatcher {
           "webhook-signature": signWebhook({ id: delivery.eventId, timestamp, body, secrets: delivery.secrets }),
         },
         body,
-        redirect: "manual",
+        maxRedirects: 0,
         signal: AbortSignal.timeout(this.timeoutMs),
       });
       return { delivered: response.status >= 200 && response.status < 300, status: response.status, response: await excerpt(response) };
     } catch (error) {
+      if (error instanceof OutboundRefusal) return { delivered: false, status: null, response: error.message };
       const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
       return { delivered: false, status: null, response: timedOut ? `no answer within ${this.timeoutMs} ms` : "connection failed" };
     }
-  }
-
-  /** Why the host may not be reached, or null: every address it resolves to must be allowed. */
-  private async refusal(hostname: string): Promise<string | null> {
-    const literal = literalAddress(hostname);
-    let addresses: string[];
-    try {
-      addresses = literal === null ? await this.resolve(hostname) : [literal];
-    } catch {
-      return "host name not resolved";
-    }
-    if (addresses.length === 0) return "host name not resolved";
-    const refused = addresses.find((address) => !this.deps.policy.isAllowed(address));
-    return refused === undefined ? null : `address ${refused} refused: not a public address (see WEBHOOK_ALLOWED_NETWORKS)`;
   }
 }
 

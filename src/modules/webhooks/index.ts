@@ -24,7 +24,7 @@ const security = [{ session: [] }];
 
 /** Webhook endpoints of the signed-in user's organization and its low-credit threshold; session cookie only. */
 export function webhookRoutes(services: Services) {
-  const { store, clock, config, logger, webhookPolicy } = services;
+  const { store, clock, config, logger, outboundPolicy } = services;
   const sessionErrors = { ...CommonErrors, 401: ProblemSchema, 403: ProblemSchema };
 
   return new Elysia({ name: "webhooks.routes", prefix: "/api/v1/customer/webhooks" })
@@ -84,7 +84,7 @@ export function webhookRoutes(services: Services) {
       "",
       async ({ body, principal, set }) => {
         const session = sessionPrincipal(principal);
-        const url = checkWebhookURL(body.url, { policy: webhookPolicy, development: config.env === "development" });
+        const url = checkWebhookURL(body.url, { policy: outboundPolicy, development: config.env === "development" });
         const created = await createWebhookEndpoint(store, { organizationId: session.organizationId, url, eventTypes: body.eventTypes, now: clock.now() });
         logger.info("webhook endpoint created", { endpointId: created.endpoint.id, organizationId: session.organizationId, userId: session.userId, eventTypes: body.eventTypes });
         Object.assign(set.headers, NO_STORE);

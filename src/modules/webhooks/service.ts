@@ -3,7 +3,7 @@ import type { SubscribableEventType, WebhookDelivery, WebhookEndpoint } from "..
 import { toISO } from "../../lib/clock";
 import { newId } from "../../lib/ids";
 import { Problem } from "../../http/problem";
-import { type AddressPolicy, literalAddress } from "./address-policy";
+import { type AddressPolicy, literalAddress } from "../../lib/outbound";
 import { newWebhookSecret } from "./signature";
 
 /** After a rotation the previous secret still signs this long, so receivers can switch over. */
@@ -31,8 +31,8 @@ export function checkWebhookURL(raw: string, rules: { policy: AddressPolicy; dev
   const address = literalAddress(url.hostname);
   if (address !== null && !rules.policy.isAllowed(address)) {
     throw invalidURL(
-      "url points at a loopback, link-local or private address, which webhooks never reach (an operator can allow networks with WEBHOOK_ALLOWED_NETWORKS).",
-      "url désigne une adresse de bouclage, locale ou privée, que les webhooks n'atteignent jamais (un opérateur peut autoriser des réseaux avec WEBHOOK_ALLOWED_NETWORKS).",
+      "url points at a loopback, link-local or private address, which webhooks never reach (an operator can allow networks with OUTBOUND_ALLOWED_NETWORKS).",
+      "url désigne une adresse de bouclage, locale ou privée, que les webhooks n'atteignent jamais (un opérateur peut autoriser des réseaux avec OUTBOUND_ALLOWED_NETWORKS).",
     );
   }
   // On-premises receivers often have no public certificate: plain http goes only to the networks the operator listed.

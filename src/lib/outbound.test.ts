@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createAddressPolicy, literalAddress, parseNetwork } from "./address-policy";
+import { createAddressPolicy, literalAddress, parseNetwork } from "./outbound";
 
 describe("createAddressPolicy", () => {
   const production = createAddressPolicy({ allowedNetworks: [], allowLoopback: false });
@@ -17,13 +17,20 @@ describe("createAddressPolicy", () => {
     }
   });
 
+  test("refuses the ranges that translate to IPv4 addresses: IPv4-mapped (any), 6to4, Teredo and the 6to4 relay anycast", () => {
+    // ::ffff:8.8.8.8 written both ways, 6to4 of 127.0.0.1, a Teredo address, the 6to4 relay.
+    for (const address of ["::ffff:8.8.8.8", "::ffff:808:808", "2002:7f00:1::1", "2001:0:4136:e378:8000:63bf:3fff:fdd2", "192.88.99.1"]) {
+      expect({ address, allowed: production.isAllowed(address) }).toEqual({ address, allowed: false });
+    }
+  });
+
   test("allows public addresses", () => {
-    for (const address of ["93.184.216.34", "172.32.0.1", "8.8.8.8", "2606:4700:4700::1111"]) {
+    for (const address of ["93.184.216.34", "172.32.0.1", "8.8.8.8", "2606:4700:4700::1111", "2001:4860:4860::8888"]) {
       expect({ address, allowed: production.isAllowed(address) }).toEqual({ address, allowed: true });
     }
   });
 
-  test("allows the networks WEBHOOK_ALLOWED_NETWORKS lists, and loopback only when told", () => {
+  test("allows the networks OUTBOUND_ALLOWED_NETWORKS lists, and loopback only when told", () => {
     const onPremises = createAddressPolicy({ allowedNetworks: ["10.20.0.0/16", "fd12::/16"], allowLoopback: false });
     expect(onPremises.isAllowed("10.20.3.4")).toBe(true);
     expect(onPremises.isAllowed("fd12::5")).toBe(true);
