@@ -25,8 +25,8 @@ import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_
 import { type DebitPlan, type HeldDebit, planHeldDebits } from "./debit-plan";
 import { errorCode, isConnectionLost } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
-import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
-import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { dropOverflowPostgres, emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
+import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import * as schema from "./schema/postgres";
 import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
 import type {
@@ -2056,7 +2056,9 @@ export class PostgresStore implements Store {
   }
 
   async sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean> {
-    return this.webhooks.sendTest(organizationId, endpointId, input);
+    const sent = await this.webhooks.sendTest(organizationId, endpointId, input);
+    if (sent) await dropOverflowPostgres(this.db, [organizationId]);
+    return sent;
   }
 
   async listWebhookDeliveries(endpointId: string, query: { limit: number; after?: string }): Promise<Page<WebhookDelivery>> {
@@ -2071,7 +2073,7 @@ export class PostgresStore implements Store {
     await this.webhooks.setLowCreditThreshold(organizationId, threshold);
   }
 
-  async claimWebhookDeliveries(input: { owner: string; now: number; leaseMs: number; limit: number }): Promise<ClaimedDelivery[]> {
+  async claimWebhookDeliveries(input: ClaimRequest): Promise<ClaimedDelivery[]> {
     return this.webhooks.claim(input);
   }
 

@@ -13,7 +13,7 @@ import type {
   RenewSubscriptionInput,
   SubscriptionRecord,
 } from "./billing-records";
-import type { ClaimedDelivery, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhook-records";
+import type { ClaimedDelivery, ClaimRequest, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhook-records";
 import type { FeedRun, FeedSource, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 
 export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
@@ -478,7 +478,10 @@ export interface Store {
   rotateWebhookSecret(organizationId: string, id: string, input: { secret: string; previousSecretExpiresAt: number }): Promise<WebhookEndpoint | null>;
   /** disabled → enabled, with a fresh failing streak; deliveries still pending resume. Null when not the organization's. */
   enableWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null>;
-  /** Writes a `webhook.test` event with a delivery to this endpoint only; false when not the organization's. */
+  /**
+   * Writes a `webhook.test` event with a delivery to this endpoint only; false when not the organization's.
+   * Like every event queued, past MAX_PENDING_PER_ENDPOINT it fails the endpoint's oldest pending deliveries.
+   */
   sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean>;
   /** An endpoint's deliveries, newest event first; the cursor is opaque. */
   listWebhookDeliveries(endpointId: string, query: { limit: number; after?: string }): Promise<Page<WebhookDelivery>>;
@@ -486,10 +489,12 @@ export interface Store {
   setLowCreditThreshold(organizationId: string, threshold: number | null): Promise<void>;
   /**
    * Claims pending deliveries due at `now` of enabled endpoints that no live lease holds, giving each
-   * `owner`'s lease for `leaseMs` (judged by the database's clock on PostgreSQL, with SKIP LOCKED so
-   * instances take different ones): each delivery is being sent by at most one instance at a time.
+   * `owner`'s lease for `leaseMs` (judged by the database's clock on PostgreSQL): each delivery is
+   * being sent by at most one instance at a time. Claims take turns (one at a time per database) and
+   * choose fairly (chooseFairly): the leases already live count against the per-endpoint and
+   * per-organization limits, whichever instance holds them.
    */
-  claimWebhookDeliveries(input: { owner: string; now: number; leaseMs: number; limit: number }): Promise<ClaimedDelivery[]>;
+  claimWebhookDeliveries(input: ClaimRequest): Promise<ClaimedDelivery[]>;
   /**
    * Records an attempt, if `owner` still holds the delivery's lease, and releases it; a success clears
    * the endpoint's failing streak, a failure starts it or, after `disableAfterMs` of it, disables the endpoint.

@@ -8,7 +8,7 @@ import { FakeClock } from "../../src/lib/clock";
 import { newId } from "../../src/lib/ids";
 import { createLogger } from "../../src/lib/logger";
 import { createAddressPolicy, createOutboundClient } from "../../src/lib/outbound";
-import { RETRY_SCHEDULE_MS, RESPONSE_EXCERPT_BYTES, WebhookDispatcher } from "../../src/modules/webhooks/dispatcher";
+import { DELIVERY_LIMITS, RETRY_SCHEDULE_MS, RESPONSE_EXCERPT_BYTES, WebhookDispatcher } from "../../src/modules/webhooks/dispatcher";
 import { newWebhookSecret } from "../../src/modules/webhooks/signature";
 import { openStore } from "../../src/services";
 import { createTestContext, createTestDatabase, json, queryRows, signIn, twoStoresOnOneDatabase, type TestContext, type TestSession } from "../helpers";
@@ -311,7 +311,7 @@ describe("crashes and instances", () => {
       const endpointId = await addEndpoint(stores.one, stores.organizationId, stores.clock);
       await grant(stores.one, stores.organizationId, stores.clock);
       // Instance one claims the delivery and dies before sending it.
-      expect(await stores.one.claimWebhookDeliveries({ owner: "dsp_dead", now: stores.clock.now(), leaseMs: 60_000, limit: 10 })).toHaveLength(1);
+      expect(await stores.one.claimWebhookDeliveries({ owner: "dsp_dead", now: stores.clock.now(), leaseMs: 60_000, limit: 10, ...DELIVERY_LIMITS })).toHaveLength(1);
       const survivor = dispatcher(stores.two, stores.clock);
       expect(await survivor.tick()).toBe(0);
       await queryRows(stores.two, "UPDATE webhook_deliveries SET lease_until = lease_until - 120000");
@@ -332,12 +332,13 @@ describe("crashes and instances", () => {
       for (let i = 0; i < 30; i++) await grant(i % 2 === 0 ? stores.one : stores.two, stores.organizationId, stores.clock);
       const one = dispatcher(stores.one, stores.clock);
       const two = dispatcher(stores.two, stores.clock);
-      let sent = 0;
-      for (let round = 0; round < 10 && sent < 30; round++) {
-        const [a, b] = await Promise.all([one.tick(), two.tick()]);
-        sent += a + b;
+      // Each endpoint has at most DELIVERY_LIMITS.perEndpoint deliveries in flight across both; freed slots are refilled at once.
+      const deadline = Date.now() + 10_000;
+      while (receiver.received.length < 30 && Date.now() < deadline) {
+        await Promise.all([one.tick(), two.tick()]);
+        await Bun.sleep(5);
       }
-      expect(sent).toBe(30);
+      await Promise.all([one.drain(), two.drain()]);
       const ids = receiver.received.map((request) => request.id);
       expect(ids).toHaveLength(30);
       expect(new Set(ids).size).toBe(30);

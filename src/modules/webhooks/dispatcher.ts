@@ -1,5 +1,5 @@
 import { DAY_MS, type Store } from "../../db/store";
-import type { ClaimedDelivery } from "../../db/webhook-records";
+import type { ClaimedDelivery, DeliveryLimits } from "../../db/webhook-records";
 import type { Clock } from "../../lib/clock";
 import { newRandomToken } from "../../lib/ids";
 import type { Logger } from "../../lib/logger";
@@ -15,7 +15,13 @@ export const DISABLE_AFTER_MS = DAY_MS;
 /** A receiver must answer within this; the lease outlasts it by far, so a delivery in progress is never claimed twice. */
 export const DELIVERY_TIMEOUT_MS = 10_000;
 const LEASE_MS = 60_000;
-const CLAIM_LIMIT = 20;
+/**
+ * Deliveries in flight at once: per instance (the pool), and per endpoint and per organization
+ * across instances (counted by the store's leases). A slow or dead endpoint holds at most
+ * `perEndpoint` slots, an organization at most `perOrganization`: never the whole pool.
+ */
+export const DELIVERY_POOL_SIZE = 20;
+export const DELIVERY_LIMITS: DeliveryLimits = { perEndpoint: 2, perOrganization: 5 };
 /** At most this much of a response body is kept, as text, in the delivery log. */
 export const RESPONSE_EXCERPT_BYTES = 256;
 
@@ -29,12 +35,18 @@ interface AttemptResult {
 /**
  * Sends the outbox's deliveries, at least once each: claims due ones (a lease per delivery, so of
  * several instances one sends each), posts them signed, and records each attempt with its next try.
+ * Deliveries run in a pool: each free slot is filled as soon as it frees, with due deliveries
+ * chosen fairly by the store (round-robin over endpoints, oldest first within one, under the
+ * per-endpoint and per-organization limits), so no endpoint waits for another's slow receiver.
  * A crash after sending and before recording sends again once the lease ends: receivers
  * de-duplicate on `webhook-id`, which stays the event's id across attempts.
  */
 export class WebhookDispatcher {
   private readonly owner = `dsp_${newRandomToken(10)}`;
-  private running: Promise<number> | null = null;
+  private readonly inFlight = new Set<Promise<void>>();
+  /** Claims run one after the other, so two never count the same free slots. */
+  private claims: Promise<unknown> = Promise.resolve();
+  private draining = false;
   private readonly timeoutMs: number;
 
   constructor(
@@ -51,24 +63,44 @@ export class WebhookDispatcher {
     this.timeoutMs = deps.timeoutMs ?? DELIVERY_TIMEOUT_MS;
   }
 
-  /** Sends what is due now; a tick while one runs waits for it instead of starting another. Returns the attempts made. */
-  tick(): Promise<number> {
-    this.running ??= this.sendDue().finally(() => (this.running = null));
-    return this.running;
-  }
-
-  /** Waits for the deliveries in progress (shutdown). */
-  async drain(): Promise<void> {
-    await this.running;
-  }
-
-  private async sendDue(): Promise<number> {
-    const claimed = await this.deps.store.claimWebhookDeliveries({ owner: this.owner, now: this.deps.clock.now(), leaseMs: LEASE_MS, limit: CLAIM_LIMIT });
-    // Every send is waited for, also when recording one fails: a tick (and drain at shutdown) ends only when none is in flight.
-    const sent = await Promise.allSettled(claimed.map((delivery) => this.send(delivery)));
-    const failed = sent.find((outcome) => outcome.status === "rejected");
+  /** Fills the pool's free slots with due deliveries; resolves with their number once they are all recorded. */
+  async tick(): Promise<number> {
+    const started = await this.fill();
+    // Every send is waited for, also when recording one fails: a tick ends only when its sends are recorded.
+    const failed = (await Promise.allSettled(started)).find((outcome) => outcome.status === "rejected");
     if (failed !== undefined) throw failed.reason;
-    return claimed.length;
+    return started.length;
+  }
+
+  /** Stops filling freed slots and waits for the deliveries in flight (shutdown). */
+  async drain(): Promise<void> {
+    this.draining = true;
+    await this.claims;
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  private fill(): Promise<Array<Promise<void>>> {
+    const filling = this.claims.then(() => this.claimFreeSlots());
+    this.claims = filling.catch(() => undefined);
+    return filling;
+  }
+
+  private async claimFreeSlots(): Promise<Array<Promise<void>>> {
+    const free = DELIVERY_POOL_SIZE - this.inFlight.size;
+    if (free <= 0 || this.draining) return [];
+    const claimed = await this.deps.store.claimWebhookDeliveries({ owner: this.owner, now: this.deps.clock.now(), leaseMs: LEASE_MS, limit: free, ...DELIVERY_LIMITS });
+    return claimed.map((delivery) => this.track(this.send(delivery)));
+  }
+
+  /** Keeps a send in the pool until it is recorded; its slot is filled again at once. */
+  private track(sending: Promise<void>): Promise<void> {
+    this.inFlight.add(sending);
+    const freed = () => {
+      this.inFlight.delete(sending);
+      this.fill().catch((error: unknown) => this.deps.logger.error("webhook claim failed", { error: String(error) }));
+    };
+    sending.then(freed, freed);
+    return sending;
   }
 
   private async send(delivery: ClaimedDelivery): Promise<void> {
