@@ -69,15 +69,15 @@ export function createServices(input: {
   const { config, clock, logger } = input;
   const metrics = createServiceMetrics();
   const store = timedStore(input.store, { duration: metrics.storeDuration, errors: metrics.storeErrors });
+  const catalog = loadCatalog(config.catalogFile);
+  const outboundPolicy = outboundPolicyOf(config);
+  const outbound = createOutboundClient({ policy: outboundPolicy, resolve: input.outbound?.resolve });
   const oidc =
     input.oidc !== undefined
       ? input.oidc
       : config.oidcIssuer !== null && config.oidcClientId !== null
-        ? createOIDCVerifier({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clock, logger })
+        ? createOIDCVerifier({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clock, logger, outbound })
         : null;
-  const catalog = loadCatalog(config.catalogFile);
-  const outboundPolicy = outboundPolicyOf(config);
-  const outbound = createOutboundClient({ policy: outboundPolicy, resolve: input.outbound?.resolve });
   const payments: PaymentProvider =
     config.billingProvider === "stripe"
       ? new StripeProvider({
