@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { createAddressPolicy, literalAddress, parseNetwork } from "./outbound";
+import { loadConfig } from "../config";
+import { createAddressPolicy, createOutboundClient, literalAddress, OutboundRefusal, parseNetwork } from "./outbound";
 
 describe("createAddressPolicy", () => {
   const production = createAddressPolicy({ allowedNetworks: [], allowLoopback: false });
@@ -55,4 +56,55 @@ test("literalAddress strips IPv6 brackets and ignores names", () => {
   expect(literalAddress("[::1]")).toBe("::1");
   expect(literalAddress("127.0.0.1")).toBe("127.0.0.1");
   expect(literalAddress("example.com")).toBeNull();
+});
+
+describe("OUTBOUND_ALLOWED_NETWORKS", () => {
+  test("lists the allowed networks; WEBHOOK_ALLOWED_NETWORKS, its former name, is read when it is unset", () => {
+    expect(loadConfig({ OUTBOUND_ALLOWED_NETWORKS: "10.20.0.0/16, fd12::/16" }).outboundAllowedNetworks).toEqual(["10.20.0.0/16", "fd12::/16"]);
+    expect(loadConfig({ WEBHOOK_ALLOWED_NETWORKS: "10.30.0.0/16" }).outboundAllowedNetworks).toEqual(["10.30.0.0/16"]);
+    expect(loadConfig({ OUTBOUND_ALLOWED_NETWORKS: "10.20.0.0/16", WEBHOOK_ALLOWED_NETWORKS: "10.30.0.0/16" }).outboundAllowedNetworks).toEqual(["10.20.0.0/16"]);
+    expect(loadConfig({}).outboundAllowedNetworks).toEqual([]);
+  });
+
+  test("a value that is not a list of networks is refused, naming the variable it came from", () => {
+    expect(() => loadConfig({ OUTBOUND_ALLOWED_NETWORKS: "10.0.0.0/8,intranet" })).toThrow('OUTBOUND_ALLOWED_NETWORKS: must list networks such as 10.0.0.0/8 or fd00::/8, got "intranet"');
+    expect(() => loadConfig({ WEBHOOK_ALLOWED_NETWORKS: "10.0.0.0/33" })).toThrow("WEBHOOK_ALLOWED_NETWORKS: must list networks");
+  });
+});
+
+describe("createOutboundClient", () => {
+  const seen: Array<{ path: string; authorization: string | null; host: string | null }> = [];
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    fetch(request): Response {
+      const url = new URL(request.url);
+      seen.push({ path: url.pathname, authorization: request.headers.get("authorization"), host: request.headers.get("host") });
+      const hops = Number(url.pathname.slice(1));
+      if (url.pathname === "/elsewhere") return new Response(null, { status: 302, headers: { location: `http://other.test:${server.port}/2` } });
+      return hops > 0 ? new Response(null, { status: 302, headers: { location: `/${hops - 1}` } }) : new Response("arrived");
+    },
+  });
+  const client = createOutboundClient({
+    policy: createAddressPolicy({ allowedNetworks: ["127.0.0.1/32"], allowLoopback: false }),
+    resolve: async (hostname) => (hostname === "other.test" ? ["127.0.0.1"] : ["10.0.0.1"]),
+  });
+  const base = `http://127.0.0.1:${server.port}`;
+
+  test("follows redirects of a GET up to maxRedirects; past it, the 3xx is the answer; a POST is never redirected", async () => {
+    seen.length = 0;
+    expect(await (await client.send(`${base}/2`, { maxRedirects: 2 })).text()).toBe("arrived");
+    expect(seen.map((hop) => hop.path)).toEqual(["/2", "/1", "/0"]);
+    expect((await client.send(`${base}/3`, { maxRedirects: 2 })).status).toBe(302);
+    expect((await client.send(`${base}/1`, { method: "POST", body: "x", maxRedirects: 5 })).status).toBe(302);
+  });
+
+  test("a redirect to another origin drops the credentials and sends that origin's Host; a hop to a refused address throws OutboundRefusal", async () => {
+    seen.length = 0;
+    expect(await (await client.send(`${base}/elsewhere`, { headers: { authorization: "Bearer secret" }, maxRedirects: 5 })).text()).toBe("arrived");
+    expect(seen[0]).toMatchObject({ path: "/elsewhere", authorization: "Bearer secret" });
+    expect(seen.slice(1).every((hop) => hop.authorization === null && hop.host === `other.test:${server.port}`)).toBe(true);
+    await expect(client.send("http://intranet.test/", { maxRedirects: 0 })).rejects.toThrow(new OutboundRefusal("address 10.0.0.1 refused: not a public address (see OUTBOUND_ALLOWED_NETWORKS)"));
+    await expect(client.send("file:///etc/passwd", { maxRedirects: 0 })).rejects.toBeInstanceOf(OutboundRefusal);
+  });
 });
