@@ -25,7 +25,7 @@ import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_
 import { type DebitPlan, type HeldDebit, planHeldDebits } from "./debit-plan";
 import { errorCode, isConnectionLost } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
-import { dropOverflowPostgres, emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
+import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import * as schema from "./schema/postgres";
 import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
@@ -2056,9 +2056,7 @@ export class PostgresStore implements Store {
   }
 
   async sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean> {
-    const sent = await this.webhooks.sendTest(organizationId, endpointId, input);
-    if (sent) await dropOverflowPostgres(this.db, [organizationId]);
-    return sent;
+    return this.webhooks.sendTest(organizationId, endpointId, input);
   }
 
   async listWebhookDeliveries(endpointId: string, query: { limit: number; after?: string }): Promise<Page<WebhookDelivery>> {
@@ -2079,6 +2077,10 @@ export class PostgresStore implements Store {
 
   async finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean> {
     return this.webhooks.finish(attempt);
+  }
+
+  async dropWebhookBacklogOverflow(): Promise<number> {
+    return this.webhooks.dropBacklogOverflow();
   }
 
   async getStripeCustomerId(organizationId: string): Promise<string | null> {

@@ -52,20 +52,6 @@ export async function emitPostgres(tx: Executor, events: NewWebhookEvent[]): Pro
     INSERT INTO webhook_deliveries (endpoint_id, event_id, state, attempts, next_attempt_at, created_at)
     SELECT e.id, input.id, 'pending', 0, input.created_at, input.created_at
     FROM input JOIN webhook_endpoints e ON e.organization_id = input.organization_id AND e.status = 'enabled' AND e.event_types @> jsonb_build_array(input.type)`);
-  await dropOverflowPostgres(tx, [...new Set(events.map((event) => event.organizationId))]);
-}
-
-/** Fails the oldest pending deliveries of the organizations' endpoints past MAX_PENDING_PER_ENDPOINT each. */
-export async function dropOverflowPostgres(tx: Executor, organizationIds: string[]): Promise<void> {
-  await tx.execute(sql`
-    UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, last_response = ${BACKLOG_DROPPED}, lease_owner = NULL, lease_until = NULL
-    WHERE (endpoint_id, event_id) IN (
-      SELECT endpoint_id, event_id FROM (
-        SELECT endpoint_id, event_id, row_number() OVER (PARTITION BY endpoint_id ORDER BY created_at DESC, event_id DESC) AS position
-        FROM webhook_deliveries
-        WHERE state = 'pending' AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE organization_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(organizationIds)}::text::jsonb)))
-      ) ranked
-      WHERE position > ${MAX_PENDING_PER_ENDPOINT})`);
 }
 
 /** Claims take turns under this transaction-scoped advisory lock, so the leases one counts include every other claim's. */
@@ -161,6 +147,20 @@ export class PostgresWebhooks {
 
   async setLowCreditThreshold(organizationId: string, threshold: number | null): Promise<void> {
     await this.client`UPDATE organizations SET low_credit_threshold = ${threshold} WHERE id = ${organizationId}`;
+  }
+
+  /** Fails the oldest pending deliveries of every endpoint holding more than MAX_PENDING_PER_ENDPOINT; returns how many. */
+  async dropBacklogOverflow(): Promise<number> {
+    const dropped = await this.client`
+      UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, last_response = ${BACKLOG_DROPPED}, lease_owner = NULL, lease_until = NULL
+      WHERE (endpoint_id, event_id) IN (
+        SELECT endpoint_id, event_id FROM (
+          SELECT endpoint_id, event_id, row_number() OVER (PARTITION BY endpoint_id ORDER BY created_at DESC, event_id DESC) AS position
+          FROM webhook_deliveries WHERE state = 'pending' AND endpoint_id IN (
+            SELECT endpoint_id FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id HAVING count(*) > ${MAX_PENDING_PER_ENDPOINT})
+        ) ranked
+        WHERE position > ${MAX_PENDING_PER_ENDPOINT})`;
+    return dropped.count;
   }
 
   async claim(input: ClaimRequest): Promise<ClaimedDelivery[]> {

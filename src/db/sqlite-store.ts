@@ -1798,6 +1798,10 @@ export class SQLiteStore implements Store {
     return this.webhooks.finish(attempt);
   }
 
+  async dropWebhookBacklogOverflow(): Promise<number> {
+    return this.webhooks.dropBacklogOverflow();
+  }
+
   async getStripeCustomerId(organizationId: string): Promise<string | null> {
     return this.db.select({ id: organizations.stripeCustomerId }).from(organizations).where(eq(organizations.id, organizationId)).get()?.id ?? null;
   }

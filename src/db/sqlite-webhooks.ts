@@ -60,20 +60,22 @@ export class SQLiteWebhooks {
          SELECT id, ?1, 'pending', 0, ?4, ?4 FROM webhook_endpoints
          WHERE organization_id = ?2 AND status = 'enabled' AND EXISTS (SELECT 1 FROM json_each(event_types) WHERE value = ?3)`,
       ).run(event.id, event.organizationId, event.type, event.createdAt);
-      this.dropOverflow(event.organizationId);
     }
   }
 
-  /** Fails the oldest pending deliveries of the organization's endpoints past MAX_PENDING_PER_ENDPOINT each. */
-  private dropOverflow(organizationId: string): void {
-    this.statement(
-      `UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, last_response = ?2, lease_owner = NULL, lease_until = NULL
+  /** Fails the oldest pending deliveries of every endpoint holding more than MAX_PENDING_PER_ENDPOINT; returns how many. */
+  dropBacklogOverflow(): number {
+    const over = this.statement("SELECT 1 FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id HAVING count(*) > ?1 LIMIT 1").get(MAX_PENDING_PER_ENDPOINT);
+    if (over === null) return 0;
+    return this.statement(
+      `UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, last_response = ?1, lease_owner = NULL, lease_until = NULL
        WHERE rowid IN (
          SELECT id FROM (
            SELECT rowid AS id, row_number() OVER (PARTITION BY endpoint_id ORDER BY created_at DESC, event_id DESC) AS position
-           FROM webhook_deliveries WHERE state = 'pending' AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE organization_id = ?1))
-         WHERE position > ?3)`,
-    ).run(organizationId, BACKLOG_DROPPED, MAX_PENDING_PER_ENDPOINT);
+           FROM webhook_deliveries WHERE state = 'pending' AND endpoint_id IN (
+             SELECT endpoint_id FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id HAVING count(*) > ?2))
+         WHERE position > ?2)`,
+    ).run(BACKLOG_DROPPED, MAX_PENDING_PER_ENDPOINT).changes;
   }
 
   create(endpoint: NewWebhookEndpoint): WebhookEndpoint {
@@ -137,7 +139,6 @@ export class SQLiteWebhooks {
         input.eventId,
         input.now,
       );
-      this.dropOverflow(organizationId);
       return true;
     }).immediate();
   }

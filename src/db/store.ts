@@ -478,10 +478,7 @@ export interface Store {
   rotateWebhookSecret(organizationId: string, id: string, input: { secret: string; previousSecretExpiresAt: number }): Promise<WebhookEndpoint | null>;
   /** disabled → enabled, with a fresh failing streak; deliveries still pending resume. Null when not the organization's. */
   enableWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null>;
-  /**
-   * Writes a `webhook.test` event with a delivery to this endpoint only; false when not the organization's.
-   * Like every event queued, past MAX_PENDING_PER_ENDPOINT it fails the endpoint's oldest pending deliveries.
-   */
+  /** Writes a `webhook.test` event with a delivery to this endpoint only; false when not the organization's. */
   sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean>;
   /** An endpoint's deliveries, newest event first; the cursor is opaque. */
   listWebhookDeliveries(endpointId: string, query: { limit: number; after?: string }): Promise<Page<WebhookDelivery>>;
@@ -500,6 +497,8 @@ export interface Store {
    * the endpoint's failing streak, a failure starts it or, after `disableAfterMs` of it, disables the endpoint.
    */
   finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean>;
+  /** Fails the oldest pending deliveries of every endpoint holding more than MAX_PENDING_PER_ENDPOINT (BACKLOG_DROPPED); returns how many. */
+  dropWebhookBacklogOverflow(): Promise<number>;
 
   getStripeCustomerId(organizationId: string): Promise<string | null>;
   /** Sets the organization's Stripe customer if it has none; returns the one that is stored. */

@@ -65,8 +65,8 @@ export interface ClaimedDelivery {
 }
 
 /**
- * An endpoint keeps at most this many pending deliveries: queuing one more (any event, a test event
- * too) fails the endpoint's oldest pending ones, with BACKLOG_DROPPED as their last response.
+ * An endpoint keeps at most this many pending deliveries: the delivery worker's backlog sweep fails
+ * the oldest past it (any event type), with BACKLOG_DROPPED as their last response.
  */
 export const MAX_PENDING_PER_ENDPOINT = 10_000;
 export const BACKLOG_DROPPED = `dropped: more than ${MAX_PENDING_PER_ENDPOINT} deliveries were pending for this endpoint`;

@@ -6,7 +6,7 @@ import { BACKLOG_DROPPED, MAX_PENDING_PER_ENDPOINT } from "../../src/db/webhook-
 import { newId } from "../../src/lib/ids";
 import { DELIVERY_LIMITS } from "../../src/modules/webhooks/dispatcher";
 import { newWebhookSecret } from "../../src/modules/webhooks/signature";
-import { createTestContext, json, queryRows, signIn, type TestContext } from "../helpers";
+import { addProduct, createOrganization, createTestContext, json, queryRows, signIn, type TestContext } from "../helpers";
 import { startReceiver, type Receiver } from "./receiver";
 
 const WEBHOOKS = "/api/v1/customer/webhooks";
@@ -158,15 +158,16 @@ describe("test events and the backlog", () => {
     expect((await send()).status).toBe(202);
   });
 
-  test(`an endpoint keeps at most ${MAX_PENDING_PER_ENDPOINT} pending deliveries: one more fails the oldest, which the log shows as dropped`, async () => {
-    const { organizationId, endpointId } = await organizationWithEndpoint("Backlogged", hanging.url);
+  test(`an endpoint keeps at most ${MAX_PENDING_PER_ENDPOINT} pending deliveries: the worker fails the oldest past it, which the log shows as dropped`, async () => {
+    const { organizationId, endpointId } = await organizationWithEndpoint("Backlogged", receiver.url);
     await queueTestEvents(organizationId, endpointId, MAX_PENDING_PER_ENDPOINT, context.clock.now() - 10_000);
     await grant(organizationId);
+    await context.services.webhooks.tick();
+    await context.services.webhooks.drain();
     const counts = await queryRows<{ state: string; n: number }>(context.store, "SELECT state, count(*) AS n FROM webhook_deliveries WHERE endpoint_id = ? GROUP BY state ORDER BY state", [endpointId]);
-    expect(counts.map((row) => [row.state, Number(row.n)])).toEqual([
-      ["failed", 1],
-      ["pending", MAX_PENDING_PER_ENDPOINT],
-    ]);
+    const count = (state: string) => Number(counts.find((row) => row.state === state)?.n ?? 0);
+    expect(count("failed")).toBe(1);
+    expect(count("delivered") + count("pending")).toBe(MAX_PENDING_PER_ENDPOINT);
     const [dropped] = await queryRows<{ event_id: string; last_response: string; next_attempt_at: number | null }>(
       context.store,
       "SELECT event_id, last_response, next_attempt_at FROM webhook_deliveries WHERE endpoint_id = ? AND state = 'failed'",
@@ -174,5 +175,10 @@ describe("test events and the backlog", () => {
     );
     expect(dropped).toMatchObject({ last_response: BACKLOG_DROPPED, next_attempt_at: null });
     expect(dropped!.event_id).toEndWith("_1");
+    context.services.logger.flush();
+    expect(context.logs.join("")).toContain('"message":"webhook backlog dropped"');
+    // The newest event, the grant's, is kept (and waits its turn: oldest first within the endpoint).
+    const [granted] = await queryRows<{ state: string }>(context.store, "SELECT d.state FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id WHERE d.endpoint_id = ? AND e.type = 'credits.granted'", [endpointId]);
+    expect(granted).toEqual({ state: "pending" });
   });
 });

@@ -1,5 +1,5 @@
 import { DAY_MS, type Store } from "../../db/store";
-import type { ClaimedDelivery, DeliveryLimits } from "../../db/webhook-records";
+import { type ClaimedDelivery, type DeliveryLimits, MAX_PENDING_PER_ENDPOINT } from "../../db/webhook-records";
 import type { Clock } from "../../lib/clock";
 import { newRandomToken } from "../../lib/ids";
 import type { Logger } from "../../lib/logger";
@@ -22,6 +22,8 @@ const LEASE_MS = 60_000;
  */
 export const DELIVERY_POOL_SIZE = 20;
 export const DELIVERY_LIMITS: DeliveryLimits = { perEndpoint: 2, perOrganization: 5 };
+/** How often a tick also fails the deliveries past an endpoint's backlog bound (MAX_PENDING_PER_ENDPOINT). */
+export const BACKLOG_SWEEP_MS = 60_000;
 /** At most this much of a response body is kept, as text, in the delivery log. */
 export const RESPONSE_EXCERPT_BYTES = 256;
 
@@ -47,6 +49,7 @@ export class WebhookDispatcher {
   /** Claims run one after the other, so two never count the same free slots. */
   private claims: Promise<unknown> = Promise.resolve();
   private draining = false;
+  private sweptAt = Number.NEGATIVE_INFINITY;
   private readonly timeoutMs: number;
 
   constructor(
@@ -65,6 +68,7 @@ export class WebhookDispatcher {
 
   /** Fills the pool's free slots with due deliveries; resolves with their number once they are all recorded. */
   async tick(): Promise<number> {
+    await this.sweepBacklog();
     const started = await this.fill();
     // Every send is waited for, also when recording one fails: a tick ends only when its sends are recorded.
     const failed = (await Promise.allSettled(started)).find((outcome) => outcome.status === "rejected");
@@ -77,6 +81,15 @@ export class WebhookDispatcher {
     this.draining = true;
     await this.claims;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  /** At most once per BACKLOG_SWEEP_MS: an endpoint past MAX_PENDING_PER_ENDPOINT pending deliveries loses its oldest. */
+  private async sweepBacklog(): Promise<void> {
+    const now = this.deps.clock.now();
+    if (now - this.sweptAt < BACKLOG_SWEEP_MS) return;
+    this.sweptAt = now;
+    const dropped = await this.deps.store.dropWebhookBacklogOverflow();
+    if (dropped > 0) this.deps.logger.warn("webhook backlog dropped", { dropped, maxPendingPerEndpoint: MAX_PENDING_PER_ENDPOINT });
   }
 
   private fill(): Promise<Array<Promise<void>>> {
