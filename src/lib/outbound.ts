@@ -115,15 +115,23 @@ const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 /** Request headers that never go to another origin than the one they were meant for. */
 const ORIGIN_BOUND_HEADERS = ["authorization", "cookie", "proxy-authorization"];
 
+/** `work`, or the signal's reason once it aborts: the request's time-out covers resolving its host too. */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal | null | undefined): Promise<T> {
+  if (!signal) return work;
+  signal.throwIfAborted();
+  const aborted = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true }));
+  return Promise.race([work, aborted]);
+}
+
 export function createOutboundClient(input: { policy: AddressPolicy; resolve?: ResolveHost; fetch?: typeof fetch }): OutboundClient {
   const resolve = input.resolve ?? resolveWithDNS;
   const send = input.fetch ?? fetch;
 
   /** The address to connect to for `url`: every address its host resolves to must be allowed. */
-  async function checkedAddress(url: URL): Promise<string> {
+  async function checkedAddress(url: URL, signal: AbortSignal | null | undefined): Promise<string> {
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new OutboundRefusal(`${url.protocol} URLs are not fetched`);
     const literal = literalAddress(url.hostname);
-    const addresses = literal !== null ? [literal] : await resolve(url.hostname).catch(() => []);
+    const addresses = literal !== null ? [literal] : await untilAborted(resolve(url.hostname).catch(() => []), signal);
     if (addresses.length === 0) throw new OutboundRefusal(`host name ${url.hostname} not resolved`);
     const refused = addresses.find((address) => !input.policy.isAllowed(address));
     if (refused !== undefined) throw new OutboundRefusal(`address ${refused} refused: not a public address (see OUTBOUND_ALLOWED_NETWORKS)`);
@@ -132,7 +140,7 @@ export function createOutboundClient(input: { policy: AddressPolicy; resolve?: R
 
   /** One hop, connected to the checked address: the Host header and TLS server name stay the URL's. */
   async function hop(url: URL, init: RequestInit): Promise<Response> {
-    const address = await checkedAddress(url);
+    const address = await checkedAddress(url, init.signal);
     const pinned = new URL(url);
     pinned.hostname = isIP(address) === 6 ? `[${address}]` : address;
     const headers = new Headers(init.headers);
@@ -145,7 +153,8 @@ export function createOutboundClient(input: { policy: AddressPolicy; resolve?: R
     async send(target, { maxRedirects, ...init }) {
       let url = new URL(target);
       let headers = new Headers(init.headers);
-      const followable = (init.method ?? "GET").toUpperCase() === "GET" || init.method?.toUpperCase() === "HEAD";
+      const method = (init.method ?? "GET").toUpperCase();
+      const followable = method === "GET" || method === "HEAD";
       for (let redirects = 0; ; redirects++) {
         const response = await hop(url, { ...init, headers });
         const location = response.headers.get("location");
