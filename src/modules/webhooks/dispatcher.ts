@@ -112,7 +112,10 @@ export class WebhookDispatcher {
       this.inFlight.delete(sending);
       this.fill().catch((error: unknown) => this.deps.logger.error("webhook claim failed", { error: String(error) }));
     };
-    sending.then(freed, freed);
+    sending.then(freed, (error: unknown) => {
+      this.deps.logger.error("webhook delivery not recorded", { error: String(error) });
+      freed();
+    });
     return sending;
   }
 
