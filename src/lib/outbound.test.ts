@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { loadConfig } from "../config";
 import { createAddressPolicy, createOutboundClient, literalAddress, OutboundRefusal, parseNetwork } from "./outbound";
 
@@ -90,6 +90,7 @@ describe("createOutboundClient", () => {
     resolve: async (hostname) => (hostname === "other.test" ? ["127.0.0.1"] : ["10.0.0.1"]),
   });
   const base = `http://127.0.0.1:${server.port}`;
+  afterAll(() => server.stop(true));
 
   test("follows redirects of a GET up to maxRedirects; past it, the 3xx is the answer; a POST is never redirected", async () => {
     seen.length = 0;
