@@ -3,7 +3,7 @@ import { Value } from "@sinclair/typebox/value";
 import { resolve } from "node:path";
 import { parseDuration } from "./lib/duration";
 import type { LogLevel } from "./lib/logger";
-import { parseNetwork } from "./modules/webhooks/address-policy";
+import { parseNetwork } from "./lib/outbound";
 
 const digits = (description: string) => Type.Optional(Type.String({ pattern: "^\\s*\\d+\\s*$", description }));
 
@@ -31,9 +31,12 @@ export const EnvironmentSchema = Type.Object({
   ),
   BODY_LIMIT: digits("Largest request body in bytes (1 MiB)"),
   FEED_BODY_LIMIT: digits("Largest feed body (push, pull or file) in bytes, after gzip (100 MiB)"),
-  WEBHOOK_ALLOWED_NETWORKS: Type.Optional(
-    Type.String({ description: "Comma-separated networks (CIDR) webhooks may reach although private, e.g. on-premises receivers (none; development mode adds loopback)" }),
+  OUTBOUND_ALLOWED_NETWORKS: Type.Optional(
+    Type.String({
+      description: "Comma-separated networks (CIDR) the server's own requests (feed pulls, webhooks) may reach although private, e.g. on-premises hosts (none; development mode adds loopback)",
+    }),
   ),
+  WEBHOOK_ALLOWED_NETWORKS: Type.Optional(Type.String({ description: "Former name of OUTBOUND_ALLOWED_NETWORKS, read when that is not set" })),
   LOG_LEVEL: Type.Optional(Type.Union([Type.Literal("debug"), Type.Literal("info"), Type.Literal("warn"), Type.Literal("error"), Type.Literal("silent")], { description: "debug, info, warn, error or silent (info)" })),
 });
 
@@ -62,8 +65,8 @@ export interface Config {
   organizationRateLimit: { limit: number; windowMs: number };
   bodyLimitBytes: number;
   feedBodyLimitBytes: number;
-  /** Private networks webhook deliveries may reach (CIDR); plain http is allowed to them too. */
-  webhookAllowedNetworks: string[];
+  /** Private networks the server's own requests may reach (CIDR); webhooks may use plain http to them. */
+  outboundAllowedNetworks: string[];
   logLevel: LogLevel;
 }
 
@@ -168,9 +171,10 @@ export function loadConfig(source: Source = process.env): Config {
   const organizationRateLimit = organizationRateLimitRaw === null ? { ...rateLimit, limit: ORG_RATE_LIMIT_KEYS * rateLimit.limit } : parseRateLimit(organizationRateLimitRaw);
   if (organizationRateLimit === null) throw new ConfigError("ORG_RATE_LIMIT", `must look like 500/s or 30000/m, got "${organizationRateLimitRaw}"`);
 
-  const webhookAllowedNetworks = (optional(source, "WEBHOOK_ALLOWED_NETWORKS") ?? "").split(",").map((network) => network.trim()).filter((network) => network !== "");
-  for (const network of webhookAllowedNetworks) {
-    if (parseNetwork(network) === null) throw new ConfigError("WEBHOOK_ALLOWED_NETWORKS", `must list networks such as 10.0.0.0/8 or fd00::/8, got "${network}"`);
+  const networksVariable = optional(source, "OUTBOUND_ALLOWED_NETWORKS") !== null ? "OUTBOUND_ALLOWED_NETWORKS" : "WEBHOOK_ALLOWED_NETWORKS";
+  const outboundAllowedNetworks = (optional(source, networksVariable) ?? "").split(",").map((network) => network.trim()).filter((network) => network !== "");
+  for (const network of outboundAllowedNetworks) {
+    if (parseNetwork(network) === null) throw new ConfigError(networksVariable, `must list networks such as 10.0.0.0/8 or fd00::/8, got "${network}"`);
   }
 
   return {
@@ -194,7 +198,7 @@ export function loadConfig(source: Source = process.env): Config {
     organizationRateLimit,
     bodyLimitBytes: integer(source, "BODY_LIMIT", 1_048_576, 1024, 1_073_741_824),
     feedBodyLimitBytes: integer(source, "FEED_BODY_LIMIT", 104_857_600, 1024, 1_099_511_627_776),
-    webhookAllowedNetworks,
+    outboundAllowedNetworks,
     logLevel: (optional(source, "LOG_LEVEL") ?? "info") as LogLevel,
   };
 }

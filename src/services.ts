@@ -19,8 +19,8 @@ import { FeedScheduler } from "./modules/feeds/scheduler";
 import { countRun } from "./modules/feeds/freshness";
 import { InFlightWork } from "./lib/in-flight";
 import packageJSON from "../package.json";
-import { type AddressPolicy, createAddressPolicy } from "./modules/webhooks/address-policy";
-import { type ResolveHost, WebhookDispatcher } from "./modules/webhooks/dispatcher";
+import { type AddressPolicy, createAddressPolicy, createOutboundClient, type OutboundClient, type ResolveHost } from "./lib/outbound";
+import { WebhookDispatcher } from "./modules/webhooks/dispatcher";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
 export interface Services {
@@ -43,8 +43,10 @@ export interface Services {
   feeds: FeedScheduler;
   /** Price look-ups still running, which shutdown lets finish before it closes the store. */
   lookups: InFlightWork;
-  /** Where webhooks may be sent (WEBHOOK_ALLOWED_NETWORKS, loopback in development). */
-  webhookPolicy: AddressPolicy;
+  /** Where the server's own requests may go (OUTBOUND_ALLOWED_NETWORKS, loopback in development). */
+  outboundPolicy: AddressPolicy;
+  /** Every request the server makes on its own goes through it. */
+  outbound: OutboundClient;
   /** Sends the webhook outbox (started by `serve`). */
   webhooks: WebhookDispatcher;
 }
@@ -57,22 +59,25 @@ export function createServices(input: {
   logger: Logger;
   oidc?: OIDCVerifier | null;
   stripe?: Stripe;
-  /** Feed pulls: the fetch to use and the first retry pause (tests shorten it). */
-  feedPull?: { fetch?: (input: string, init: RequestInit) => Promise<Response>; retryBaseMs?: number };
-  /** Webhook deliveries: the host resolver and time-out (tests point names at local receivers, shorten waits). */
-  webhookDelivery?: { resolve?: ResolveHost; timeoutMs?: number };
+  /** Feed pulls: the first retry pause (tests shorten it). */
+  feedPull?: { retryBaseMs?: number };
+  /** The outbound host resolver (tests point names at local servers). */
+  outbound?: { resolve?: ResolveHost };
+  /** Webhook deliveries: the time-out (tests shorten waits). */
+  webhookDelivery?: { timeoutMs?: number };
 }): Services {
   const { config, clock, logger } = input;
   const metrics = createServiceMetrics();
   const store = timedStore(input.store, { duration: metrics.storeDuration, errors: metrics.storeErrors });
+  const catalog = loadCatalog(config.catalogFile);
+  const outboundPolicy = outboundPolicyOf(config);
+  const outbound = createOutboundClient({ policy: outboundPolicy, resolve: input.outbound?.resolve });
   const oidc =
     input.oidc !== undefined
       ? input.oidc
       : config.oidcIssuer !== null && config.oidcClientId !== null
-        ? createOIDCVerifier({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clock, logger })
+        ? createOIDCVerifier({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clock, logger, outbound })
         : null;
-  const catalog = loadCatalog(config.catalogFile);
-  const webhookPolicy = createAddressPolicy({ allowedNetworks: config.webhookAllowedNetworks, allowLoopback: config.env === "development" });
   const payments: PaymentProvider =
     config.billingProvider === "stripe"
       ? new StripeProvider({
@@ -101,7 +106,7 @@ export function createServices(input: {
       clock,
       logger,
       freshnessWindowMs: config.freshnessWindowMs,
-      fetch: input.feedPull?.fetch ?? ((url, init) => fetch(url, init)),
+      outbound,
       sleep: (ms) => Bun.sleep(ms),
       retryBaseMs: input.feedPull?.retryBaseMs ?? 1000,
       bodyLimitBytes: config.feedBodyLimitBytes,
@@ -109,9 +114,15 @@ export function createServices(input: {
       onRun: (source, run) => countRun(metrics, source.name, run),
     }),
     lookups: new InFlightWork(),
-    webhookPolicy,
-    webhooks: new WebhookDispatcher({ store, clock, logger, policy: webhookPolicy, userAgent: `price-service/${packageJSON.version}`, ...input.webhookDelivery }),
+    outboundPolicy,
+    outbound,
+    webhooks: new WebhookDispatcher({ store, clock, logger, outbound, userAgent: `price-service/${packageJSON.version}`, ...input.webhookDelivery }),
   };
+}
+
+/** Where the server's own requests may go: OUTBOUND_ALLOWED_NETWORKS, and loopback in development mode. */
+export function outboundPolicyOf(config: Config): AddressPolicy {
+  return createAddressPolicy({ allowedNetworks: config.outboundAllowedNetworks, allowLoopback: config.env === "development" });
 }
 
 /** A command that may not create a database found none where the configuration points. */

@@ -105,7 +105,7 @@ export interface TestContext {
 }
 
 /** A whole app on a fresh store with a fake clock and captured logs; `overrides` replaces built services (e.g. the OIDC verifier). */
-export async function createTestContext(env: Record<string, string> = {}, overrides: Partial<Pick<Parameters<typeof createServices>[0], "oidc" | "stripe">> = {}): Promise<TestContext> {
+export async function createTestContext(env: Record<string, string> = {}, overrides: Partial<Pick<Parameters<typeof createServices>[0], "oidc" | "stripe" | "outbound" | "webhookDelivery">> = {}): Promise<TestContext> {
   const config = loadConfig({ PRICE_ENV: "development", LOG_LEVEL: "debug", RATE_LIMIT: "100000/s", ...env });
   const store = await openTestStore();
   const clock = new FakeClock();

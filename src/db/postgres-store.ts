@@ -27,7 +27,7 @@ import { type DebitPlan, type HeldDebit, planHeldDebits } from "./debit-plan";
 import { errorCode, isConnectionLost } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
-import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import * as schema from "./schema/postgres";
 import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
 import type {
@@ -2090,12 +2090,16 @@ export class PostgresStore implements Store {
     await this.webhooks.setLowCreditThreshold(organizationId, threshold);
   }
 
-  async claimWebhookDeliveries(input: { owner: string; now: number; leaseMs: number; limit: number }): Promise<ClaimedDelivery[]> {
+  async claimWebhookDeliveries(input: ClaimRequest): Promise<ClaimedDelivery[]> {
     return this.webhooks.claim(input);
   }
 
   async finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean> {
     return this.webhooks.finish(attempt);
+  }
+
+  async dropWebhookBacklogOverflow(): Promise<number> {
+    return this.webhooks.dropBacklogOverflow();
   }
 
   async getStripeCustomerId(organizationId: string): Promise<string | null> {

@@ -3,7 +3,13 @@ import type postgres from "postgres";
 import { page } from "./rows";
 import type { Page } from "./store";
 import {
+  BACKLOG_DROPPED,
+  chooseFairly,
   type ClaimedDelivery,
+  type ClaimRequest,
+  type DueDelivery,
+  type InFlightCount,
+  MAX_PENDING_PER_ENDPOINT,
   type DeliveryAttempt,
   decodeDeliveryCursor,
   encodeDeliveryCursor,
@@ -47,6 +53,9 @@ export async function emitPostgres(tx: Executor, events: NewWebhookEvent[]): Pro
     SELECT e.id, input.id, 'pending', 0, input.created_at, input.created_at
     FROM input JOIN webhook_endpoints e ON e.organization_id = input.organization_id AND e.status = 'enabled' AND e.event_types @> jsonb_build_array(input.type)`);
 }
+
+/** Claims take turns under this transaction-scoped advisory lock, so the leases one counts include every other claim's. */
+const CLAIM_LOCK = "pg_advisory_xact_lock(hashtext('price-service webhook claim'))";
 
 /** The webhook tables of the PostgreSQL store, on its connection pool. */
 export class PostgresWebhooks {
@@ -140,39 +149,62 @@ export class PostgresWebhooks {
     await this.client`UPDATE organizations SET low_credit_threshold = ${threshold} WHERE id = ${organizationId}`;
   }
 
-  // SKIP LOCKED: instances that tick together take different deliveries instead of waiting; the lease
-  // (by the database's clock) keeps a delivery that is being sent from being claimed again meanwhile.
-  async claim(input: { owner: string; now: number; leaseMs: number; limit: number }): Promise<ClaimedDelivery[]> {
-    const rows = await this.client.unsafe<Array<Record<string, string | number | null>>>(
-      `WITH due AS (
-         SELECT d.endpoint_id, d.event_id FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
-         WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until <= ${DATABASE_NOW}) AND w.status = 'enabled'
-         ORDER BY d.next_attempt_at LIMIT $2
-         FOR UPDATE OF d SKIP LOCKED
-       ),
-       claimed AS (
-         UPDATE webhook_deliveries d SET lease_owner = $3, lease_until = ${DATABASE_NOW} + $4::bigint
-         FROM due WHERE d.endpoint_id = due.endpoint_id AND d.event_id = due.event_id
-         RETURNING d.endpoint_id, d.event_id, d.attempts
-       )
-       SELECT claimed.endpoint_id, claimed.event_id, claimed.attempts, e.type, e.payload, e.created_at, w.url, w.secret, w.previous_secret, w.previous_secret_expires_at
-       FROM claimed JOIN webhook_events e ON e.id = claimed.event_id JOIN webhook_endpoints w ON w.id = claimed.endpoint_id
-       ORDER BY e.created_at`,
-      [input.now, input.limit, input.owner, input.leaseMs],
+  /** Fails the oldest pending deliveries of every endpoint holding more than MAX_PENDING_PER_ENDPOINT; returns how many. */
+  async dropBacklogOverflow(): Promise<number> {
+    const dropped = await this.client`
+      UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, last_response = ${BACKLOG_DROPPED}, lease_owner = NULL, lease_until = NULL
+      WHERE (endpoint_id, event_id) IN (
+        SELECT endpoint_id, event_id FROM (
+          SELECT endpoint_id, event_id, row_number() OVER (PARTITION BY endpoint_id ORDER BY created_at DESC, event_id DESC) AS position
+          FROM webhook_deliveries WHERE state = 'pending' AND endpoint_id IN (
+            SELECT endpoint_id FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id HAVING count(*) > ${MAX_PENDING_PER_ENDPOINT})
+        ) ranked
+        WHERE position > ${MAX_PENDING_PER_ENDPOINT})`;
+    return dropped.count;
+  }
+
+  async claim(input: ClaimRequest): Promise<ClaimedDelivery[]> {
+    const [due] = await this.client.unsafe(
+      `SELECT 1 FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+       WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until <= ${DATABASE_NOW}) AND w.status = 'enabled' LIMIT 1`,
+      [input.now],
     );
-    return rows.map((row) => {
-      const previousValid = row.previous_secret !== null && row.previous_secret_expires_at !== null && Number(row.previous_secret_expires_at) > input.now;
-      return {
-        endpointId: row.endpoint_id as string,
-        eventId: row.event_id as string,
-        eventType: row.type as string,
-        payload: row.payload as string,
-        eventCreatedAt: Number(row.created_at),
-        url: row.url as string,
-        secrets: previousValid ? [row.secret as string, row.previous_secret as string] : [row.secret as string],
-        attempts: Number(row.attempts),
-      };
-    });
+    if (due === undefined) return [];
+    return this.client.begin(async (tx) => {
+      await tx.unsafe(`SELECT ${CLAIM_LOCK}`);
+      // Per enabled endpoint its perEndpoint oldest due deliveries, the endpoints in the order of their oldest.
+      const candidates = await tx.unsafe<DueDelivery[]>(
+        `SELECT x.endpoint_id AS "endpointId", x.event_id AS "eventId", w.organization_id AS "organizationId"
+         FROM webhook_endpoints w CROSS JOIN LATERAL (
+           SELECT d.endpoint_id, d.event_id, d.next_attempt_at FROM webhook_deliveries d
+           WHERE d.endpoint_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until <= ${DATABASE_NOW})
+           ORDER BY d.next_attempt_at, d.event_id LIMIT $2) x
+         WHERE w.status = 'enabled'
+         ORDER BY x.next_attempt_at, x.event_id`,
+        [input.now, input.perEndpoint],
+      );
+      const inFlight = await tx.unsafe<InFlightCount[]>(
+        `SELECT d.endpoint_id AS "endpointId", w.organization_id AS "organizationId", count(*)::int AS count
+         FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+         WHERE d.state = 'pending' AND d.lease_until > ${DATABASE_NOW} GROUP BY d.endpoint_id, w.organization_id`,
+      );
+      const chosen = chooseFairly(candidates, inFlight, input).map(({ endpointId, eventId }) => ({ endpoint_id: endpointId, event_id: eventId }));
+      if (chosen.length === 0) return [];
+      const rows = await tx.unsafe<Array<Record<string, string | number | null>>>(
+        `WITH chosen AS (SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS chosen(endpoint_id text, event_id text)),
+         claimed AS (
+           UPDATE webhook_deliveries d SET lease_owner = $2, lease_until = ${DATABASE_NOW} + $3::bigint
+           FROM chosen WHERE d.endpoint_id = chosen.endpoint_id AND d.event_id = chosen.event_id
+             AND d.state = 'pending' AND (d.lease_until IS NULL OR d.lease_until <= ${DATABASE_NOW})
+           RETURNING d.endpoint_id, d.event_id, d.attempts
+         )
+         SELECT claimed.endpoint_id, claimed.event_id, claimed.attempts, e.type, e.payload, e.created_at, w.url, w.secret, w.previous_secret, w.previous_secret_expires_at
+         FROM claimed JOIN webhook_events e ON e.id = claimed.event_id JOIN webhook_endpoints w ON w.id = claimed.endpoint_id
+         ORDER BY e.created_at`,
+        [JSON.stringify(chosen), input.owner, input.leaseMs],
+      );
+      return rows.map((row) => claimedDelivery(row, input.now));
+    }) as Promise<ClaimedDelivery[]>;
   }
 
   async finish(attempt: DeliveryAttempt): Promise<boolean> {
@@ -195,4 +227,18 @@ export class PostgresWebhooks {
       SELECT count(*)::int AS finished FROM finished`;
     return row!.finished === 1;
   }
+}
+
+function claimedDelivery(row: Record<string, string | number | null>, now: number): ClaimedDelivery {
+  const previousValid = row.previous_secret !== null && row.previous_secret_expires_at !== null && Number(row.previous_secret_expires_at) > now;
+  return {
+    endpointId: row.endpoint_id as string,
+    eventId: row.event_id as string,
+    eventType: row.type as string,
+    payload: row.payload as string,
+    eventCreatedAt: Number(row.created_at),
+    url: row.url as string,
+    secrets: previousValid ? [row.secret as string, row.previous_secret as string] : [row.secret as string],
+    attempts: Number(row.attempts),
+  };
 }

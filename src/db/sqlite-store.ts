@@ -23,7 +23,7 @@ import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpd
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./sqlite-webhooks";
-import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import * as schema from "./schema/sqlite";
 import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, SYSTEM_USER_ID, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
@@ -1817,12 +1817,16 @@ export class SQLiteStore implements Store {
     this.webhooks.setLowCreditThreshold(organizationId, threshold);
   }
 
-  async claimWebhookDeliveries(input: { owner: string; now: number; leaseMs: number; limit: number }): Promise<ClaimedDelivery[]> {
+  async claimWebhookDeliveries(input: ClaimRequest): Promise<ClaimedDelivery[]> {
     return this.webhooks.claim(input);
   }
 
   async finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean> {
     return this.webhooks.finish(attempt);
+  }
+
+  async dropWebhookBacklogOverflow(): Promise<number> {
+    return this.webhooks.dropBacklogOverflow();
   }
 
   async getStripeCustomerId(organizationId: string): Promise<string | null> {

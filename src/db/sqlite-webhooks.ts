@@ -2,7 +2,13 @@ import type { Database } from "bun:sqlite";
 import { page } from "./rows";
 import type { Page } from "./store";
 import {
+  BACKLOG_DROPPED,
+  chooseFairly,
   type ClaimedDelivery,
+  type ClaimRequest,
+  type DueDelivery,
+  type InFlightCount,
+  MAX_PENDING_PER_ENDPOINT,
   type DeliveryAttempt,
   decodeDeliveryCursor,
   encodeDeliveryCursor,
@@ -55,6 +61,21 @@ export class SQLiteWebhooks {
          WHERE organization_id = ?2 AND status = 'enabled' AND EXISTS (SELECT 1 FROM json_each(event_types) WHERE value = ?3)`,
       ).run(event.id, event.organizationId, event.type, event.createdAt);
     }
+  }
+
+  /** Fails the oldest pending deliveries of every endpoint holding more than MAX_PENDING_PER_ENDPOINT; returns how many. */
+  dropBacklogOverflow(): number {
+    const over = this.statement("SELECT 1 FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id HAVING count(*) > ?1 LIMIT 1").get(MAX_PENDING_PER_ENDPOINT);
+    if (over === null) return 0;
+    return this.statement(
+      `UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, last_response = ?1, lease_owner = NULL, lease_until = NULL
+       WHERE rowid IN (
+         SELECT id FROM (
+           SELECT rowid AS id, row_number() OVER (PARTITION BY endpoint_id ORDER BY created_at DESC, event_id DESC) AS position
+           FROM webhook_deliveries WHERE state = 'pending' AND endpoint_id IN (
+             SELECT endpoint_id FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id HAVING count(*) > ?2))
+         WHERE position > ?2)`,
+    ).run(BACKLOG_DROPPED, MAX_PENDING_PER_ENDPOINT).changes;
   }
 
   create(endpoint: NewWebhookEndpoint): WebhookEndpoint {
@@ -146,7 +167,7 @@ export class SQLiteWebhooks {
     this.statement("UPDATE organizations SET low_credit_threshold = ?2 WHERE id = ?1").run(organizationId, threshold);
   }
 
-  claim(input: { owner: string; now: number; leaseMs: number; limit: number }): ClaimedDelivery[] {
+  claim(input: ClaimRequest): ClaimedDelivery[] {
     // A read first: an idle tick writes nothing (a write would also drop the store's read caches).
     const due = this.statement(
       `SELECT 1 FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
@@ -154,16 +175,35 @@ export class SQLiteWebhooks {
     ).get(input.now);
     if (due === null) return [];
     return this.database.transaction(() => {
-      const rows = this.statement(
+      // Per enabled endpoint its perEndpoint oldest due deliveries, the endpoints in the order of their oldest.
+      const candidates = this.statement(
+        `SELECT x.endpoint_id AS endpointId, x.event_id AS eventId, w.organization_id AS organizationId
+         FROM webhook_endpoints w JOIN webhook_deliveries x ON x.rowid IN (
+           SELECT d.rowid FROM webhook_deliveries d
+           WHERE d.endpoint_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= ?1 AND (d.lease_until IS NULL OR d.lease_until <= ?1)
+           ORDER BY d.next_attempt_at, d.event_id LIMIT ?2)
+         WHERE w.status = 'enabled'
+         ORDER BY x.next_attempt_at, x.event_id`,
+      ).all(input.now, input.perEndpoint) as DueDelivery[];
+      const inFlight = this.statement(
+        `SELECT d.endpoint_id AS endpointId, w.organization_id AS organizationId, count(*) AS count
+         FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+         WHERE d.state = 'pending' AND d.lease_until > ?1 GROUP BY d.endpoint_id, w.organization_id`,
+      ).all(input.now) as InFlightCount[];
+      const lease = this.statement("UPDATE webhook_deliveries SET lease_owner = ?3, lease_until = ?4 WHERE endpoint_id = ?1 AND event_id = ?2");
+      const read = this.statement(
         `SELECT d.endpoint_id AS endpointId, d.event_id AS eventId, e.type AS eventType, e.payload, e.created_at AS eventCreatedAt, w.url,
                 w.secret, w.previous_secret AS previousSecret, w.previous_secret_expires_at AS previousSecretExpiresAt, d.attempts
          FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id JOIN webhook_events e ON e.id = d.event_id
-         WHERE d.state = 'pending' AND d.next_attempt_at <= ?1 AND (d.lease_until IS NULL OR d.lease_until <= ?1) AND w.status = 'enabled'
-         ORDER BY d.next_attempt_at LIMIT ?2`,
-      ).all(input.now, input.limit) as Array<Omit<ClaimedDelivery, "secrets"> & { secret: string; previousSecret: string | null; previousSecretExpiresAt: number | null }>;
-      const lease = this.statement("UPDATE webhook_deliveries SET lease_owner = ?3, lease_until = ?4 WHERE endpoint_id = ?1 AND event_id = ?2");
-      return rows.map(({ secret, previousSecret, previousSecretExpiresAt, ...row }) => {
-        lease.run(row.endpointId, row.eventId, input.owner, input.now + input.leaseMs);
+         WHERE d.endpoint_id = ?1 AND d.event_id = ?2`,
+      );
+      return chooseFairly(candidates, inFlight, input).map(({ endpointId, eventId }) => {
+        lease.run(endpointId, eventId, input.owner, input.now + input.leaseMs);
+        const { secret, previousSecret, previousSecretExpiresAt, ...row } = read.get(endpointId, eventId) as Omit<ClaimedDelivery, "secrets"> & {
+          secret: string;
+          previousSecret: string | null;
+          previousSecretExpiresAt: number | null;
+        };
         const secrets = previousSecret !== null && previousSecretExpiresAt !== null && previousSecretExpiresAt > input.now ? [secret, previousSecret] : [secret];
         return { ...row, secrets };
       });

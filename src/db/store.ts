@@ -13,7 +13,7 @@ import type {
   RenewSubscriptionInput,
   SubscriptionRecord,
 } from "./billing-records";
-import type { ClaimedDelivery, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhook-records";
+import type { ClaimedDelivery, ClaimRequest, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhook-records";
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import type { FeedWriter } from "./feed-writers";
 
@@ -500,15 +500,19 @@ export interface Store {
   setLowCreditThreshold(organizationId: string, threshold: number | null): Promise<void>;
   /**
    * Claims pending deliveries due at `now` of enabled endpoints that no live lease holds, giving each
-   * `owner`'s lease for `leaseMs` (judged by the database's clock on PostgreSQL, with SKIP LOCKED so
-   * instances take different ones): each delivery is being sent by at most one instance at a time.
+   * `owner`'s lease for `leaseMs` (judged by the database's clock on PostgreSQL): each delivery is
+   * being sent by at most one instance at a time. Claims take turns (one at a time per database) and
+   * choose fairly (chooseFairly): the leases already live count against the per-endpoint and
+   * per-organization limits, whichever instance holds them.
    */
-  claimWebhookDeliveries(input: { owner: string; now: number; leaseMs: number; limit: number }): Promise<ClaimedDelivery[]>;
+  claimWebhookDeliveries(input: ClaimRequest): Promise<ClaimedDelivery[]>;
   /**
    * Records an attempt, if `owner` still holds the delivery's lease, and releases it; a success clears
    * the endpoint's failing streak, a failure starts it or, after `disableAfterMs` of it, disables the endpoint.
    */
   finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean>;
+  /** Fails the oldest pending deliveries of every endpoint holding more than MAX_PENDING_PER_ENDPOINT (BACKLOG_DROPPED); returns how many. */
+  dropWebhookBacklogOverflow(): Promise<number>;
 
   getStripeCustomerId(organizationId: string): Promise<string | null>;
   /** Sets the organization's Stripe customer if it has none; returns the one that is stored. */

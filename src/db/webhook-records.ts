@@ -64,6 +64,72 @@ export interface ClaimedDelivery {
   attempts: number;
 }
 
+/**
+ * An endpoint keeps at most this many pending deliveries: the delivery worker's backlog sweep fails
+ * the oldest past it (any event type), with BACKLOG_DROPPED as their last response.
+ */
+export const MAX_PENDING_PER_ENDPOINT = 10_000;
+export const BACKLOG_DROPPED = `dropped: more than ${MAX_PENDING_PER_ENDPOINT} deliveries were pending for this endpoint`;
+
+/** How many deliveries may be in flight at once, by leases in the store (so across instances). */
+export interface DeliveryLimits {
+  perEndpoint: number;
+  perOrganization: number;
+}
+
+export interface ClaimRequest extends DeliveryLimits {
+  owner: string;
+  now: number;
+  leaseMs: number;
+  /** Free slots of the claiming worker: at most this many are claimed. */
+  limit: number;
+}
+
+/** A due delivery a claim may take; the candidates of one endpoint come oldest first. */
+export interface DueDelivery {
+  endpointId: string;
+  eventId: string;
+  organizationId: string;
+}
+
+/** Deliveries in flight (leased) now, per endpoint with its organization. */
+export interface InFlightCount {
+  endpointId: string;
+  organizationId: string;
+  count: number;
+}
+
+/**
+ * The deliveries a claim takes, fairly: round-robin over endpoints (in the order of `due`, whose
+ * first delivery per endpoint is its oldest), oldest first within one endpoint, never past an
+ * endpoint's or an organization's limit counting what is in flight, and at most `request.limit`.
+ */
+export function chooseFairly(due: DueDelivery[], inFlight: InFlightCount[], request: ClaimRequest): DueDelivery[] {
+  const busyEndpoints = new Map<string, number>();
+  const busyOrganizations = new Map<string, number>();
+  const add = (map: Map<string, number>, key: string, count: number) => map.set(key, (map.get(key) ?? 0) + count);
+  for (const row of inFlight) {
+    add(busyEndpoints, row.endpointId, row.count);
+    add(busyOrganizations, row.organizationId, row.count);
+  }
+  const queues = new Map<string, DueDelivery[]>();
+  for (const delivery of due) queues.set(delivery.endpointId, [...(queues.get(delivery.endpointId) ?? []), delivery]);
+  const chosen: DueDelivery[] = [];
+  for (let progress = true; progress && chosen.length < request.limit; ) {
+    progress = false;
+    for (const queue of queues.values()) {
+      const next = queue[0];
+      if (next === undefined || chosen.length >= request.limit) continue;
+      if ((busyEndpoints.get(next.endpointId) ?? 0) >= request.perEndpoint || (busyOrganizations.get(next.organizationId) ?? 0) >= request.perOrganization) continue;
+      chosen.push(queue.shift()!);
+      add(busyEndpoints, next.endpointId, 1);
+      add(busyOrganizations, next.organizationId, 1);
+      progress = true;
+    }
+  }
+  return chosen;
+}
+
 /** What one attempt of a claimed delivery came to. */
 export interface DeliveryAttempt {
   endpointId: string;

@@ -23,6 +23,8 @@ export interface JWKSServer {
   failing: boolean;
   /** The issuer the discovery document names, when it should lie. */
   advertisedIssuer: string | null;
+  /** The jwks_uri the discovery document names, when it should point elsewhere. */
+  advertisedJWKSURI: string | null;
   sign(claims: JWTPayload, options?: { key?: SigningKey; alg?: string; kid?: string }): Promise<string>;
   close(): void;
 }
@@ -35,6 +37,7 @@ export async function startJWKSServer(options: { clientId: string; now: () => nu
     jwksFetches: 0,
     failing: false,
     advertisedIssuer: null,
+    advertisedJWKSURI: null,
     async sign(claims, signOptions = {}) {
       const key = signOptions.key ?? state.published[0]!;
       const nowSeconds = Math.floor(options.now() / 1000);
@@ -57,7 +60,7 @@ export async function startJWKSServer(options: { clientId: string; now: () => nu
       if (path === "/.well-known/openid-configuration") {
         return Response.json({
           issuer: state.advertisedIssuer ?? state.issuer,
-          jwks_uri: `${state.issuer}/jwks`,
+          jwks_uri: state.advertisedJWKSURI ?? `${state.issuer}/jwks`,
           id_token_signing_alg_values_supported: ["RS256", "ES256", "HS256", "none"],
         });
       }

@@ -139,7 +139,7 @@ describe("POST /api/v1/auth/oidc", () => {
     }
 
     test("in the code flow, a nonce claim that is an array holding the expected nonce is refused", async () => {
-      const verifier = createOIDCVerifier({ issuer: idp.issuer, clientId: CLIENT_ID, clock: context.clock, logger: context.services.logger });
+      const verifier = createOIDCVerifier({ issuer: idp.issuer, clientId: CLIENT_ID, clock: context.clock, logger: context.services.logger, outbound: context.services.outbound });
       expect(await verifier.verifyIDToken(await idp.sign({ nonce: "nonce-1" }), { nonce: "nonce-1" })).toMatchObject({ emailVerified: true });
       await expect(verifier.verifyIDToken(await idp.sign({ nonce: ["nonce-1"] }), { nonce: "nonce-1" })).rejects.toMatchObject({ slug: "unauthorized" });
     });
@@ -222,6 +222,23 @@ describe("POST /api/v1/auth/oidc", () => {
       expect((await exchange(await idp.sign({}))).status).toBe(200);
     });
 
+    test("in production its requests go through the outbound policy: a jwks_uri on an address it refuses is 503 unavailable, and never asked", async () => {
+      let asked = 0;
+      const internal = Bun.serve({ hostname: "127.0.0.2", port: 0, fetch: () => (asked++, Response.json({ keys: idp.published.map((key) => key.publicJWK) })) });
+      try {
+        await context.close();
+        // The provider itself is on loopback, which the operator allows; 127.0.0.2 stands for an internal host.
+        context = await createTestContext({ PRICE_ENV: "production", OIDC_ISSUER: idp.issuer, OIDC_CLIENT_ID: CLIENT_ID, OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1/32" });
+        idp.advertisedJWKSURI = `http://127.0.0.2:${internal.port}/jwks`;
+        const response = await exchange(await idp.sign({}));
+        expect(response.status).toBe(503);
+        expect((await json(response)).type).toEndWith("/unavailable");
+        expect(asked).toBe(0);
+      } finally {
+        internal.stop(true);
+      }
+    });
+
     test("a discovery document that names another issuer is 503 unavailable", async () => {
       idp.advertisedIssuer = "https://evil.example.com";
       const response = await exchange(await idp.sign({}));
@@ -238,7 +255,7 @@ describe("the OIDC verifier's key cache", () => {
   });
 
   test("when the provider rotates its signing key, a token with the new kid makes the verifier fetch the JWKS again", async () => {
-    const verifier = createOIDCVerifier({ issuer: idp.issuer, clientId: CLIENT_ID, clock: context.clock, logger: context.services.logger, jwksCooldownMs: 0 });
+    const verifier = createOIDCVerifier({ issuer: idp.issuer, clientId: CLIENT_ID, clock: context.clock, logger: context.services.logger, outbound: context.services.outbound, jwksCooldownMs: 0 });
     await verifier.verifyIDToken(await idp.sign({}));
     expect(idp.jwksFetches).toBe(1);
     const next = await newSigningKey("key-2", "ES256");

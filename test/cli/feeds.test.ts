@@ -13,11 +13,14 @@ let directory: string;
 const upstream = feedServer(() => new Response(offerLine(PEN, "shop-a", "1.99", Date.now() - 1000)));
 
 beforeAll(async () => {
+  // The upstream feed server is on loopback, which the outbound policy refuses unless allowed.
+  process.env.OUTBOUND_ALLOWED_NETWORKS = "127.0.0.1/32";
   database = await createTestDatabase();
   directory = mkdtempSync(join(tmpdir(), "feeds-cli-"));
   expect(await main(["migrate", "--database-url", database.url], () => {})).toBe(0);
 });
 afterAll(async () => {
+  delete process.env.OUTBOUND_ALLOWED_NETWORKS;
   upstream.stop();
   rmSync(directory, { recursive: true, force: true });
   await database.drop();

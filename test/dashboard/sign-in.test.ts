@@ -147,7 +147,7 @@ describe("the browser sign-in (OIDC authorization code with PKCE)", () => {
   test("the verifier checks the nonce only when one is expected", async () => {
     const context = await createTestContext();
     const idp = await startJWKSServer({ clientId: CLIENT_ID, now: () => context.clock.now() });
-    const verifier = createOIDCVerifier({ issuer: idp.issuer, clientId: CLIENT_ID, clock: context.clock, logger: context.services.logger });
+    const verifier = createOIDCVerifier({ issuer: idp.issuer, clientId: CLIENT_ID, clock: context.clock, logger: context.services.logger, outbound: context.services.outbound });
     const token = await idp.sign({ nonce: "n-1" });
     expect((await verifier.verifyIDToken(token, { nonce: "n-1" })).email).toBe("ada@example.com");
     expect((await verifier.verifyIDToken(token)).email).toBe("ada@example.com");

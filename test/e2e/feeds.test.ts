@@ -20,13 +20,21 @@ const upstream = feedServer((request) =>
     : new Response(feedLine(PULLED, { merchantId: "shop-a", price: "12.99", ageMs: 60_000 }), { headers: { etag: '"feed-1"', "content-type": "application/x-ndjson" } }),
 );
 
+// An internal host (127.0.0.2, outside the allowed 127.0.0.1/32) and a feed host that redirects to it.
+const internalRequests: string[] = [];
+const internal = Bun.serve({ port: 0, hostname: "127.0.0.2", fetch: (request) => (internalRequests.push(request.url), new Response(feedLine(PULLED, { merchantId: "internal", price: "0.01", ageMs: 1000 }))) });
+const redirecting = feedServer(() => new Response(null, { status: 302, headers: { location: `http://127.0.0.2:${internal.port}/latest/meta-data` } }));
+
 beforeAll(async () => {
   service = await startService({
+    // The upstream feed server is on loopback: allowed explicitly, as an operator allows an on-premises feed host.
+    env: { OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1/32" },
     async prepare(cli) {
       const { id } = jsonOf(await cli(["orgs", "create", "--name", "Feeds", "--json"]));
       jsonOf(await cli(["credits", "grant", "--org", id, "--amount", "10", "--json"]));
       customerKey = jsonOf(await cli(["keys", "create", "--org", id, "--name", "feeds", "--json"])).clearKey;
       expect(jsonOf(await cli(["feeds", "add", "merchant-a", "--url", `${upstream.url}/feed.ndjson`, "--every", "1s", "--timeout", "5s", "--merchants", "shop-a", "--json"]))).toMatchObject({ name: "merchant-a", kind: "url", intervalSeconds: 1, merchants: ["shop-a"] });
+      jsonOf(await cli(["feeds", "add", "redirecting", "--url", `${redirecting.url}/feed.ndjson`, "--every", "1s", "--timeout", "5s", "--merchants", "internal", "--json"]));
       jsonOf(await cli(["feeds", "add", "pos", "--push", "--merchants", "pos-1,pos-2", "--json"]));
       jsonOf(await cli(["feeds", "add", "rogue", "--push", "--merchants", "rogue-shop", "--json"]));
       rogueToken = jsonOf(await cli(["feeds", "token", "create", "--source", "rogue", "--json"])).clearToken;
@@ -41,6 +49,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await service?.stop();
   upstream.stop();
+  redirecting.stop();
+  internal.stop(true);
 });
 
 async function runsOf(source: string): Promise<any[]> {
@@ -68,6 +78,20 @@ describe("feeds against the running product", () => {
     const body = await response.json();
     expect(body.meta).toMatchObject({ reason: "fresh-offer", billable: true, creditsConsumed: 1, creditsRemaining: 9 });
     expect(body.data.offers.map((offer: any) => [offer.merchant.id, offer.price.amount])).toEqual([["shop-a", 1299]]);
+  });
+
+  test("a feed host redirecting to an internal address gets a failed run: the internal host is never asked, nothing is imported", async () => {
+    const deadline = Date.now() + 15_000;
+    let runs: any[] = [];
+    while (Date.now() < deadline && runs.length === 0) {
+      runs = await runsOf("redirecting");
+      if (runs.length === 0) await Bun.sleep(200);
+    }
+    expect(runs[0]).toMatchObject({ trigger: "schedule", status: "failed", recordsRead: 0, offers: 0, error: expect.stringContaining(`address 127.0.0.2 refused`) });
+    expect(redirecting.requests.length).toBeGreaterThan(0);
+    expect(internalRequests).toEqual([]);
+    const response = await service.request(`/api/v1/products/${PULLED}/price`, { headers: { authorization: `Bearer ${customerKey}` } });
+    expect((await response.json()).data.offers.map((offer: any) => offer.merchant.id)).not.toContain("internal");
   });
 
   test("the operator CLI and /metrics show the source's last success and fresh share", async () => {

@@ -15,7 +15,8 @@ beforeAll(async () => {
     { ada: { email: "ada@example.com", name: "Ada Lovelace" }, grace: { email: "grace@example.com", name: "Grace Hopper" } },
     { redirectURIs: [`http://127.0.0.1:${port}${CALLBACK}`] },
   );
-  service = await startService({ port, env: { OIDC_ISSUER: provider.issuer, OIDC_CLIENT_ID: CLIENT_ID, OIDC_CLIENT_SECRET: CLIENT_SECRET } });
+  // The identity provider runs on loopback: allowed explicitly, as an operator allows an on-premises one.
+  service = await startService({ port, env: { OIDC_ISSUER: provider.issuer, OIDC_CLIENT_ID: CLIENT_ID, OIDC_CLIENT_SECRET: CLIENT_SECRET, OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1/32" } });
 });
 
 afterAll(async () => {

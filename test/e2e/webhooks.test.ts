@@ -1,16 +1,20 @@
 // Webhooks end to end over a real port, in development mode (which lets webhooks reach a loopback
 // receiver): look-ups take the balance across the customer's threshold and the receiver gets a
-// `credits.low` it verifies with the standardwebhooks package.
+// `credits.low` it verifies with the standardwebhooks package; another organization's hanging
+// endpoint, its test events rate limited, does not hold that event back.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Webhook } from "standardwebhooks";
 import { startReceiver, type Receiver } from "../webhooks/receiver";
-import { developmentSignIn, feedLine, postJSON, type Service, startService } from "./harness";
+import { developmentSignIn, expectProblem, feedLine, postJSON, type Service, startService } from "./harness";
 
 const FRESH_GTIN = "4006381333931";
 const WEBHOOKS = "/api/v1/customer/webhooks";
 
 let service: Service;
 let receiver: Receiver;
+/** Another organization's receiver that never answers: each delivery to it waits for the 10 s time-out. */
+let hangingRequests = 0;
+const hanging = Bun.serve({ port: 0, hostname: "127.0.0.1", idleTimeout: 0, fetch: () => (hangingRequests++, new Promise<Response>(() => {})) });
 
 beforeAll(async () => {
   receiver = startReceiver();
@@ -21,6 +25,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  hanging.stop(true);
   await service?.stop();
   await receiver?.stop();
 });
@@ -37,7 +42,27 @@ async function received(count: number): Promise<void> {
   expect(receiver.received.length).toBe(count);
 }
 
-test("look-ups that cross the low-credit threshold send a signed credits.low to the customer's receiver", async () => {
+/** Queues test events for a hanging endpoint of another organization until the rate limit refuses one (429 with Retry-After). */
+async function stallAnotherOrganization(): Promise<number> {
+  const { cookie } = await developmentSignIn(service, "mallory@example.com");
+  const headers = { cookie, origin: service.publicURL };
+  const { endpoint } = await body(await postJSON(service, WEBHOOKS, { url: `http://127.0.0.1:${hanging.port}/hooks`, eventTypes: ["credits.low"] }, headers), 201);
+  for (let queued = 0; queued < 100; queued++) {
+    const response = await postJSON(service, `${WEBHOOKS}/${endpoint.id}/test`, undefined, headers);
+    if (response.status === 429) {
+      const problem = await expectProblem(service, response, 429, "rate-limited");
+      expect(problem.detail).toContain("test events per minute");
+      expect(Number(response.headers.get("retry-after"))).toBeGreaterThan(0);
+      return queued;
+    }
+    expect(response.status).toBe(202);
+  }
+  throw new Error("test events were never rate limited");
+}
+
+test("look-ups that cross the low-credit threshold send a signed credits.low to the customer's receiver, however stalled another organization's endpoint is", async () => {
+  expect(await stallAnotherOrganization()).toBeGreaterThanOrEqual(10);
+  for (let waited = 0; hangingRequests === 0 && waited < 5_000; waited += 50) await Bun.sleep(50);
   const { cookie, user } = await developmentSignIn(service, "ada@example.com");
   const headers = { cookie, origin: service.publicURL };
   const settings = await service.request(`${WEBHOOKS}/settings`, { method: "PATCH", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ lowCreditThreshold: 5 }) });
@@ -50,7 +75,11 @@ test("look-ups that cross the low-credit threshold send a signed credits.low to 
     const response = await service.request(`/api/v1/products/${FRESH_GTIN}/price`, { headers: { authorization: `Bearer ${clearKey}` } });
     expect((await body(response, 200)).meta.creditsRemaining).toBe(9 - i);
   }
+  const lowAt = Date.now();
   await received(1);
+  // The hanging endpoint's deliveries hold their 10 s time-outs meanwhile: credits.low does not wait for them (a tick is 1 s).
+  expect(Date.now() - lowAt).toBeLessThan(3_000);
+  expect(hangingRequests).toBeGreaterThan(0);
   const [request] = receiver.received;
   const event = new Webhook(secret).verify(request!.body, { "webhook-id": request!.id, "webhook-timestamp": request!.timestamp, "webhook-signature": request!.signature }) as any;
   expect(event).toMatchObject({ type: "credits.low", data: { organizationId: user.organization.id, balance: 4, threshold: 5 } });

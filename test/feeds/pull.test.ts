@@ -5,6 +5,7 @@ import { join } from "node:path";
 import type { Store } from "../../src/db/store";
 import { systemClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
+import { createAddressPolicy, createOutboundClient } from "../../src/lib/outbound";
 import { scanDirectorySource } from "../../src/modules/feeds/pull";
 import { FeedScheduler } from "../../src/modules/feeds/scheduler";
 import { openTestStore, queryRows } from "../helpers";
@@ -29,7 +30,7 @@ beforeEach(async () => {
     clock: systemClock,
     logger,
     freshnessWindowMs: 86_400_000,
-    fetch: (url, init) => fetch(url, init),
+    outbound: createOutboundClient({ policy: createAddressPolicy({ allowedNetworks: [], allowLoopback: true }) }),
     sleep: (ms) => Bun.sleep(ms),
     retryBaseMs: 20,
     bodyLimitBytes: 1_000_000,

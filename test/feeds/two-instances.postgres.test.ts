@@ -30,7 +30,8 @@ afterAll(async () => {
 });
 
 test("two instances with one scheduled source pull it once per period", async () => {
-  instances = await Promise.all([spawnServe({ databaseUrl: database.url }), spawnServe({ databaseUrl: database.url })]);
+  const env = { OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1/32" }; // the feed server is on loopback
+  instances = await Promise.all([spawnServe({ databaseUrl: database.url, env }), spawnServe({ databaseUrl: database.url, env })]);
   const created = await operator.createFeedSource({
     id: newId("src"),
     name: "shared",

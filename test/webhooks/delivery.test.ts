@@ -7,8 +7,8 @@ import { DAY_MS, type Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
 import { newId } from "../../src/lib/ids";
 import { createLogger } from "../../src/lib/logger";
-import { createAddressPolicy } from "../../src/modules/webhooks/address-policy";
-import { RETRY_SCHEDULE_MS, RESPONSE_EXCERPT_BYTES, WebhookDispatcher } from "../../src/modules/webhooks/dispatcher";
+import { createAddressPolicy, createOutboundClient } from "../../src/lib/outbound";
+import { DELIVERY_LIMITS, RETRY_SCHEDULE_MS, RESPONSE_EXCERPT_BYTES, WebhookDispatcher } from "../../src/modules/webhooks/dispatcher";
 import { newWebhookSecret } from "../../src/modules/webhooks/signature";
 import { openStore } from "../../src/services";
 import { createTestContext, createTestDatabase, json, queryRows, signIn, twoStoresOnOneDatabase, type TestContext, type TestSession } from "../helpers";
@@ -16,6 +16,7 @@ import { startReceiver, type Receiver } from "./receiver";
 
 const WEBHOOKS = "/api/v1/customer/webhooks";
 const silent = createLogger({ level: "silent", write: () => {} });
+const loopbackOutbound = (fetch?: typeof globalThis.fetch) => createOutboundClient({ policy: createAddressPolicy({ allowedNetworks: [], allowLoopback: true }), fetch });
 
 let context: TestContext;
 let receiver: Receiver;
@@ -186,7 +187,7 @@ describe("delivery", () => {
 describe("addresses webhooks never reach", () => {
   function productionDispatcher(resolve: (hostname: string) => Promise<string[]>): WebhookDispatcher {
     const policy = createAddressPolicy({ allowedNetworks: [], allowLoopback: false });
-    return new WebhookDispatcher({ store: context.store, clock: context.clock, logger: silent, policy, userAgent: "test", resolve });
+    return new WebhookDispatcher({ store: context.store, clock: context.clock, logger: silent, outbound: createOutboundClient({ policy, resolve }), userAgent: "test" });
   }
 
   async function endpointFor(url: string): Promise<string> {
@@ -204,6 +205,17 @@ describe("addresses webhooks never reach", () => {
     expect(line.lastResponse).toContain("10.0.0.7 refused");
   });
 
+  test("a name is resolved once and the request goes to the checked address, with the name in the Host header", async () => {
+    const port = new URL(receiver.url).port;
+    const endpointId = await endpointFor(`http://hooks.customer.test:${port}/hooks`);
+    await createKey();
+    const policy = createAddressPolicy({ allowedNetworks: ["127.0.0.1/32"], allowLoopback: false });
+    const resolve = async (hostname: string) => (hostname === "hooks.customer.test" ? ["127.0.0.1"] : []);
+    expect(await new WebhookDispatcher({ store: context.store, clock: context.clock, logger: silent, outbound: createOutboundClient({ policy, resolve }), userAgent: "test" }).tick()).toBe(1);
+    expect((await deliveryLog(endpointId))[0]).toMatchObject({ state: "delivered", lastStatus: 200 });
+    expect(receiver.received.map((request) => request.headers.host)).toEqual([`hooks.customer.test:${port}`]);
+  });
+
   test("in production a loopback receiver is refused, by name or address, and gets nothing", async () => {
     const byName = await endpointFor(receiver.url.replace("127.0.0.1", "localhost"));
     const byAddress = await endpointFor(receiver.url);
@@ -216,7 +228,7 @@ describe("addresses webhooks never reach", () => {
 
 describe("crashes and instances", () => {
   function dispatcher(store: Store, clock: FakeClock): WebhookDispatcher {
-    return new WebhookDispatcher({ store, clock, logger: silent, policy: createAddressPolicy({ allowedNetworks: [], allowLoopback: true }), userAgent: "test" });
+    return new WebhookDispatcher({ store, clock, logger: silent, outbound: loopbackOutbound(), userAgent: "test" });
   }
 
   async function addEndpoint(store: Store, organizationId: string, clock: FakeClock): Promise<string> {
@@ -255,7 +267,7 @@ describe("crashes and instances", () => {
       if (calls++ === 1) await slow;
       return new Response("ok");
     }) as unknown as typeof fetch;
-    const flaky = new WebhookDispatcher({ store: flakyStore, clock, logger: silent, policy: createAddressPolicy({ allowedNetworks: [], allowLoopback: true }), userAgent: "test", fetch: fetchOnce });
+    const flaky = new WebhookDispatcher({ store: flakyStore, clock, logger: silent, outbound: loopbackOutbound(fetchOnce), userAgent: "test" });
     let settled = false;
     const ticking = flaky.tick().then(
       () => (settled = true),
@@ -299,7 +311,7 @@ describe("crashes and instances", () => {
       const endpointId = await addEndpoint(stores.one, stores.organizationId, stores.clock);
       await grant(stores.one, stores.organizationId, stores.clock);
       // Instance one claims the delivery and dies before sending it.
-      expect(await stores.one.claimWebhookDeliveries({ owner: "dsp_dead", now: stores.clock.now(), leaseMs: 60_000, limit: 10 })).toHaveLength(1);
+      expect(await stores.one.claimWebhookDeliveries({ owner: "dsp_dead", now: stores.clock.now(), leaseMs: 60_000, limit: 10, ...DELIVERY_LIMITS })).toHaveLength(1);
       const survivor = dispatcher(stores.two, stores.clock);
       expect(await survivor.tick()).toBe(0);
       await queryRows(stores.two, "UPDATE webhook_deliveries SET lease_until = lease_until - 120000");
@@ -320,12 +332,13 @@ describe("crashes and instances", () => {
       for (let i = 0; i < 30; i++) await grant(i % 2 === 0 ? stores.one : stores.two, stores.organizationId, stores.clock);
       const one = dispatcher(stores.one, stores.clock);
       const two = dispatcher(stores.two, stores.clock);
-      let sent = 0;
-      for (let round = 0; round < 10 && sent < 30; round++) {
-        const [a, b] = await Promise.all([one.tick(), two.tick()]);
-        sent += a + b;
+      // Each endpoint has at most DELIVERY_LIMITS.perEndpoint deliveries in flight across both; freed slots are refilled at once.
+      const deadline = Date.now() + 10_000;
+      while (receiver.received.length < 30 && Date.now() < deadline) {
+        await Promise.all([one.tick(), two.tick()]);
+        await Bun.sleep(5);
       }
-      expect(sent).toBe(30);
+      await Promise.all([one.drain(), two.drain()]);
       const ids = receiver.received.map((request) => request.id);
       expect(ids).toHaveLength(30);
       expect(new Set(ids).size).toBe(30);

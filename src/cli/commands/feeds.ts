@@ -4,10 +4,12 @@ import { systemClock } from "../../lib/clock";
 import { parseDuration } from "../../lib/duration";
 import { newId } from "../../lib/ids";
 import { createLogger } from "../../lib/logger";
+import { createOutboundClient } from "../../lib/outbound";
 import { operatorSourceJSON, runJSON, sourceStatuses } from "../../modules/feeds/freshness";
 import { FeedScheduler, MAX_FEED_RETRIES } from "../../modules/feeds/scheduler";
 import { createFeedToken, feedTokenJSON } from "../../modules/feeds/tokens";
 import { MAX_MERCHANT_ID_CHARS } from "../../modules/ingest/feed-record";
+import { outboundPolicyOf } from "../../services";
 import { type Command, output, parseCommandArgs, programName, requireOption, UsageError, wholeNumber } from "../command";
 import { importProgressLine } from "./import";
 
@@ -152,7 +154,7 @@ export const feedsCommand: Command = {
           clock: systemClock,
           logger,
           freshnessWindowMs: context.config.freshnessWindowMs,
-          fetch: (url, init) => fetch(url, init),
+          outbound: createOutboundClient({ policy: outboundPolicyOf(context.config) }),
           sleep: (ms) => Bun.sleep(ms),
           retryBaseMs: 1000,
           bodyLimitBytes: context.config.feedBodyLimitBytes,

@@ -514,6 +514,10 @@ export const webhookDeliveries = pgTable(
     primaryKey({ columns: [table.endpointId, table.eventId] }),
     index("webhook_deliveries_due_idx").on(table.nextAttemptAt).where(sql`state = 'pending'`),
     index("webhook_deliveries_log_idx").on(table.endpointId, table.createdAt, table.eventId),
+    /** A claim's oldest due deliveries per endpoint. */
+    index("webhook_deliveries_endpoint_due_idx").on(table.endpointId, table.nextAttemptAt).where(sql`state = 'pending'`),
+    /** The deliveries in flight (leased), which count against the per-endpoint and per-organization limits. */
+    index("webhook_deliveries_leased_idx").on(table.leaseUntil).where(sql`state = 'pending'`),
   ],
 );
 

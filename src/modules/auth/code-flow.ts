@@ -4,6 +4,7 @@
 import { sha256 } from "@oslojs/crypto/sha2";
 import { decodeBase64urlIgnorePadding, encodeBase64urlNoPadding } from "@oslojs/encoding";
 import type { Logger } from "../../lib/logger";
+import type { OutboundClient } from "../../lib/outbound";
 import { Problem } from "../../http/problem";
 
 /** Name of the cookie that carries a sign-in in progress from /start to /callback. */
@@ -82,15 +83,16 @@ function withoutTrailingSlash(url: string): string {
 /**
  * A confidential client when `clientSecret` is set (client_secret_basic, or client_secret_post when
  * the provider offers only that), a public client otherwise; PKCE either way. The provider's
- * endpoints come from its discovery document, fetched once (again after a failure).
+ * endpoints come from its discovery document, fetched once (again after a failure). Requests go out
+ * through the outbound policy, following no redirect.
  */
-export function createOIDCCodeFlowClient(options: { issuer: string; clientId: string; clientSecret: string | null; logger: Logger; timeoutMs?: number }): OIDCCodeFlowClient {
+export function createOIDCCodeFlowClient(options: { issuer: string; clientId: string; clientSecret: string | null; logger: Logger; outbound: OutboundClient; timeoutMs?: number }): OIDCCodeFlowClient {
   const { issuer, clientId, clientSecret, logger } = options;
   const timeoutMs = options.timeoutMs ?? 5000;
   let endpoints: Promise<ProviderEndpoints> | null = null;
 
   async function discover(): Promise<ProviderEndpoints> {
-    const response = await fetch(`${withoutTrailingSlash(issuer)}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: "application/json" } });
+    const response = await options.outbound.send(`${withoutTrailingSlash(issuer)}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: "application/json" }, maxRedirects: 0 });
     if (!response.ok) throw new Error(`discovery answered HTTP ${response.status}`);
     const document = (await response.json()) as Record<string, unknown>;
     if (typeof document.issuer !== "string" || withoutTrailingSlash(document.issuer) !== withoutTrailingSlash(issuer)) throw new Error("discovery document names another issuer");
@@ -143,7 +145,7 @@ export function createOIDCCodeFlowClient(options: { issuer: string; clientId: st
       }
       let response: Response;
       try {
-        response = await fetch(token, { method: "POST", headers, body: form, signal: AbortSignal.timeout(timeoutMs) });
+        response = await options.outbound.send(token, { method: "POST", headers, body: form, signal: AbortSignal.timeout(timeoutMs), maxRedirects: 0 });
       } catch (error) {
         logger.warn("OIDC token endpoint unreachable", { issuer, error: error instanceof Error ? error.message : String(error) });
         throw new Problem("unavailable", PROVIDER_DOWN);

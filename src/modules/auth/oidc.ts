@@ -1,4 +1,5 @@
-import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from "jose";
+import { createRemoteJWKSet, customFetch, errors, jwtVerify, type JWTPayload } from "jose";
+import type { OutboundClient } from "../../lib/outbound";
 import type { Clock } from "../../lib/clock";
 import type { Logger } from "../../lib/logger";
 import { Problem } from "../../http/problem";
@@ -44,12 +45,14 @@ function withoutTrailingSlash(url: string): string {
  * Verifies ID tokens of one issuer: its discovery document (fetched once, retried after a failure),
  * its JWKS through jose (cached; fetched again when a token names an unknown `kid`, at most once per
  * `jwksCooldownMs`), the audience `clientId`, exp/iat/nbf against `clock` with a small skew.
+ * Both requests go out through the outbound policy, following no redirect.
  */
 export function createOIDCVerifier(options: {
   issuer: string;
   clientId: string;
   clock: Clock;
   logger: Logger;
+  outbound: OutboundClient;
   jwksCooldownMs?: number;
   timeoutMs?: number;
 }): OIDCVerifier {
@@ -60,7 +63,7 @@ export function createOIDCVerifier(options: {
 
   async function discover(): Promise<Discovery> {
     const url = `${withoutTrailingSlash(options.issuer)}/.well-known/openid-configuration`;
-    const response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: "application/json" } });
+    const response = await options.outbound.send(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: "application/json" }, maxRedirects: 0 });
     if (!response.ok) throw new Error(`discovery answered HTTP ${response.status}`);
     const document = (await response.json()) as Record<string, unknown>;
     // The configured issuer may differ from the provider's only by a trailing slash; the token's
@@ -85,7 +88,11 @@ export function createOIDCVerifier(options: {
       logger.warn("OIDC discovery failed", { issuer: options.issuer, error: error instanceof Error ? error.message : String(error) });
       throw new Problem("unavailable", PROVIDER_DOWN);
     }
-    jwks ??= createRemoteJWKSet(found.jwksUri, { timeoutDuration: timeoutMs, cooldownDuration: options.jwksCooldownMs ?? 30_000 });
+    jwks ??= createRemoteJWKSet(found.jwksUri, {
+      timeoutDuration: timeoutMs,
+      cooldownDuration: options.jwksCooldownMs ?? 30_000,
+      [customFetch]: (url, { redirect: _redirect, ...init }) => options.outbound.send(url, { ...init, maxRedirects: 0 }),
+    });
     return { discovery: found, jwks };
   }
 

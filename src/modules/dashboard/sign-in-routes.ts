@@ -40,10 +40,10 @@ function withoutTrailingSlash(url: string): string {
  * POST /auth/oidc plus the nonce, opens the same session and lands on the dashboard.
  */
 export function oidcSignInRoutes(services: Services) {
-  const { config, store, clock, logger, oidc } = services;
+  const { config, store, clock, logger, oidc, outbound } = services;
   const client =
     oidc !== null && config.oidcIssuer !== null && config.oidcClientId !== null
-      ? createOIDCCodeFlowClient({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clientSecret: config.oidcClientSecret, logger })
+      ? createOIDCCodeFlowClient({ issuer: config.oidcIssuer, clientId: config.oidcClientId, clientSecret: config.oidcClientSecret, logger, outbound })
       : null;
   const redirectURI = `${config.publicUrl}${CALLBACK_PATH}`;
   const secure = isSecureCookie(config);

@@ -3,11 +3,16 @@ import { join } from "node:path";
 import type { FeedRun, FeedRunTrigger, FeedSource } from "../../db/feed-records";
 import type { Store } from "../../db/store";
 import type { Clock } from "../../lib/clock";
+import { type OutboundClient, OutboundRefusal } from "../../lib/outbound";
 import type { ImportReport } from "../ingest/import-feed";
 import { describeError, finishRun, formatOf, importForSource, isPermanentReadError, limitedBody, type RunContext, runRecord } from "./run";
 
+/** Redirects a pull follows, each hop checked by the outbound policy like the first. */
+export const FEED_MAX_REDIRECTS = 5;
+
 export interface PullOptions {
-  fetch: (input: string, init: RequestInit) => Promise<Response>;
+  /** Every pull goes out through it (the outbound address policy). */
+  outbound: OutboundClient;
   sleep: (ms: number) => Promise<void>;
   /** First back-off pause; each retry waits twice as long as the one before (with ±20 % jitter). */
   retryBaseMs: number;
@@ -29,7 +34,7 @@ function backoffMs(options: PullOptions, attempt: number): number {
 }
 
 /**
- * One pull of a URL source: a conditional GET (If-None-Match / If-Modified-Since from the last 200
+ * One pull of a URL source, through the outbound policy (redirects followed, each hop checked): a conditional GET (If-None-Match / If-Modified-Since from the last 200
  * answer) with gzip accepted, a time-out per attempt covering the answer and its body, and retries
  * with exponential back-off on network errors, time-outs, 408, 429 and 5xx — only before any record
  * was written, so a retry never imports half a body twice. 304 is a successful run that writes
@@ -54,8 +59,10 @@ export async function pullURLSource(store: Store, clock: Clock, source: FeedSour
     const signal = AbortSignal.timeout(source.timeoutMs);
     let response: Response;
     try {
-      response = await options.fetch(url, { headers, signal, redirect: "follow" });
+      response = await options.outbound.send(url, { headers, signal, maxRedirects: FEED_MAX_REDIRECTS });
     } catch (error) {
+      // A refused address stays refused: no retry.
+      if (error instanceof OutboundRefusal) return finish(runRecord(clock, context, { status: "failed", error: `request refused: ${error.message}` }));
       lastError = signal.aborted ? `timed out after ${source.timeoutMs} ms` : `request failed: ${describeError(error)}`;
       continue;
     }

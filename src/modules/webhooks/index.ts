@@ -1,6 +1,6 @@
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services";
-import { CommonErrors, ProblemSchema } from "../../http/model";
+import { CommonErrors, Problems, ProblemSchema } from "../../http/model";
 import { Problem } from "../../http/problem";
 import { authPlugin, sessionPrincipal } from "../auth/plugin";
 import { decodeDeliveryCursor } from "../../db/webhook-records";
@@ -16,7 +16,7 @@ import {
   WebhookEndpointSchema,
   WebhookSettingsSchema,
 } from "./model";
-import { checkWebhookURL, createWebhookEndpoint, deleteWebhookEndpoint, deliveryJSON, enableWebhookEndpoint, endpointJSON, endpointOfOrganization, rotateWebhookSecret, sendTestEvent } from "./service";
+import { checkWebhookURL, createTestEventLimiter, createWebhookEndpoint, deleteWebhookEndpoint, deliveryJSON, enableWebhookEndpoint, endpointJSON, endpointOfOrganization, rotateWebhookSecret, sendTestEvent } from "./service";
 
 const NO_STORE = { "cache-control": "no-store" };
 const TAG = "Webhook endpoints";
@@ -24,8 +24,9 @@ const security = [{ session: [] }];
 
 /** Webhook endpoints of the signed-in user's organization and its low-credit threshold; session cookie only. */
 export function webhookRoutes(services: Services) {
-  const { store, clock, config, logger, webhookPolicy } = services;
+  const { store, clock, config, logger, outboundPolicy } = services;
   const sessionErrors = { ...CommonErrors, 401: ProblemSchema, 403: ProblemSchema };
+  const testEvents = createTestEventLimiter();
 
   return new Elysia({ name: "webhooks.routes", prefix: "/api/v1/customer/webhooks" })
     .use(authPlugin(services))
@@ -84,7 +85,7 @@ export function webhookRoutes(services: Services) {
       "",
       async ({ body, principal, set }) => {
         const session = sessionPrincipal(principal);
-        const url = checkWebhookURL(body.url, { policy: webhookPolicy, development: config.env === "development" });
+        const url = checkWebhookURL(body.url, { policy: outboundPolicy, development: config.env === "development" });
         const created = await createWebhookEndpoint(store, { organizationId: session.organizationId, url, eventTypes: body.eventTypes, now: clock.now() });
         logger.info("webhook endpoint created", { endpointId: created.endpoint.id, organizationId: session.organizationId, userId: session.userId, eventTypes: body.eventTypes });
         Object.assign(set.headers, NO_STORE);
@@ -184,18 +185,18 @@ export function webhookRoutes(services: Services) {
       "/:id/test",
       async ({ params, principal, set }) => {
         const session = sessionPrincipal(principal);
-        const eventId = await sendTestEvent(store, { organizationId: session.organizationId, id: params.id, now: clock.now() });
+        const eventId = await sendTestEvent(store, testEvents, { organizationId: session.organizationId, id: params.id, now: clock.now() });
         set.status = 202;
         return { eventId };
       },
       {
         auth: "session",
         params: EndpointParams,
-        response: { 202: TestEventSchema, ...sessionErrors, 404: ProblemSchema, 409: ProblemSchema },
+        response: { 202: TestEventSchema, ...sessionErrors, 404: ProblemSchema, 409: ProblemSchema, 429: Problems(["rate-limited"]) },
         detail: {
           summary: "Send a test event",
           description:
-            "Queues a `webhook.test` event for this endpoint only; it is delivered like any other (see its delivery log). 409 conflict when the endpoint is disabled; 404 for an unknown id or an endpoint of another organization. Session cookie only.",
+            "Queues a `webhook.test` event for this endpoint only; it is delivered like any other (see its delivery log). An organization may queue 10 test events per minute (bursts of up to 20): past that, 429 rate-limited with Retry-After. An endpoint keeps at most 10 000 pending deliveries: past that, the oldest are failed within a minute (shown as dropped in the log). 409 conflict when the endpoint is disabled; 404 for an unknown id or an endpoint of another organization. Session cookie only.",
           tags: [TAG],
           operationId: "sendWebhookTestEvent",
           security,

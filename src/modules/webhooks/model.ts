@@ -25,7 +25,7 @@ export const EndpointWithSecretSchema = t.Object({
 export const EndpointPageSchema = pageOf(WebhookEndpointSchema);
 
 export const CreateEndpointBody = t.Object({
-  url: t.String({ minLength: 1, maxLength: 2000, description: "An https URL (plain http only to networks in WEBHOOK_ALLOWED_NETWORKS, or in development mode)", examples: ["https://hooks.example.com/price-service"] }),
+  url: t.String({ minLength: 1, maxLength: 2000, description: "An https URL (plain http only to networks in OUTBOUND_ALLOWED_NETWORKS, or in development mode)", examples: ["https://hooks.example.com/price-service"] }),
   eventTypes: t.Array(EventType, { minItems: 1, maxItems: WEBHOOK_EVENT_TYPES.length, uniqueItems: true }),
 });
 

@@ -3,7 +3,8 @@ import type { SubscribableEventType, WebhookDelivery, WebhookEndpoint } from "..
 import { toISO } from "../../lib/clock";
 import { newId } from "../../lib/ids";
 import { Problem } from "../../http/problem";
-import { type AddressPolicy, literalAddress } from "./address-policy";
+import { MemoryRateLimiter, type RateLimitPolicy, rateLimitHeaders } from "../../http/rate-limit";
+import { type AddressPolicy, literalAddress } from "../../lib/outbound";
 import { newWebhookSecret } from "./signature";
 
 /** After a rotation the previous secret still signs this long, so receivers can switch over. */
@@ -31,8 +32,8 @@ export function checkWebhookURL(raw: string, rules: { policy: AddressPolicy; dev
   const address = literalAddress(url.hostname);
   if (address !== null && !rules.policy.isAllowed(address)) {
     throw invalidURL(
-      "url points at a loopback, link-local or private address, which webhooks never reach (an operator can allow networks with WEBHOOK_ALLOWED_NETWORKS).",
-      "url désigne une adresse de bouclage, locale ou privée, que les webhooks n'atteignent jamais (un opérateur peut autoriser des réseaux avec WEBHOOK_ALLOWED_NETWORKS).",
+      "url points at a loopback, link-local or private address, which webhooks never reach (an operator can allow networks with OUTBOUND_ALLOWED_NETWORKS).",
+      "url désigne une adresse de bouclage, locale ou privée, que les webhooks n'atteignent jamais (un opérateur peut autoriser des réseaux avec OUTBOUND_ALLOWED_NETWORKS).",
     );
   }
   // On-premises receivers often have no public certificate: plain http goes only to the networks the operator listed.
@@ -71,9 +72,24 @@ export async function enableWebhookEndpoint(store: Store, input: { organizationI
   return endpoint;
 }
 
-/** Queues a `webhook.test` event for one endpoint; 409 when the endpoint is disabled (nothing would be sent). */
-export async function sendTestEvent(store: Store, input: { organizationId: string; id: string; now: number }): Promise<string> {
+/** Test events an organization may queue: this many per minute, in bursts of up to twice that. */
+export const TEST_EVENT_POLICY: RateLimitPolicy = { name: "webhook-test", limit: 10, windowSeconds: 60 };
+
+export function createTestEventLimiter(): MemoryRateLimiter {
+  return new MemoryRateLimiter(TEST_EVENT_POLICY.limit, TEST_EVENT_POLICY.windowSeconds * 1000);
+}
+
+/**
+ * Queues a `webhook.test` event for one endpoint; 429 past the organization's TEST_EVENT_POLICY,
+ * 409 when the endpoint is disabled (nothing would be sent).
+ */
+export async function sendTestEvent(store: Store, limiter: MemoryRateLimiter, input: { organizationId: string; id: string; now: number }): Promise<string> {
   const endpoint = await endpointOfOrganization(store, input.organizationId, input.id);
+  const decision = limiter.take(input.organizationId, input.now, TEST_EVENT_POLICY);
+  if (!decision.allowed) {
+    const limit = `${TEST_EVENT_POLICY.limit} test events per minute`;
+    throw new Problem("rate-limited", { en: `Your organization may send ${limit}; retry later.`, fr: `Votre organisation peut envoyer ${TEST_EVENT_POLICY.limit} événements de test par minute ; réessayez plus tard.` }, {}, rateLimitHeaders(limiter, decision, TEST_EVENT_POLICY));
+  }
   if (endpoint.status === "disabled") {
     throw new Problem("conflict", { en: "The endpoint is disabled: nothing is sent to it.", fr: "Le point de terminaison est désactivé : rien ne lui est envoyé." });
   }

@@ -406,6 +406,7 @@ export type ResponseHeaders = {
     413: { "x-request-id": string; "content-language": "en" | "fr" };
     415: { "x-request-id": string; "content-language": "en" | "fr" };
     422: { "x-request-id": string; "content-language": "en" | "fr" };
+    429: { "x-request-id": string; "content-language": "en" | "fr"; "retry-after": number };
     500: { "x-request-id": string; "content-language": "en" | "fr" };
     503: { "x-request-id": string; "content-language": "en" | "fr" };
   };

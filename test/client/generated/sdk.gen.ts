@@ -572,7 +572,7 @@ export const enableWebhookEndpoint = <ThrowOnError extends boolean = false>(opti
 /**
  * Send a test event
  *
- * Queues a `webhook.test` event for this endpoint only; it is delivered like any other (see its delivery log). 409 conflict when the endpoint is disabled; 404 for an unknown id or an endpoint of another organization. Session cookie only.
+ * Queues a `webhook.test` event for this endpoint only; it is delivered like any other (see its delivery log). An organization may queue 10 test events per minute (bursts of up to 20): past that, 429 rate-limited with Retry-After. An endpoint keeps at most 10 000 pending deliveries: past that, the oldest are failed within a minute (shown as dropped in the log). 409 conflict when the endpoint is disabled; 404 for an unknown id or an endpoint of another organization. Session cookie only.
  */
 export const sendWebhookTestEvent = <ThrowOnError extends boolean = false>(options: Options<SendWebhookTestEventData, ThrowOnError>) => (options.client ?? client).post<SendWebhookTestEventResponses, SendWebhookTestEventErrors, ThrowOnError>({
     security: [{

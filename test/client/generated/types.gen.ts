@@ -4673,7 +4673,7 @@ export type ListWebhookEndpointsResponse = ListWebhookEndpointsResponses[keyof L
 export type CreateWebhookEndpointData = {
     body: {
         /**
-         * An https URL (plain http only to networks in WEBHOOK_ALLOWED_NETWORKS, or in development mode)
+         * An https URL (plain http only to networks in OUTBOUND_ALLOWED_NETWORKS, or in development mode)
          */
         url: string;
         eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
@@ -5441,6 +5441,17 @@ export type SendWebhookTestEventErrors = {
      * Problem details: invalid-body
      */
     422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: rate-limited
+     */
+    429: {
         type: string;
         title: string;
         status: number;

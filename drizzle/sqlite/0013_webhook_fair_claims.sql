@@ -1,0 +1,2 @@
+CREATE INDEX `webhook_deliveries_endpoint_due_idx` ON `webhook_deliveries` (`endpoint_id`,`next_attempt_at`) WHERE state = 'pending';--> statement-breakpoint
+CREATE INDEX `webhook_deliveries_leased_idx` ON `webhook_deliveries` (`lease_until`) WHERE state = 'pending';
