@@ -88,7 +88,7 @@ export async function sendTestEvent(store: Store, limiter: MemoryRateLimiter, in
   const decision = limiter.take(input.organizationId, input.now, TEST_EVENT_POLICY);
   if (!decision.allowed) {
     const limit = `${TEST_EVENT_POLICY.limit} test events per minute`;
-    throw new Problem("rate-limited", { en: `Your organization may send ${limit}; retry later.`, fr: `Votre organisation peut envoyer ${TEST_EVENT_POLICY.limit} événements de test par minute ; réessayez plus tard.` }, {}, rateLimitHeaders(limiter, decision, TEST_EVENT_POLICY));
+    throw new Problem("rate-limited", { en: `Your organization may send ${limit}; retry later.`, fr: `Votre organisation peut envoyer ${TEST_EVENT_POLICY.limit} événements de test par minute ; réessayez plus tard.` }, {}, rateLimitHeaders([{ ...decision, policy: TEST_EVENT_POLICY }]));
   }
   if (endpoint.status === "disabled") {
     throw new Problem("conflict", { en: "The endpoint is disabled: nothing is sent to it.", fr: "Le point de terminaison est désactivé : rien ne lui est envoyé." });
