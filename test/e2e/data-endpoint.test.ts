@@ -144,7 +144,7 @@ describe("GET /api/v1/products/{gtin}/price", () => {
 });
 
 describe("errors of the HTTP layer", () => {
-  test("an unknown route is 404, a body over BODY_LIMIT is 413, a non-JSON body is 415", async () => {
+  test("an unknown route is 404, a body over BODY_LIMIT is 413, a non-JSON body is 415 (401 first on a secured route)", async () => {
     await expectProblem(service, await service.request("/api/v1/nowhere"), 404, "not-found");
     const headers = { "content-type": "application/json" };
     const oversized = JSON.stringify({ name: "x".repeat(BODY_LIMIT) });
@@ -156,7 +156,9 @@ describe("errors of the HTTP layer", () => {
       },
     });
     await expectProblem(service, await service.request("/api/v1/customer/api-keys", { method: "POST", headers, body: chunked }), 413, "payload-too-large");
-    await expectProblem(service, await service.request("/api/v1/customer/api-keys", { method: "POST", headers: { "content-type": "text/plain" }, body: "name=x" }), 415, "unsupported-media-type");
+    await expectProblem(service, await service.request("/api/v1/auth/dev-login", { method: "POST", headers: { "content-type": "text/plain" }, body: "email=x" }), 415, "unsupported-media-type");
+    // On a secured route authentication comes first: a stranger's non-JSON body is 401.
+    await expectProblem(service, await service.request("/api/v1/customer/api-keys", { method: "POST", headers: { "content-type": "text/plain" }, body: "name=x" }), 401, "unauthorized");
   });
 
   test("without an identity provider, production answers the session endpoints with 503", async () => {
