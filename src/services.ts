@@ -21,6 +21,7 @@ import { InFlightWork } from "./lib/in-flight";
 import packageJSON from "../package.json";
 import { type AddressPolicy, createAddressPolicy } from "./modules/webhooks/address-policy";
 import { type ResolveHost, WebhookDispatcher } from "./modules/webhooks/dispatcher";
+import { WatchEvaluator } from "./modules/watches/evaluator";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
 export interface Services {
@@ -47,6 +48,8 @@ export interface Services {
   webhookPolicy: AddressPolicy;
   /** Sends the webhook outbox (started by `serve`). */
   webhooks: WebhookDispatcher;
+  /** Turns offer changes of watched products into billed `price.changed` events (started by `serve`). */
+  watches: WatchEvaluator;
 }
 
 /** Wires the services; the store the app sees is timed (per operation, into /metrics). */
@@ -110,6 +113,7 @@ export function createServices(input: {
     }),
     lookups: new InFlightWork(),
     webhookPolicy,
+    watches: new WatchEvaluator({ store, clock, logger, creditCost: config.watchEventCreditCost, freshnessWindowMs: config.freshnessWindowMs }),
     webhooks: new WebhookDispatcher({ store, clock, logger, policy: webhookPolicy, userAgent: `price-service/${packageJSON.version}`, ...input.webhookDelivery }),
   };
 }
