@@ -58,6 +58,35 @@ export function docsRoutes(version: string, options: { typeBase: string; publicU
             { name: "Operations", description: "Health, readiness, metrics and problem type pages" },
             { name: "Feeds", description: "Offer feeds: pushes from price-producing systems and the operator's source reports (feed tokens)" },
           ],
+          webhooks: {
+            "price.changed": {
+              post: {
+                summary: "A watched price moved",
+                description:
+                  "Sent to the organization's webhook endpoints subscribed to `price.changed` when a price watch fires (see Price watches), signed the Standard Webhooks way (`webhook-id`, `webhook-timestamp`, `webhook-signature`). Each event was billed `WATCH_EVENT_CREDIT_COST` credits.",
+                tags: ["Price watches"],
+                operationId: "priceChangedEvent",
+                security: [],
+                requestBody: {
+                  required: true,
+                  content: {
+                    "application/json": {
+                      schema: {
+                        type: "object",
+                        required: ["type", "timestamp", "data"],
+                        properties: {
+                          type: { type: "string", const: "price.changed" },
+                          timestamp: { type: "string", format: "date-time" },
+                          data: { $ref: "#/components/schemas/PriceChangedEvent" },
+                        },
+                      },
+                    },
+                  },
+                },
+                responses: { "200": { description: "Any 2xx acknowledges the event; anything else is retried" } },
+              },
+            },
+          } as never,
           components: {
             schemas: { PriceChangedEvent: PriceChangedEventSchema as never },
             securitySchemes: {
