@@ -3210,7 +3210,7 @@ export type GetBillingUsageResponses = {
         groupBy: 'reason' | 'key';
         totals: {
             /**
-             * Data requests answered to a key of the organization, billed or not
+             * Data requests answered to a key of the organization, billed or not, and price watch events (reason `price-watch`)
              */
             requests: number;
             /**
@@ -3222,7 +3222,7 @@ export type GetBillingUsageResponses = {
              */
             creditsConsumed: number;
             /**
-             * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay). Reasons with no request are absent
+             * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay), and `price-watch`: the `price.changed` events of price watches, each billed. Reasons with no request are absent
              */
             reasons: {
                 [key: string]: unknown | number;
@@ -3235,7 +3235,7 @@ export type GetBillingUsageResponses = {
             start: string;
             end: string;
             /**
-             * Data requests answered to a key of the organization, billed or not
+             * Data requests answered to a key of the organization, billed or not, and price watch events (reason `price-watch`)
              */
             requests: number;
             /**
@@ -3247,7 +3247,7 @@ export type GetBillingUsageResponses = {
              */
             creditsConsumed: number;
             /**
-             * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay). Reasons with no request are absent
+             * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay), and `price-watch`: the `price.changed` events of price watches, each billed. Reasons with no request are absent
              */
             reasons: {
                 [key: string]: unknown | number;
@@ -3258,7 +3258,7 @@ export type GetBillingUsageResponses = {
             keys?: Array<{
                 keyId: string | null;
                 /**
-                 * Data requests answered to a key of the organization, billed or not
+                 * Data requests answered to a key of the organization, billed or not, and price watch events (reason `price-watch`)
                  */
                 requests: number;
                 /**
@@ -3270,7 +3270,7 @@ export type GetBillingUsageResponses = {
                  */
                 creditsConsumed: number;
                 /**
-                 * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay). Reasons with no request are absent
+                 * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay), and `price-watch`: the `price.changed` events of price watches, each billed. Reasons with no request are absent
                  */
                 reasons: {
                     [key: string]: unknown | number;
