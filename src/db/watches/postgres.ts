@@ -1,4 +1,7 @@
+import type { SQL } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
 import type postgres from "postgres";
+import { emitPostgres } from "../postgres-webhooks";
 import { planHeldDebits } from "../debit-plan";
 import { page } from "../rows";
 import type { Page } from "../store";
@@ -70,18 +73,19 @@ function isRetryable(error: unknown): boolean {
   return code === "40P01" || code === "40001";
 }
 
-/** Writes events and their deliveries inside `tx` (the outbox; see emitPostgres). */
+const dialect = new PgDialect();
+
+/** Writes events and their deliveries inside `tx`, through the outbox's own writer. */
 async function emit(tx: Sql, events: NewWebhookEvent[]): Promise<void> {
-  if (events.length === 0) return;
-  const rows = events.map((event) => ({ id: event.id, organization_id: event.organizationId, type: event.type, payload: JSON.stringify(event.data), created_at: event.createdAt }));
-  await tx`
-    WITH input AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(id text, organization_id text, type text, payload text, created_at bigint)
-    ),
-    events AS (INSERT INTO webhook_events (id, organization_id, type, payload, created_at) SELECT id, organization_id, type, payload, created_at FROM input)
-    INSERT INTO webhook_deliveries (endpoint_id, event_id, state, attempts, next_attempt_at, created_at)
-    SELECT e.id, input.id, 'pending', 0, input.created_at, input.created_at
-    FROM input JOIN webhook_endpoints e ON e.organization_id = input.organization_id AND e.status = 'enabled' AND e.event_types @> jsonb_build_array(input.type)`;
+  await emitPostgres(
+    {
+      execute: (query: SQL) => {
+        const { sql, params } = dialect.sqlToQuery(query);
+        return tx.unsafe(sql, params as never[]);
+      },
+    },
+    events,
+  );
 }
 
 /**
