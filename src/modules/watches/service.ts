@@ -43,8 +43,10 @@ export async function createWatch(store: Store, input: CreateWatchInput, rules: 
       422,
     );
   }
+  // Merchant ids are stored as feeds give them, trimmed (src/modules/ingest/feed-record.ts).
+  const merchantId = input.merchant?.trim() || null;
   const created = await store.createWatch(
-    { id: newId("wch", input.now), organizationId: input.organizationId, gtin, merchantId: input.merchant ?? null, trigger: input.trigger, below: input.below ?? null, now: input.now },
+    { id: newId("wch", input.now), organizationId: input.organizationId, gtin, merchantId, trigger: input.trigger, below: input.below ?? null, now: input.now },
     rules,
   );
   if (!created.ok) {
