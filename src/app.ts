@@ -12,6 +12,7 @@ import { FEED_PUSH_PATH, feedRoutes } from "./modules/feeds";
 import { productRoutes } from "./modules/products";
 import { systemRoutes } from "./modules/system";
 import { webhookRoutes } from "./modules/webhooks";
+import { watchRoutes } from "./modules/watches";
 import type { Services } from "./services";
 
 export const VERSION: string = packageJSON.version;
@@ -29,6 +30,7 @@ export function createApp(services: Services) {
     .use(keyRoutes(services))
     .use(billingRoutes(services))
     .use(webhookRoutes(services))
+    .use(watchRoutes(services))
     .use(feedRoutes(services))
     .use(dashboardRoutes(services));
   return app.onRequest(refuseHEADOnAPI(() => app.routes));

@@ -37,6 +37,8 @@ export const EnvironmentSchema = Type.Object({
     }),
   ),
   WEBHOOK_ALLOWED_NETWORKS: Type.Optional(Type.String({ description: "Former name of OUTBOUND_ALLOWED_NETWORKS, read when that is not set" })),
+  WATCH_LIMIT: digits("Price watches an organization may have (10000)"),
+  WATCH_EVENT_CREDIT_COST: digits("Credits per price.changed event of a price watch (1)"),
   LOG_LEVEL: Type.Optional(Type.Union([Type.Literal("debug"), Type.Literal("info"), Type.Literal("warn"), Type.Literal("error"), Type.Literal("silent")], { description: "debug, info, warn, error or silent (info)" })),
 });
 
@@ -51,6 +53,10 @@ export interface Config {
   env: Environment;
   freshnessWindowMs: number;
   creditCost: number;
+  /** Price watches an organization may have. */
+  watchLimit: number;
+  /** Credits each `price.changed` event costs. */
+  watchEventCreditCost: number;
   keyPrefix: string;
   oidcIssuer: string | null;
   oidcClientId: string | null;
@@ -185,6 +191,8 @@ export function loadConfig(source: Source = process.env): Config {
     env,
     freshnessWindowMs,
     creditCost: integer(source, "CREDIT_COST", 1, 1, 1_000_000),
+    watchLimit: integer(source, "WATCH_LIMIT", 10_000, 0, 10_000_000),
+    watchEventCreditCost: integer(source, "WATCH_EVENT_CREDIT_COST", 1, 1, 1_000_000),
     keyPrefix,
     oidcIssuer: oidcIssuer?.replace(/\/+$/, "") ?? null,
     oidcClientId,

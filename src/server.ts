@@ -15,6 +15,7 @@ const FEED_TICK_MS = 1000;
 const FEED_SILENCE_CHECK_MS = 60_000;
 /** How often an instance looks for due webhook deliveries: an event goes out about this long after its cause commits. */
 const WEBHOOK_TICK_MS = 1000;
+const WATCH_TICK_MS = 1000;
 export { STALE_RESERVATION_MS };
 const BODY_BACKSTOP_FACTOR = 4;
 /** How long stop() waits for requests in flight before closing their connections: under Docker's 10 s stop timeout. */
@@ -62,6 +63,7 @@ export async function startServer(services: Services, options: { port: number; h
     setInterval(guard("feed scheduler", () => services.feeds.tick()), FEED_TICK_MS),
     setInterval(guard("feed silence check", () => services.feeds.warnAboutSilentSources()), FEED_SILENCE_CHECK_MS),
     setInterval(guard("webhook delivery", () => services.webhooks.tick()), WEBHOOK_TICK_MS),
+    setInterval(guard("price watch evaluation", () => services.watches.tick()), WATCH_TICK_MS),
   ];
   void guard("feed silence check", () => services.feeds.warnAboutSilentSources())();
 
@@ -85,6 +87,7 @@ export async function startServer(services: Services, options: { port: number; h
         // Elysia runs afterResponse hooks (the access log) in a setImmediate after each response: let the last ones run.
         await new Promise((resolve) => setImmediate(resolve));
         await services.feeds.drain();
+        await services.watches.drain();
         await services.webhooks.drain();
         await keyUsage.flush();
         await usageCounters.flush();

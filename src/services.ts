@@ -21,6 +21,7 @@ import { InFlightWork } from "./lib/in-flight";
 import packageJSON from "../package.json";
 import { type AddressPolicy, createAddressPolicy, createOutboundClient, type OutboundClient, type ResolveHost } from "./lib/outbound";
 import { WebhookDispatcher } from "./modules/webhooks/dispatcher";
+import { WatchEvaluator } from "./modules/watches/evaluator";
 
 /** Everything the app needs, built once by `serve` (or a test) and passed down; nothing is global. */
 export interface Services {
@@ -49,6 +50,8 @@ export interface Services {
   outbound: OutboundClient;
   /** Sends the webhook outbox (started by `serve`). */
   webhooks: WebhookDispatcher;
+  /** Turns offer changes of watched products into billed `price.changed` events (started by `serve`). */
+  watches: WatchEvaluator;
 }
 
 /** Wires the services; the store the app sees is timed (per operation, into /metrics). */
@@ -117,6 +120,7 @@ export function createServices(input: {
     outboundPolicy,
     outbound,
     webhooks: new WebhookDispatcher({ store, clock, logger, outbound, userAgent: `price-service/${packageJSON.version}`, ...input.webhookDelivery }),
+    watches: new WatchEvaluator({ store, clock, logger, creditCost: config.watchEventCreditCost, freshnessWindowMs: config.freshnessWindowMs }),
   };
 }
 

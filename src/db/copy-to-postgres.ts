@@ -58,6 +58,9 @@ export async function copySQLiteToPostgres(source: Database, target: postgres.Sq
       // The copied history is the history: the trigger that writes it for new offers must not write it
       // again for the copied ones (transactional DDL: undone with the copy if it fails).
       await tx.execute(sql`ALTER TABLE offers DISABLE TRIGGER offers_price_history`);
+      // Likewise the queue of watched changes: what is queued is copied, the copied offers queue nothing.
+      await tx.execute(sql`ALTER TABLE offers DISABLE TRIGGER offers_watch_insert`);
+      await tx.execute(sql`ALTER TABLE offers DISABLE TRIGGER offers_watch_update`);
       const tables: CopyReport["tables"] = [];
       for (const pair of pairs) {
         const columns = getTableColumns(pair.sqlite);
@@ -72,8 +75,8 @@ export async function copySQLiteToPostgres(source: Database, target: postgres.Sq
             .all() as Array<Record<string, unknown> & { copyRowId: number }>;
           if (rows.length === 0) break;
           lastRowId = rows[rows.length - 1]!.copyRowId;
-          // The history's id is an identity column that PostgreSQL numbers itself; rows are copied in order.
-          const copied = pair.name === "offer_price_history" ? pair.columns.filter(([postgresKey]) => postgresKey !== "id") : pair.columns;
+          // The history's and the watch queue's ids are identity columns that PostgreSQL numbers itself; rows are copied in order.
+          const copied = pair.name === "offer_price_history" || pair.name === "watch_changes" ? pair.columns.filter(([postgresKey]) => postgresKey !== "id") : pair.columns;
           const values = rows.map((row) => Object.fromEntries(copied.map(([postgresKey, sqliteKey]) => [postgresKey, row[sqliteKey]])));
           await tx.insert(pair.postgres).values(values);
         }
@@ -82,6 +85,8 @@ export async function copySQLiteToPostgres(source: Database, target: postgres.Sq
         tables.push({ table: pair.name, sqlite: sqliteCount!.count, postgres: postgresCount!.count });
       }
       await tx.execute(sql`ALTER TABLE offers ENABLE TRIGGER offers_price_history`);
+      await tx.execute(sql`ALTER TABLE offers ENABLE TRIGGER offers_watch_insert`);
+      await tx.execute(sql`ALTER TABLE offers ENABLE TRIGGER offers_watch_update`);
       const different = tables.filter((row) => row.sqlite !== row.postgres);
       if (different.length > 0) throw new Error(`row counts differ after the copy: ${different.map((row) => `${row.table} ${row.sqlite} → ${row.postgres}`).join(", ")}`);
 

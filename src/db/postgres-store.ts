@@ -24,6 +24,7 @@ import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTok
 import { applyPostgresMigrations } from "./migrate";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import { type DebitPlan, type HeldDebit, planHeldDebits } from "./debit-plan";
+import { PostgresWatches } from "./watches/postgres";
 import { errorCode, isConnectionLost } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
@@ -220,7 +221,15 @@ export class PostgresStore implements Store {
   ) {
     this.db = drizzle(client, { schema });
     this.webhooks = new PostgresWebhooks(client);
+    this.watches = new PostgresWatches(client);
   }
+
+  private readonly watches: PostgresWatches;
+  createWatch: Store["createWatch"] = (watch, rules) => this.watches.create(watch, rules);
+  getWatch: Store["getWatch"] = (organizationId, id) => this.watches.get(organizationId, id);
+  listWatches: Store["listWatches"] = (organizationId, query) => this.watches.list(organizationId, query);
+  deleteWatch: Store["deleteWatch"] = (organizationId, id) => this.watches.delete(organizationId, id);
+  runWatchEvaluation: Store["runWatchEvaluation"] = (input) => this.watches.run(input);
 
   static async open(databaseUrl: string): Promise<PostgresStore> {
     await applyPostgresMigrations(databaseUrl);

@@ -23,6 +23,7 @@ import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpd
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./sqlite-webhooks";
+import { SQLiteWatches } from "./watches/sqlite";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import * as schema from "./schema/sqlite";
@@ -191,7 +192,15 @@ export class SQLiteStore implements Store {
   constructor(private readonly database: Database) {
     this.db = drizzle(database, { schema });
     this.webhooks = new SQLiteWebhooks(database);
+    this.watches = new SQLiteWatches(database, (organizationId, now) => this.spendableBuckets(organizationId, now));
   }
+
+  private readonly watches: SQLiteWatches;
+  createWatch: Store["createWatch"] = async (watch, rules) => this.watches.create(watch, rules);
+  getWatch: Store["getWatch"] = async (organizationId, id) => this.watches.get(organizationId, id);
+  listWatches: Store["listWatches"] = async (organizationId, query) => this.watches.list(organizationId, query);
+  deleteWatch: Store["deleteWatch"] = async (organizationId, id) => this.watches.delete(organizationId, id);
+  runWatchEvaluation: Store["runWatchEvaluation"] = async (input) => this.watches.run(input);
 
   static open(databaseUrl: string): SQLiteStore {
     const database = openSQLite(sqlitePathFromURL(databaseUrl));

@@ -16,6 +16,7 @@ import type {
 import type { ClaimedDelivery, ClaimRequest, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhook-records";
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import type { FeedWriter } from "./feed-writers";
+import type { CreateWatchResult, NewWatch, PriceWatch, WatchBatchInput, WatchBatchResult } from "./watches/records";
 
 export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
 export type BucketSource = "pack" | "subscription" | "grant" | "trial";
@@ -513,6 +514,25 @@ export interface Store {
   finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean>;
   /** Fails the oldest pending deliveries of every endpoint holding more than MAX_PENDING_PER_ENDPOINT (BACKLOG_DROPPED); returns how many. */
   dropWebhookBacklogOverflow(): Promise<number>;
+
+  // --- price watches (src/db/watches) ---
+  /** Creates a watch that starts from the state it sees now; refused, with nothing written, when the organization already has `limit` watches. */
+  createWatch(watch: NewWatch, rules: { limit: number; freshnessWindowMs: number }): Promise<CreateWatchResult>;
+  /** Null when the watch is not the organization's. */
+  getWatch(organizationId: string, id: string): Promise<PriceWatch | null>;
+  /** Newest first. */
+  listWatches(organizationId: string, query: { limit: number; after?: string }): Promise<Page<PriceWatch>>;
+  /** False when the watch is not the organization's. */
+  deleteWatch(organizationId: string, id: string): Promise<boolean>;
+  /**
+   * One run of the watch evaluator, in one transaction: resumes the paused watches of organizations
+   * that can pay for an event again, consumes up to `limit` queued changes (watched products whose
+   * offers changed), evaluates the products' watches, debits each event's credits (a usage ledger
+   * row, FEFO, planned by planHeldDebits like a look-up's debit), writes the `price.changed` events
+   * to the outbox, pauses the watches of organizations that could not pay, and stores each watch's
+   * new state. A crash before its commit leaves the changes queued; nothing is sent or billed twice.
+   */
+  runWatchEvaluation(input: WatchBatchInput): Promise<WatchBatchResult>;
 
   getStripeCustomerId(organizationId: string): Promise<string | null>;
   /** Sets the organization's Stripe customer if it has none; returns the one that is stored. */

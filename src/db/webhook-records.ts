@@ -1,7 +1,7 @@
 // Webhook endpoints, the event outbox and deliveries, as both stores keep them.
 
 /** The event types an endpoint may subscribe to; `webhook.test` is sent only by "send a test event". */
-export const WEBHOOK_EVENT_TYPES = ["credits.low", "credits.depleted", "credits.granted", "key.created", "key.rotated", "key.revoked", "invoice.created"] as const;
+export const WEBHOOK_EVENT_TYPES = ["credits.low", "credits.depleted", "credits.granted", "key.created", "key.rotated", "key.revoked", "invoice.created", "price.changed"] as const;
 export type SubscribableEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 export type WebhookEventType = SubscribableEventType | "webhook.test";
 

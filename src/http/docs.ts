@@ -5,6 +5,7 @@ import scalarBundle from "@scalar/api-reference/browser/standalone.js" with { ty
 import type { Route } from "./head";
 import { finishOpenAPIDocument } from "./openapi-document";
 import { PROBLEMS } from "./problem";
+import { PriceChangedEventSchema } from "../modules/watches/model";
 
 const DOCS_CSP = "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
 
@@ -53,10 +54,41 @@ export function docsRoutes(version: string, options: { typeBase: string; publicU
             { name: "Billing pages", description: "HTML pages of the local payment provider (development)" },
             { name: "Webhooks", description: "Events from the payment provider" },
             { name: "Webhook endpoints", description: "Events sent to the organization's receivers, signed the Standard Webhooks way (session cookie)" },
+            { name: "Price watches", description: "Products whose price moves the organization is told about with `price.changed` webhook events (session cookie or API key)" },
             { name: "Operations", description: "Health, readiness, metrics and problem type pages" },
             { name: "Feeds", description: "Offer feeds: pushes from price-producing systems and the operator's source reports (feed tokens)" },
           ],
+          webhooks: {
+            "price.changed": {
+              post: {
+                summary: "A watched price moved",
+                description:
+                  "Sent to the organization's webhook endpoints subscribed to `price.changed` when a price watch fires (see Price watches), signed the Standard Webhooks way (`webhook-id`, `webhook-timestamp`, `webhook-signature`). Each event was billed `WATCH_EVENT_CREDIT_COST` credits.",
+                tags: ["Price watches"],
+                operationId: "priceChangedEvent",
+                security: [],
+                requestBody: {
+                  required: true,
+                  content: {
+                    "application/json": {
+                      schema: {
+                        type: "object",
+                        required: ["type", "timestamp", "data"],
+                        properties: {
+                          type: { type: "string", const: "price.changed" },
+                          timestamp: { type: "string", format: "date-time" },
+                          data: { $ref: "#/components/schemas/PriceChangedEvent" },
+                        },
+                      },
+                    },
+                  },
+                },
+                responses: { "200": { description: "Any 2xx acknowledges the event; anything else is retried" } },
+              },
+            },
+          } as never,
           components: {
+            schemas: { PriceChangedEvent: PriceChangedEventSchema as never },
             securitySchemes: {
               apiKey: { type: "http", scheme: "bearer", description: "An API key, `pps_…`, in `Authorization: Bearer <API_KEY>`" },
               session: { type: "apiKey", in: "cookie", name: "session", description: "The session cookie set by sign-in (dashboard and key management)" },

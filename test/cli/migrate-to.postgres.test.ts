@@ -82,6 +82,10 @@ beforeAll(async () => {
     if (!completed.applied) throw new Error("the order was not completed");
     // A won dispute of that payment: a reversal row that moves no credits.
     await source.disputePayment({ event: null, ref: "chk_copy", dispute: { id: "dp_copy", amount: 900, status: "won" }, now });
+    // A price watch, and a change of its product queued for the evaluator.
+    const gtin = seed.freshGTIN.padStart(14, "0");
+    await source.createWatch({ id: "wch_copy", organizationId: seed.organizationId, gtin, merchantId: null, trigger: "any-change", below: null, now }, { limit: 10, freshnessWindowMs: 86_400_000 });
+    source.connection.run("INSERT INTO watch_changes (gtin) VALUES (?1)", [gtin]);
   } finally {
     await source.close();
   }
@@ -130,6 +134,8 @@ describe("migrate --to postgres://…", () => {
       webhook_endpoints: 0,
       webhook_events: 6,
       webhook_deliveries: 0,
+      price_watches: 1,
+      watch_changes: 1,
     });
     expect(counts.offers).toBeGreaterThan(0);
     expect(report.tables.every((row) => row.sqlite === row.postgres)).toBe(true);
@@ -148,6 +154,7 @@ describe("migrate --to postgres://…", () => {
       expect(await copy.findKeyCredential(hashSecret(seed.clearKey))).toMatchObject({ status: "ROTATED" });
       expect(await copy.listOrders({ limit: 10 })).toEqual(await source.listOrders({ limit: 10 }));
       expect(await copy.listSubscriptions(seed.organizationId)).toEqual(await source.listSubscriptions(seed.organizationId));
+      expect(await copy.listWatches(seed.organizationId, { limit: 10 })).toEqual(await source.listWatches(seed.organizationId, { limit: 10 }));
       expect(await copy.listInvoices(seed.organizationId, { limit: 10 })).toEqual(await source.listInvoices(seed.organizationId, { limit: 10 }));
       expect(await copy.findSessionWithUser("ses_copy")).toEqual(await source.findSessionWithUser("ses_copy"));
       expect(await copy.hasPayment("chk_copy")).toBe(true);

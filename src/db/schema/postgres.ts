@@ -535,3 +535,38 @@ export const catalogVersion = pgTable(
   },
   (table) => [check("catalog_version_one_row", sql`${table.id} = 1`)],
 );
+
+/** A customer's price watch (see schema/sqlite.ts). */
+export const priceWatches = pgTable(
+  "price_watches",
+  {
+    id: text("id").primaryKey(),
+    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    gtin: text("gtin").notNull(),
+    merchantId: text("merchant_id"),
+    trigger: text("trigger").notNull(),
+    belowAmount: bigint("below_amount", { mode: "number" }),
+    belowCurrency: text("below_currency"),
+    status: text("status").notNull(),
+    pausedReason: text("paused_reason"),
+    armed: boolean("armed").notNull(),
+    lastMerchantId: text("last_merchant_id"),
+    lastPrice: bigint("last_price", { mode: "number" }),
+    lastCurrency: text("last_currency"),
+    lastAvailability: text("last_availability"),
+    lastObservedAt: epochMs("last_observed_at"),
+    createdAt: epochMs("created_at").notNull(),
+    lastTriggeredAt: epochMs("last_triggered_at"),
+  },
+  (table) => [
+    index("price_watches_organization_idx").on(table.organizationId, table.id),
+    index("price_watches_gtin_idx").on(table.gtin),
+    index("price_watches_paused_idx").on(table.organizationId).where(sql`status = 'paused'`),
+  ],
+);
+
+/** Watched products whose offers changed, not yet evaluated (see schema/sqlite.ts). */
+export const watchChanges = pgTable("watch_changes", {
+  id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+  gtin: text("gtin").notNull(),
+});

@@ -535,3 +535,47 @@ export const webhookDeliveries = sqliteTable(
     index("webhook_deliveries_leased_idx").on(table.leaseUntil).where(sql`state = 'pending'`),
   ],
 );
+
+/**
+ * A customer's price watch: a product (GTIN-14), optionally one merchant's offer, and what makes it
+ * fire. `last*` is the state the watch last saw (the offer's, or the product's best fresh offer's
+ * without a merchant): the evaluator compares the current state with it. `armed` is the `below`
+ * trigger's: it fires only while armed, and re-arms when the price is back at or above the threshold.
+ */
+export const priceWatches = sqliteTable(
+  "price_watches",
+  {
+    id: text("id").primaryKey(),
+    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    gtin: text("gtin").notNull(),
+    merchantId: text("merchant_id"),
+    trigger: text("trigger", { enum: ["any-change", "price-drop", "below"] }).notNull(),
+    belowAmount: integer("below_amount"),
+    belowCurrency: text("below_currency"),
+    status: text("status", { enum: ["active", "paused"] }).notNull(),
+    pausedReason: text("paused_reason"),
+    armed: integer("armed", { mode: "boolean" }).notNull(),
+    lastMerchantId: text("last_merchant_id"),
+    lastPrice: integer("last_price"),
+    lastCurrency: text("last_currency"),
+    lastAvailability: text("last_availability"),
+    lastObservedAt: integer("last_observed_at"),
+    createdAt: integer("created_at").notNull(),
+    lastTriggeredAt: integer("last_triggered_at"),
+  },
+  (table) => [
+    index("price_watches_organization_idx").on(table.organizationId, table.id),
+    index("price_watches_gtin_idx").on(table.gtin),
+    index("price_watches_paused_idx").on(table.organizationId).where(sql`status = 'paused'`),
+  ],
+);
+
+/**
+ * Products with watches whose offers changed, not yet evaluated: written by triggers on `offers`
+ * (a new offer, or a change of price, currency, shipping or availability) only for watched GTINs, and
+ * deleted by the watch evaluator in the transaction that evaluates them.
+ */
+export const watchChanges = sqliteTable("watch_changes", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  gtin: text("gtin").notNull(),
+});

@@ -11,6 +11,7 @@ type French = (groups: string[], name: (english: string) => string) => string;
 const FRENCH: Array<[RegExp, French]> = [
   [/^Price look-up (\d+)$/, ([gtin]) => `Consultation de prix ${gtin}`],
   [/^Price look-ups of (\d+) GTINs$/, ([count]) => `Consultations de prix de ${count} GTIN`],
+  [/^Price watch event (\d+)$/, ([gtin]) => `Événement de surveillance de prix ${gtin}`],
   [/^Demo credits$/, () => "Crédits de démonstration"],
   [/^Trial credits$/, () => "Crédits d'essai"],
   [/^Granted by an operator$/, () => "Accordés par un opérateur"],

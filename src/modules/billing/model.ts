@@ -130,12 +130,13 @@ export const UsageQuery = t.Object({
 });
 
 const ReasonCounts = t.Record(t.String(), Int({ minimum: 0 }), {
-  description: "Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay). Reasons with no request are absent",
+  description:
+    "Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay), and `price-watch`: the `price.changed` events of price watches, each billed. Reasons with no request are absent",
   examples: [{ "fresh-offer": 120, "no-data": 4 }],
 });
 
 const UsageFigures = {
-  requests: Int({ minimum: 0, description: "Data requests answered to a key of the organization, billed or not" }),
+  requests: Int({ minimum: 0, description: "Data requests answered to a key of the organization, billed or not, and price watch events (reason `price-watch`)" }),
   billedRequests: Int({ minimum: 0, description: "Requests that consumed credits (reason `fresh-offer`)" }),
   creditsConsumed: Int({ minimum: 0, description: "Credits debited: equal to the ledger's usage rows of the period" }),
   reasons: ReasonCounts,

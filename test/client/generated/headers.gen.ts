@@ -422,6 +422,53 @@ export type ResponseHeaders = {
     500: { "x-request-id": string; "content-language": "en" | "fr" };
     503: { "x-request-id": string; "content-language": "en" | "fr" };
   };
+  listWatches: {
+    200: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  createWatch: {
+    201: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    409: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  getWatch: {
+    200: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    404: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
+  deleteWatch: {
+    204: { "x-request-id": string; "content-language": "en" | "fr" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    403: { "x-request-id": string; "content-language": "en" | "fr" };
+    404: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
   pushFeed: {
     200: { "x-request-id": string; "content-language": "en" | "fr" };
     400: { "x-request-id": string; "content-language": "en" | "fr" };

@@ -2,7 +2,7 @@
 
 import type { Client, Options as Options2, TDataShape } from './client';
 import { client } from './client.gen';
-import type { CancelLocalSubscriptionData, CancelLocalSubscriptionErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateWebhookEndpointData, CreateWebhookEndpointErrors, CreateWebhookEndpointResponses, DeleteWebhookEndpointData, DeleteWebhookEndpointErrors, DeleteWebhookEndpointResponses, DevelopmentSignInData, DevelopmentSignInErrors, DevelopmentSignInResponses, EnableWebhookEndpointData, EnableWebhookEndpointErrors, EnableWebhookEndpointResponses, FinishBrowserSignInData, FinishBrowserSignInErrors, GetBillingBalanceData, GetBillingBalanceErrors, GetBillingBalanceResponses, GetBillingCatalogData, GetBillingCatalogErrors, GetBillingCatalogResponses, GetBillingReturnPageData, GetBillingReturnPageErrors, GetBillingReturnPageResponses, GetBillingUsageData, GetBillingUsageErrors, GetBillingUsageResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetLocalBillingPortalData, GetLocalBillingPortalErrors, GetLocalBillingPortalResponses, GetLocalCheckoutPageData, GetLocalCheckoutPageErrors, GetLocalCheckoutPageResponses, GetLocalInvoicePageData, GetLocalInvoicePageErrors, GetLocalInvoicePageResponses, GetMetricsData, GetMetricsErrors, GetMetricsResponses, GetProblemTypeData, GetProblemTypeErrors, GetProblemTypeResponses, GetProductPriceData, GetProductPriceErrors, GetProductPriceResponses, GetProductPricesData, GetProductPricesErrors, GetProductPricesResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetWebhookEndpointData, GetWebhookEndpointErrors, GetWebhookEndpointResponses, GetWebhookSettingsData, GetWebhookSettingsErrors, GetWebhookSettingsResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListBillingInvoicesData, ListBillingInvoicesErrors, ListBillingInvoicesResponses, ListBillingTransactionsData, ListBillingTransactionsErrors, ListBillingTransactionsResponses, ListFeedRunsData, ListFeedRunsErrors, ListFeedRunsResponses, ListFeedSourcesData, ListFeedSourcesErrors, ListFeedSourcesResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, OpenBillingPortalData, OpenBillingPortalErrors, OpenBillingPortalResponses, PayLocalOrderData, PayLocalOrderErrors, PushFeedData, PushFeedErrors, PushFeedResponses, ReceiveStripeWebhookData, ReceiveStripeWebhookErrors, ReceiveStripeWebhookResponses, RefreshSessionData, RefreshSessionErrors, RefreshSessionResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateApiKeyData, RotateApiKeyErrors, RotateApiKeyResponses, RotateWebhookSecretData, RotateWebhookSecretErrors, RotateWebhookSecretResponses, SendWebhookTestEventData, SendWebhookTestEventErrors, SendWebhookTestEventResponses, SignInWithOidcData, SignInWithOidcErrors, SignInWithOidcResponses, SignOutData, SignOutErrors, SignOutResponses, StartBrowserSignInData, StartBrowserSignInErrors, StartPackCheckoutData, StartPackCheckoutErrors, StartPackCheckoutResponses, StartSubscriptionCheckoutData, StartSubscriptionCheckoutErrors, StartSubscriptionCheckoutResponses, UpdateApiKeyData, UpdateApiKeyErrors, UpdateApiKeyResponses, UpdateWebhookSettingsData, UpdateWebhookSettingsErrors, UpdateWebhookSettingsResponses } from './types.gen';
+import type { CancelLocalSubscriptionData, CancelLocalSubscriptionErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateWatchData, CreateWatchErrors, CreateWatchResponses, CreateWebhookEndpointData, CreateWebhookEndpointErrors, CreateWebhookEndpointResponses, DeleteWatchData, DeleteWatchErrors, DeleteWatchResponses, DeleteWebhookEndpointData, DeleteWebhookEndpointErrors, DeleteWebhookEndpointResponses, DevelopmentSignInData, DevelopmentSignInErrors, DevelopmentSignInResponses, EnableWebhookEndpointData, EnableWebhookEndpointErrors, EnableWebhookEndpointResponses, FinishBrowserSignInData, FinishBrowserSignInErrors, GetBillingBalanceData, GetBillingBalanceErrors, GetBillingBalanceResponses, GetBillingCatalogData, GetBillingCatalogErrors, GetBillingCatalogResponses, GetBillingReturnPageData, GetBillingReturnPageErrors, GetBillingReturnPageResponses, GetBillingUsageData, GetBillingUsageErrors, GetBillingUsageResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetLocalBillingPortalData, GetLocalBillingPortalErrors, GetLocalBillingPortalResponses, GetLocalCheckoutPageData, GetLocalCheckoutPageErrors, GetLocalCheckoutPageResponses, GetLocalInvoicePageData, GetLocalInvoicePageErrors, GetLocalInvoicePageResponses, GetMetricsData, GetMetricsErrors, GetMetricsResponses, GetProblemTypeData, GetProblemTypeErrors, GetProblemTypeResponses, GetProductPriceData, GetProductPriceErrors, GetProductPriceResponses, GetProductPricesData, GetProductPricesErrors, GetProductPricesResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetWatchData, GetWatchErrors, GetWatchResponses, GetWebhookEndpointData, GetWebhookEndpointErrors, GetWebhookEndpointResponses, GetWebhookSettingsData, GetWebhookSettingsErrors, GetWebhookSettingsResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListBillingInvoicesData, ListBillingInvoicesErrors, ListBillingInvoicesResponses, ListBillingTransactionsData, ListBillingTransactionsErrors, ListBillingTransactionsResponses, ListFeedRunsData, ListFeedRunsErrors, ListFeedRunsResponses, ListFeedSourcesData, ListFeedSourcesErrors, ListFeedSourcesResponses, ListWatchesData, ListWatchesErrors, ListWatchesResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, OpenBillingPortalData, OpenBillingPortalErrors, OpenBillingPortalResponses, PayLocalOrderData, PayLocalOrderErrors, PushFeedData, PushFeedErrors, PushFeedResponses, ReceiveStripeWebhookData, ReceiveStripeWebhookErrors, ReceiveStripeWebhookResponses, RefreshSessionData, RefreshSessionErrors, RefreshSessionResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateApiKeyData, RotateApiKeyErrors, RotateApiKeyResponses, RotateWebhookSecretData, RotateWebhookSecretErrors, RotateWebhookSecretResponses, SendWebhookTestEventData, SendWebhookTestEventErrors, SendWebhookTestEventResponses, SignInWithOidcData, SignInWithOidcErrors, SignInWithOidcResponses, SignOutData, SignOutErrors, SignOutResponses, StartBrowserSignInData, StartBrowserSignInErrors, StartPackCheckoutData, StartPackCheckoutErrors, StartPackCheckoutResponses, StartSubscriptionCheckoutData, StartSubscriptionCheckoutErrors, StartSubscriptionCheckoutResponses, UpdateApiKeyData, UpdateApiKeyErrors, UpdateApiKeyResponses, UpdateWebhookSettingsData, UpdateWebhookSettingsErrors, UpdateWebhookSettingsResponses } from './types.gen';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -596,6 +596,70 @@ export const listWebhookDeliveries = <ThrowOnError extends boolean = false>(opti
             type: 'apiKey'
         }],
     url: '/api/v1/customer/webhooks/{id}/deliveries',
+    ...options
+});
+
+/**
+ * List price watches
+ *
+ * The organization's watches, newest first.
+ */
+export const listWatches = <ThrowOnError extends boolean = false>(options?: Options<ListWatchesData, ThrowOnError>) => (options?.client ?? client).get<ListWatchesResponses, ListWatchesErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }, { scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/customer/watches',
+    ...options
+});
+
+/**
+ * Watch a product's price
+ *
+ * Watches one product (`gtin`, normalized to its GTIN-14; a product not known yet may be watched) and, with `merchant`, that merchant's offer only; without it, the product's best fresh price across merchants. An import of any kind (CLI, feed pull, directory scan, push) that changes what the watch sees fires it: `any-change` on any change of price or availability, `price-drop` when the price goes down, `below` when the price crosses under `below` (`amount` in minor units, same currency), once per crossing: it re-arms when the price is back at or above it. A watch starts from what it sees when it is made; re-importing the same data fires nothing. Each event is a `price.changed` webhook event, sent to the organization's webhook endpoints subscribed to `price.changed` (signed the Standard Webhooks way, retried) with `data` as the `PriceChangedEvent` schema: the watch (`watchId`, `gtin`, `merchant`, `trigger`, `below`) and the `previous` and `current` state (`merchant`, `price` in minor units, `availability`, `observedAt`). Each event costs `WATCH_EVENT_CREDIT_COST` credits (1 by default), debited with a usage ledger row (`Price watch event <GTIN>`, its `requestId` the event's id) in the transaction that writes the event. An organization that cannot pay gets no event: its watches are `paused` (`pausedReason` `insufficient-credits`) and resume once it has credits again (a purchase or a grant). 400 invalid-gtin; 422 when `below` is given without the trigger `below` or missing with it; 409 conflict past `WATCH_LIMIT` watches per organization (10,000 by default; the problem's `limit` says it).
+ */
+export const createWatch = <ThrowOnError extends boolean = false>(options: Options<CreateWatchData, ThrowOnError>) => (options.client ?? client).post<CreateWatchResponses, CreateWatchErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }, { scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/customer/watches',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Delete a price watch
+ *
+ * 404 for an unknown id or a watch of another organization.
+ */
+export const deleteWatch = <ThrowOnError extends boolean = false>(options: Options<DeleteWatchData, ThrowOnError>) => (options.client ?? client).delete<DeleteWatchResponses, DeleteWatchErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }, { scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/customer/watches/{id}',
+    ...options
+});
+
+/**
+ * Read a price watch
+ *
+ * 404 for an unknown id or a watch of another organization.
+ */
+export const getWatch = <ThrowOnError extends boolean = false>(options: Options<GetWatchData, ThrowOnError>) => (options.client ?? client).get<GetWatchResponses, GetWatchErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'session',
+            type: 'apiKey'
+        }, { scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/customer/watches/{id}',
     ...options
 });
 

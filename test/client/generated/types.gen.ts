@@ -4,6 +4,62 @@ export type ClientOptions = {
     baseUrl: 'http://localhost:8080' | (string & {});
 };
 
+export type Webhooks = PriceChangedEventWebhookRequest;
+
+/**
+ * The `data` of a `price.changed` webhook event, sent through the webhook endpoints subscribed to `price.changed`
+ */
+export type PriceChangedEvent = {
+    organizationId: string;
+    watchId: string;
+    gtin: string;
+    merchant: string | null;
+    /**
+     * any-change: any change of price or availability; price-drop: the price goes down; below: the price crosses under `below` (once per crossing)
+     */
+    trigger: 'any-change' | 'price-drop' | 'below';
+    below: {
+        /**
+         * In minor units of the currency (cents), as prices are
+         */
+        amount: number;
+        /**
+         * ISO 4217
+         */
+        currency: string;
+    } | null;
+    previous: {
+        /**
+         * The merchant whose offer this is (the best one for a watch without a merchant)
+         */
+        merchant: string | null;
+        /**
+         * Minor units; null when there is no offer (no fresh offer for a watch without a merchant)
+         */
+        price: {
+            amount: number;
+            currency: string;
+        } | null;
+        availability: string | null;
+        observedAt: string | null;
+    };
+    current: {
+        /**
+         * The merchant whose offer this is (the best one for a watch without a merchant)
+         */
+        merchant: string | null;
+        /**
+         * Minor units; null when there is no offer (no fresh offer for a watch without a merchant)
+         */
+        price: {
+            amount: number;
+            currency: string;
+        } | null;
+        availability: string | null;
+        observedAt: string | null;
+    };
+};
+
 export type GetHealthData = {
     body?: never;
     path?: never;
@@ -3154,7 +3210,7 @@ export type GetBillingUsageResponses = {
         groupBy: 'reason' | 'key';
         totals: {
             /**
-             * Data requests answered to a key of the organization, billed or not
+             * Data requests answered to a key of the organization, billed or not, and price watch events (reason `price-watch`)
              */
             requests: number;
             /**
@@ -3166,7 +3222,7 @@ export type GetBillingUsageResponses = {
              */
             creditsConsumed: number;
             /**
-             * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay). Reasons with no request are absent
+             * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay), and `price-watch`: the `price.changed` events of price watches, each billed. Reasons with no request are absent
              */
             reasons: {
                 [key: string]: unknown | number;
@@ -3179,7 +3235,7 @@ export type GetBillingUsageResponses = {
             start: string;
             end: string;
             /**
-             * Data requests answered to a key of the organization, billed or not
+             * Data requests answered to a key of the organization, billed or not, and price watch events (reason `price-watch`)
              */
             requests: number;
             /**
@@ -3191,7 +3247,7 @@ export type GetBillingUsageResponses = {
              */
             creditsConsumed: number;
             /**
-             * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay). Reasons with no request are absent
+             * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay), and `price-watch`: the `price.changed` events of price watches, each billed. Reasons with no request are absent
              */
             reasons: {
                 [key: string]: unknown | number;
@@ -3202,7 +3258,7 @@ export type GetBillingUsageResponses = {
             keys?: Array<{
                 keyId: string | null;
                 /**
-                 * Data requests answered to a key of the organization, billed or not
+                 * Data requests answered to a key of the organization, billed or not, and price watch events (reason `price-watch`)
                  */
                 requests: number;
                 /**
@@ -3214,7 +3270,7 @@ export type GetBillingUsageResponses = {
                  */
                 creditsConsumed: number;
                 /**
-                 * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay). Reasons with no request are absent
+                 * Requests per reason code (`fresh-offer` is billed; every other reason is not; `replayed` is an Idempotency-Key replay), and `price-watch`: the `price.changed` events of price watches, each billed. Reasons with no request are absent
                  */
                 reasons: {
                     [key: string]: unknown | number;
@@ -4655,7 +4711,7 @@ export type ListWebhookEndpointsResponses = {
         items: Array<{
             id: string;
             url: string;
-            eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+            eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created' | 'price.changed'>;
             status: 'enabled' | 'disabled';
             /**
              * First failed attempt since the last successful one
@@ -4676,7 +4732,7 @@ export type CreateWebhookEndpointData = {
          * An https URL (plain http only to networks in OUTBOUND_ALLOWED_NETWORKS, or in development mode)
          */
         url: string;
-        eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+        eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created' | 'price.changed'>;
     };
     path?: never;
     query?: never;
@@ -4787,7 +4843,7 @@ export type CreateWebhookEndpointResponses = {
         endpoint: {
             id: string;
             url: string;
-            eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+            eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created' | 'price.changed'>;
             status: 'enabled' | 'disabled';
             /**
              * First failed attempt since the last successful one
@@ -5053,7 +5109,7 @@ export type GetWebhookEndpointResponses = {
     200: {
         id: string;
         url: string;
-        eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+        eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created' | 'price.changed'>;
         status: 'enabled' | 'disabled';
         /**
          * First failed attempt since the last successful one
@@ -5193,7 +5249,7 @@ export type RotateWebhookSecretResponses = {
         endpoint: {
             id: string;
             url: string;
-            eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+            eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created' | 'price.changed'>;
             status: 'enabled' | 'disabled';
             /**
              * First failed attempt since the last successful one
@@ -5334,7 +5390,7 @@ export type EnableWebhookEndpointResponses = {
     200: {
         id: string;
         url: string;
-        eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created'>;
+        eventTypes: Array<'credits.low' | 'credits.depleted' | 'credits.granted' | 'key.created' | 'key.rotated' | 'key.revoked' | 'invoice.created' | 'price.changed'>;
         status: 'enabled' | 'disabled';
         /**
          * First failed attempt since the last successful one
@@ -5654,6 +5710,616 @@ export type ListWebhookDeliveriesResponses = {
 };
 
 export type ListWebhookDeliveriesResponse = ListWebhookDeliveriesResponses[keyof ListWebhookDeliveriesResponses];
+
+export type ListWatchesData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Page size (1..100)
+         */
+        limit?: number;
+        /**
+         * Opaque cursor from nextCursor
+         */
+        cursor?: string;
+    };
+    url: '/api/v1/customer/watches';
+};
+
+export type ListWatchesErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type ListWatchesError = ListWatchesErrors[keyof ListWatchesErrors];
+
+export type ListWatchesResponses = {
+    /**
+     * OK
+     */
+    200: {
+        items: Array<{
+            id: string;
+            /**
+             * The product's GTIN-14
+             */
+            gtin: string;
+            /**
+             * The watched merchant's offer; null: the product's best fresh price across merchants
+             */
+            merchant: string | null;
+            trigger: 'any-change' | 'price-drop' | 'below';
+            /**
+             * The threshold of a `below` watch
+             */
+            below: {
+                /**
+                 * In minor units of the currency (cents), as prices are
+                 */
+                amount: number;
+                /**
+                 * ISO 4217
+                 */
+                currency: string;
+            } | null;
+            status: 'active' | 'paused';
+            pausedReason: 'insufficient-credits' | null;
+            createdAt: string;
+            /**
+             * When it last sent a `price.changed` event
+             */
+            lastTriggeredAt: string | null;
+        }>;
+        nextCursor: string | null;
+    };
+};
+
+export type ListWatchesResponse = ListWatchesResponses[keyof ListWatchesResponses];
+
+export type CreateWatchData = {
+    body: {
+        /**
+         * GTIN-8, -12, -13 or -14; stored as its GTIN-14
+         */
+        gtin: string;
+        /**
+         * A merchant id: watch that merchant's offer only
+         */
+        merchant?: string;
+        /**
+         * any-change: any change of price or availability; price-drop: the price goes down; below: the price crosses under `below` (once per crossing)
+         */
+        trigger: 'any-change' | 'price-drop' | 'below';
+        /**
+         * The threshold of a `below` watch
+         */
+        below?: {
+            /**
+             * In minor units of the currency (cents), as prices are
+             */
+            amount: number;
+            /**
+             * ISO 4217
+             */
+            currency: string;
+        };
+    };
+    path?: never;
+    query?: never;
+    url: '/api/v1/customer/watches';
+};
+
+export type CreateWatchErrors = {
+    /**
+     * Problem details: invalid-gtin, invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: conflict
+     */
+    409: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type CreateWatchError = CreateWatchErrors[keyof CreateWatchErrors];
+
+export type CreateWatchResponses = {
+    /**
+     * A price watch
+     */
+    201: {
+        id: string;
+        /**
+         * The product's GTIN-14
+         */
+        gtin: string;
+        /**
+         * The watched merchant's offer; null: the product's best fresh price across merchants
+         */
+        merchant: string | null;
+        trigger: 'any-change' | 'price-drop' | 'below';
+        /**
+         * The threshold of a `below` watch
+         */
+        below: {
+            /**
+             * In minor units of the currency (cents), as prices are
+             */
+            amount: number;
+            /**
+             * ISO 4217
+             */
+            currency: string;
+        } | null;
+        status: 'active' | 'paused';
+        pausedReason: 'insufficient-credits' | null;
+        createdAt: string;
+        /**
+         * When it last sent a `price.changed` event
+         */
+        lastTriggeredAt: string | null;
+    };
+};
+
+export type CreateWatchResponse = CreateWatchResponses[keyof CreateWatchResponses];
+
+export type DeleteWatchData = {
+    body?: never;
+    path: {
+        /**
+         * Watch id
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/api/v1/customer/watches/{id}';
+};
+
+export type DeleteWatchErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    404: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type DeleteWatchError = DeleteWatchErrors[keyof DeleteWatchErrors];
+
+export type DeleteWatchResponses = {
+    /**
+     * Deleted; it sends nothing more
+     */
+    204: void;
+};
+
+export type DeleteWatchResponse = DeleteWatchResponses[keyof DeleteWatchResponses];
+
+export type GetWatchData = {
+    body?: never;
+    path: {
+        /**
+         * Watch id
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/api/v1/customer/watches/{id}';
+};
+
+export type GetWatchErrors = {
+    /**
+     * Problem details: invalid-parameter, invalid-body
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    403: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * RFC 9457 problem details
+     */
+    404: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+};
+
+export type GetWatchError = GetWatchErrors[keyof GetWatchErrors];
+
+export type GetWatchResponses = {
+    /**
+     * A price watch
+     */
+    200: {
+        id: string;
+        /**
+         * The product's GTIN-14
+         */
+        gtin: string;
+        /**
+         * The watched merchant's offer; null: the product's best fresh price across merchants
+         */
+        merchant: string | null;
+        trigger: 'any-change' | 'price-drop' | 'below';
+        /**
+         * The threshold of a `below` watch
+         */
+        below: {
+            /**
+             * In minor units of the currency (cents), as prices are
+             */
+            amount: number;
+            /**
+             * ISO 4217
+             */
+            currency: string;
+        } | null;
+        status: 'active' | 'paused';
+        pausedReason: 'insufficient-credits' | null;
+        createdAt: string;
+        /**
+         * When it last sent a `price.changed` event
+         */
+        lastTriggeredAt: string | null;
+    };
+};
+
+export type GetWatchResponse = GetWatchResponses[keyof GetWatchResponses];
 
 export type PushFeedData = {
     /**
@@ -6245,3 +6911,16 @@ export type FinishBrowserSignInErrors = {
 };
 
 export type FinishBrowserSignInError = FinishBrowserSignInErrors[keyof FinishBrowserSignInErrors];
+
+export type PriceChangedEventWebhookPayload = {
+    type: 'price.changed';
+    timestamp: string;
+    data: PriceChangedEvent;
+};
+
+export type PriceChangedEventWebhookRequest = {
+    body: PriceChangedEventWebhookPayload;
+    key: 'price.changed';
+    path?: never;
+    query?: never;
+};

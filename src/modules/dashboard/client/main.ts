@@ -9,6 +9,7 @@ import { renderKeys } from "./pages/keys";
 import { renderQuickstart } from "./pages/quickstart";
 import { renderSignIn } from "./pages/sign-in";
 import { renderWebhooks } from "./pages/webhooks";
+import { renderWatches } from "./pages/watches";
 
 type Render = (context: PageContext, root: HTMLElement, url: URL) => Promise<void>;
 
@@ -17,6 +18,7 @@ const PAGES: Record<string, { render: Render; nav?: MessageKey; public?: true }>
   "/dashboard/keys": { render: renderKeys, nav: "navKeys" },
   "/dashboard/billing": { render: renderBilling, nav: "navBilling" },
   "/dashboard/webhooks": { render: renderWebhooks, nav: "navWebhooks" },
+  "/dashboard/watches": { render: renderWatches, nav: "navWatches" },
   "/dashboard/quickstart": { render: renderQuickstart, nav: "navQuickstart" },
 };
 

@@ -4,7 +4,7 @@ import { h, replace, srOnly } from "../dom";
 import { formatDateTime, type MessageKey, t } from "../i18n";
 import { confirmAction, pagedTable, type PagedTable, secretPanel, uniqueId } from "../widgets";
 
-const EVENT_TYPES = ["credits.low", "credits.depleted", "credits.granted", "key.created", "key.rotated", "key.revoked", "invoice.created"];
+const EVENT_TYPES = ["credits.low", "credits.depleted", "credits.granted", "key.created", "key.rotated", "key.revoked", "invoice.created", "price.changed"];
 
 /** The one signing secret the page holds, in memory only, until dismissed or the page is reloaded. */
 let shownSecret: { url: string; secret: string } | null = null;
