@@ -27,6 +27,8 @@ import { type DebitPlan, type HeldDebit, planHeldDebits } from "./debit-plan";
 import { errorCode, isConnectionLost } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
+import { PostgresHistory } from "./history/postgres";
+import type { HistoryQuery } from "./history/records";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import * as schema from "./schema/postgres";
 import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
@@ -207,6 +209,7 @@ export class PostgresStore implements Store {
   private readonly db: DB;
 
   private readonly webhooks: PostgresWebhooks;
+  private readonly history: PostgresHistory;
 
   /**
    * `debitConnection` runs the group commit's statements (one batch in flight at a time) apart from
@@ -220,6 +223,7 @@ export class PostgresStore implements Store {
   ) {
     this.db = drizzle(client, { schema });
     this.webhooks = new PostgresWebhooks(client);
+    this.history = new PostgresHistory(client);
   }
 
   static async open(databaseUrl: string): Promise<PostgresStore> {
@@ -2041,6 +2045,14 @@ export class PostgresStore implements Store {
       ) history
       ORDER BY observed_at, position`);
     return rows.map(({ gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt, sourceId }) => ({ gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt: Number(observedAt), sourceId }));
+  }
+
+  priceStates(query: HistoryQuery) {
+    return this.history.priceStates(query);
+  }
+
+  priceDays(query: HistoryQuery) {
+    return this.history.priceDays(query);
   }
 
   async prunePriceHistory(before: number): Promise<number> {

@@ -23,6 +23,8 @@ import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpd
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./sqlite-webhooks";
+import { SQLiteHistory } from "./history/sqlite";
+import type { HistoryQuery } from "./history/records";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import * as schema from "./schema/sqlite";
@@ -187,10 +189,12 @@ export class SQLiteStore implements Store {
   private readonly db: DB;
 
   private readonly webhooks: SQLiteWebhooks;
+  private readonly history: SQLiteHistory;
 
   constructor(private readonly database: Database) {
     this.db = drizzle(database, { schema });
     this.webhooks = new SQLiteWebhooks(database);
+    this.history = new SQLiteHistory(database);
   }
 
   static open(databaseUrl: string): SQLiteStore {
@@ -1769,6 +1773,14 @@ export class SQLiteStore implements Store {
         `SELECT gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt, sourceId FROM (${PRICE_HISTORY_SQL}) ORDER BY observedAt, position`,
       )
       .all(gtin, merchantId ?? null);
+  }
+
+  priceStates(query: HistoryQuery) {
+    return this.history.priceStates(query);
+  }
+
+  priceDays(query: HistoryQuery) {
+    return this.history.priceDays(query);
   }
 
   async prunePriceHistory(before: number): Promise<number> {

@@ -16,6 +16,7 @@ import type {
 import type { ClaimedDelivery, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhook-records";
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import type { FeedWriter } from "./feed-writers";
+import type { PriceHistoryReads } from "./history/records";
 
 export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
 export type BucketSource = "pack" | "subscription" | "grant" | "trial";
@@ -225,7 +226,7 @@ export interface PaymentReversalResult {
   organizationId: string | null;
 }
 
-export interface Store {
+export interface Store extends PriceHistoryReads {
   readonly dialect: "sqlite" | "postgres";
   close(): Promise<void>;
   isReachable(): Promise<boolean>;
