@@ -13,6 +13,7 @@ import sqlite9 from "./sqlite/0009_offer_state_since.sql" with { type: "text" };
 import sqlite10 from "./sqlite/0010_key_lines.sql" with { type: "text" };
 import sqlite11 from "./sqlite/0011_bucket_index_without_remaining.sql" with { type: "text" };
 import sqlite12 from "./sqlite/0012_source_ownership.sql" with { type: "text" };
+import sqlite13 from "./sqlite/0013_price_history_days.sql" with { type: "text" };
 import postgres0 from "./postgres/0000_init.sql" with { type: "text" };
 import postgres1 from "./postgres/0001_bucket_clawback_owed.sql" with { type: "text" };
 import postgres2 from "./postgres/0002_payment_reversals.sql" with { type: "text" };
@@ -26,6 +27,7 @@ import postgres9 from "./postgres/0009_key_lines.sql" with { type: "text" };
 import postgres10 from "./postgres/0010_bucket_index_without_remaining.sql" with { type: "text" };
 import postgres11 from "./postgres/0011_catalog_version.sql" with { type: "text" };
 import postgres12 from "./postgres/0012_source_ownership.sql" with { type: "text" };
+import postgres13 from "./postgres/0013_price_history_days.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
@@ -41,6 +43,7 @@ export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0010_key_lines", when: 1795482106425, breakpoints: true, sql: sqlite10 },
   { tag: "0011_bucket_index_without_remaining", when: 1795493959069, breakpoints: true, sql: sqlite11 },
   { tag: "0012_source_ownership", when: 1795655840953, breakpoints: true, sql: sqlite12 },
+  { tag: "0013_price_history_days", when: 1795657520957, breakpoints: true, sql: sqlite13 },
 ];
 
 export const postgresMigrations: EmbeddedMigration[] = [
@@ -57,4 +60,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0010_bucket_index_without_remaining", when: 1795493959572, breakpoints: true, sql: postgres10 },
   { tag: "0011_catalog_version", when: 1795504987305, breakpoints: true, sql: postgres11 },
   { tag: "0012_source_ownership", when: 1795655842280, breakpoints: true, sql: postgres12 },
+  { tag: "0013_price_history_days", when: 1795657524554, breakpoints: true, sql: postgres13 },
 ];

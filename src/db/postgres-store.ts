@@ -2057,6 +2057,7 @@ export class PostgresStore implements Store {
 
   async prunePriceHistory(before: number): Promise<number> {
     // An offer's newest entry is the offer itself (`state_since`), so it stays whatever its age.
+    await this.history.pruneDays(before);
     const deleted = await this.db.delete(offerPriceHistory).where(lt(offerPriceHistory.observedAt, before)).returning({ id: offerPriceHistory.id });
     return deleted.length;
   }

@@ -1785,7 +1785,10 @@ export class SQLiteStore implements Store {
 
   async prunePriceHistory(before: number): Promise<number> {
     // An offer's newest entry is the offer itself (`state_since`), so it stays whatever its age.
-    return this.write(() => this.database.query("DELETE FROM offer_price_history WHERE observed_at < ?").run(before).changes);
+    return this.write(() => {
+      this.history.pruneDays(before);
+      return this.database.query("DELETE FROM offer_price_history WHERE observed_at < ?").run(before).changes;
+    });
   }
 
   // --- webhooks ---

@@ -1,66 +1,75 @@
 import type postgres from "postgres";
 import type { Page } from "../store";
-import { CURRENT_STATE_POSITION, DAY_MS, dayRange, historyPage, type HistoryQuery, type PriceDayRecord, type PriceHistoryReads, type PriceStateRecord } from "./records";
+import {
+  assembleDays,
+  CURRENT_STATE_POSITION,
+  DAY_MS,
+  dayRange,
+  dayRowsToRead,
+  type DayOffer,
+  type DayRow,
+  historyPage,
+  type HistoryQuery,
+  type PriceDayRecord,
+  type PriceHistoryReads,
+  type PriceStateRecord,
+} from "./records";
 
-/** Every state of a product's offers and the time it held (see history/sqlite.ts). $1 the GTIN, $2 a merchant id or null. */
-const RANGED_STATES = `
-  states AS (
-    SELECT merchant_id, price_amount, currency, shipping_amount, availability, observed_at AS valid_from, id AS position
-    FROM offer_price_history WHERE gtin = $1 AND ($2::text IS NULL OR merchant_id = $2)
-    UNION ALL
-    SELECT merchant_id, price_amount, currency, shipping_amount, availability, state_since, ${CURRENT_STATE_POSITION}::bigint
-    FROM offers WHERE gtin = $1 AND ($2::text IS NULL OR merchant_id = $2)
-  ),
-  ranged AS (
-    SELECT *, lead(valid_from) OVER (PARTITION BY merchant_id ORDER BY valid_from, position) AS valid_to FROM states
-  )`;
-
-/** $3 from, $4 to, $5 $6 $7 the cursor's validFrom, merchant and position (or nulls), $8 rows. */
+/** The states that held in [$3, $4) after the cursor ($5 $6 $7), up to $8 (see history/sqlite.ts). */
 const STATES_SQL = `
-  WITH ${RANGED_STATES}
-  SELECT r.merchant_id AS "merchantId", m.name AS "merchantName", r.price_amount AS "priceAmount", r.currency, r.shipping_amount AS "shippingAmount",
-         r.availability, r.valid_from AS "validFrom", r.valid_to AS "validTo", r.position
-  FROM ranged r JOIN merchants m ON m.id = r.merchant_id
-  WHERE r.valid_from < $4::bigint AND (r.valid_to IS NULL OR r.valid_to > $3::bigint)
-    AND ($5::bigint IS NULL OR (r.valid_from, r.merchant_id, r.position) > ($5::bigint, $6::text, $7::bigint))
-  ORDER BY r.valid_from, r.merchant_id, r.position
+  SELECT p."merchantId", m.name AS "merchantName", p."priceAmount", p.currency, p."shippingAmount", p.availability, p."validFrom", p."validTo", p.position
+  FROM (
+    (SELECT merchant_id AS "merchantId", price_amount AS "priceAmount", currency, shipping_amount AS "shippingAmount", availability,
+            observed_at AS "validFrom", valid_to AS "validTo", id AS position
+     FROM offer_price_history
+     WHERE gtin = $1 AND ($2::text IS NULL OR merchant_id = $2) AND observed_at >= greatest($3::bigint, coalesce($5::bigint, $3::bigint)) AND observed_at < $4::bigint
+       AND ($5::bigint IS NULL OR (observed_at, merchant_id, id) > ($5::bigint, $6::text, $7::bigint))
+     ORDER BY observed_at, merchant_id, id
+     LIMIT $8)
+    UNION ALL
+    SELECT h.merchant_id, h.price_amount, h.currency, h.shipping_amount, h.availability, h.observed_at, h.valid_to, h.id
+    FROM offers o JOIN offer_price_history h ON h.id = (
+      SELECT x.id FROM offer_price_history x WHERE x.gtin = o.gtin AND x.merchant_id = o.merchant_id AND x.observed_at < $3::bigint ORDER BY x.observed_at DESC, x.id DESC LIMIT 1
+    )
+    WHERE o.gtin = $1 AND ($2::text IS NULL OR o.merchant_id = $2) AND h.valid_to > $3::bigint
+      AND ($5::bigint IS NULL OR (h.observed_at, h.merchant_id, h.id) > ($5::bigint, $6::text, $7::bigint))
+    UNION ALL
+    SELECT merchant_id, price_amount, currency, shipping_amount, availability, state_since, NULL, ${CURRENT_STATE_POSITION}::bigint
+    FROM offers
+    WHERE gtin = $1 AND ($2::text IS NULL OR merchant_id = $2) AND state_since < $4::bigint
+      AND ($5::bigint IS NULL OR (state_since, merchant_id, ${CURRENT_STATE_POSITION}::bigint) > ($5::bigint, $6::text, $7::bigint))
+  ) p JOIN merchants m ON m.id = p."merchantId"
+  ORDER BY p."validFrom", p."merchantId", p.position
   LIMIT $8`;
 
-/** $3 the first day, $4 the end of the time read, $5 the cursor's day and $6 merchant (or nulls), $7 rows. */
-const DAYS_SQL = `
-  WITH ${RANGED_STATES},
-  clipped AS (
-    SELECT merchant_id, price_amount, currency, availability, valid_from, position,
-           greatest(valid_from, $3::bigint) AS s, least(coalesce(valid_to, $4::bigint), $4::bigint) AS e
-    FROM ranged WHERE valid_from < $4::bigint AND (valid_to IS NULL OR valid_to > $3::bigint)
-  ),
-  expanded AS (
-    SELECT c.merchant_id, c.price_amount, c.currency, c.availability, c.valid_from, c.position, d.day
-    FROM clipped c CROSS JOIN LATERAL generate_series(c.s - c.s % ${DAY_MS}, (c.e - 1) - (c.e - 1) % ${DAY_MS}, ${DAY_MS}::bigint) AS d(day)
-    WHERE c.e > c.s
-  ),
-  marked AS (
-    SELECT merchant_id, day, price_amount, currency,
-           first_value(price_amount) OVER w AS last_amount, first_value(currency) OVER w AS last_currency, first_value(availability) OVER w AS last_availability
-    FROM expanded
-    WHERE $5::bigint IS NULL OR (day, merchant_id) > ($5::bigint, $6::text)
-    WINDOW w AS (PARTITION BY merchant_id, day ORDER BY valid_from DESC, position DESC)
-  ),
-  days AS (
-    SELECT merchant_id, day, last_currency, last_amount, last_availability,
-           min(price_amount) FILTER (WHERE currency = last_currency) AS lowest, max(price_amount) FILTER (WHERE currency = last_currency) AS highest
-    FROM marked GROUP BY merchant_id, day, last_currency, last_amount, last_availability
-    ORDER BY day, merchant_id
-    LIMIT $7
-  )
-  SELECT d.merchant_id AS "merchantId", m.name AS "merchantName", d.day, d.last_currency AS currency, d.lowest AS "lowestAmount", d.highest AS "highestAmount",
-         d.last_amount AS "lastAmount", d.last_availability AS availability
-  FROM days d JOIN merchants m ON m.id = d.merchant_id
-  ORDER BY d.day, d.merchant_id`;
+/** Each offer's current state and its last day row before the first day read ($3). */
+const DAY_OFFERS_SQL = `
+  SELECT o.merchant_id AS "merchantId", m.name AS "merchantName", o.price_amount AS "priceAmount", o.currency, o.availability,
+         coalesce(o.state_since, o.observed_at) AS "stateSince",
+         EXISTS (
+           SELECT 1 FROM offer_price_days d
+           WHERE d.gtin = o.gtin AND d.merchant_id = o.merchant_id AND d.day = coalesce(o.state_since, o.observed_at) - coalesce(o.state_since, o.observed_at) % ${DAY_MS}
+         ) AS "hasDay",
+         b.day AS "beforeDay", b.last_amount AS "beforeAmount", b.currency AS "beforeCurrency", b.availability AS "beforeAvailability"
+  FROM offers o JOIN merchants m ON m.id = o.merchant_id
+  LEFT JOIN LATERAL (
+    SELECT x.day, x.last_amount, x.currency, x.availability FROM offer_price_days x
+    WHERE x.gtin = o.gtin AND x.merchant_id = o.merchant_id AND x.day < $3::bigint ORDER BY x.day DESC LIMIT 1
+  ) b ON true
+  WHERE o.gtin = $1 AND ($2::text IS NULL OR o.merchant_id = $2)`;
+
+/** The day rows of [$3, $4], in day order, up to $5. */
+const DAY_ROWS_SQL = `
+  SELECT merchant_id AS "merchantId", day, currency, lowest_amount AS "lowestAmount", highest_amount AS "highestAmount", last_amount AS "lastAmount", availability
+  FROM offer_price_days
+  WHERE gtin = $1 AND ($2::text IS NULL OR merchant_id = $2) AND day >= $3::bigint AND day <= $4::bigint
+  ORDER BY day, merchant_id
+  LIMIT $5`;
 
 type Row = Record<string, unknown>;
+const numberOrNull = (value: unknown) => (value === null ? null : Number(value));
 
-/** The PostgreSQL store's price history reads: one statement each, aggregated by the database. */
+/** The PostgreSQL store's price history reads. */
 export class PostgresHistory implements PriceHistoryReads {
   constructor(private readonly client: postgres.Sql) {}
 
@@ -77,10 +86,10 @@ export class PostgresHistory implements PriceHistoryReads {
         merchantName: row.merchantName as string,
         priceAmount: Number(row.priceAmount),
         currency: row.currency as string,
-        shippingAmount: row.shippingAmount === null ? null : Number(row.shippingAmount),
+        shippingAmount: numberOrNull(row.shippingAmount),
         availability: row.availability as PriceStateRecord["availability"],
         validFrom: Number(row.validFrom),
-        validTo: row.validTo === null ? null : Number(row.validTo),
+        validTo: numberOrNull(row.validTo),
         position: Number(row.position),
       }),
     );
@@ -89,21 +98,41 @@ export class PostgresHistory implements PriceHistoryReads {
 
   async priceDays(query: HistoryQuery): Promise<Page<PriceDayRecord>> {
     const { firstDay, end } = dayRange(query);
-    const after = query.after?.interval === "day" ? query.after : null;
     if (end <= firstDay) return { items: [], nextCursor: null };
-    const rows = await this.client.unsafe<Row[]>(DAYS_SQL, [query.gtin, query.merchantId, firstDay, end, after?.day ?? null, after?.merchantId ?? null, query.limit + 1], { prepare: true });
-    const days = rows.map(
-      (row): PriceDayRecord => ({
+    const offerRows = await this.client.unsafe<Row[]>(DAY_OFFERS_SQL, [query.gtin, query.merchantId, firstDay], { prepare: true });
+    const offers = offerRows.map(
+      (row): DayOffer => ({
         merchantId: row.merchantId as string,
         merchantName: row.merchantName as string,
+        priceAmount: Number(row.priceAmount),
+        currency: row.currency as string,
+        availability: row.availability as DayOffer["availability"],
+        stateSince: Number(row.stateSince),
+        hasDay: row.hasDay === true,
+        before:
+          row.beforeDay === null
+            ? null
+            : { day: Number(row.beforeDay), lastAmount: Number(row.beforeAmount), currency: row.beforeCurrency as string, availability: row.beforeAvailability as DayOffer["availability"] },
+      }),
+    );
+    const rowsRead = dayRowsToRead(query, offers.length);
+    const rows = (await this.client.unsafe<Row[]>(DAY_ROWS_SQL, [query.gtin, query.merchantId, firstDay, end - 1, rowsRead], { prepare: true })).map(
+      (row): DayRow => ({
+        merchantId: row.merchantId as string,
         day: Number(row.day),
         currency: row.currency as string,
         lowestAmount: Number(row.lowestAmount),
         highestAmount: Number(row.highestAmount),
         lastAmount: Number(row.lastAmount),
-        availability: row.availability as PriceDayRecord["availability"],
+        availability: row.availability as DayRow["availability"],
       }),
     );
-    return historyPage(days, query.limit, (row) => ({ interval: "day", day: row.day, merchantId: row.merchantId }));
+    return assembleDays(query, offers, rows, rowsRead);
+  }
+
+  /** Deletes the day rows of the days before `before`'s day. */
+  async pruneDays(before: number): Promise<number> {
+    const deleted = await this.client`DELETE FROM offer_price_days WHERE day < ${before - (before % DAY_MS)}`;
+    return deleted.count;
   }
 }

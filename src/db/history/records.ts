@@ -53,10 +53,89 @@ export interface PriceDayRecord {
   availability: Availability;
 }
 
+/** An offer as the day read starts from: its current state, and the last day row before the days read. */
+export interface DayOffer {
+  merchantId: string;
+  merchantName: string;
+  priceAmount: number;
+  currency: string;
+  availability: Availability;
+  stateSince: number;
+  /** Whether a day row holds the current state's first day (else the offer itself stands for it). */
+  hasDay: boolean;
+  before: { day: number; lastAmount: number; currency: string; availability: Availability } | null;
+}
+
+/** A row of offer_price_days. */
+export interface DayRow {
+  merchantId: string;
+  day: number;
+  currency: string;
+  lowestAmount: number;
+  highestAmount: number;
+  lastAmount: number;
+  availability: Availability;
+}
+
+/** How many day rows a page reads: enough whole days for `limit + 1` points after the cursor. */
+export function dayRowsToRead(query: HistoryQuery, offers: number): number {
+  return query.limit + 1 + 2 * offers;
+}
+
+/**
+ * The points of a `day` page from the day rows of the days read (`rows`, in day order, at most
+ * `rowsRead`) and each offer's state before them: a day with a row gives that row; a day without one
+ * repeats the last price of the offer's previous day (its only state held all day). An offer's first
+ * state until its first change has no row: the offer itself stands for its first day.
+ */
+export function assembleDays(query: HistoryQuery, offers: DayOffer[], rows: DayRow[], rowsRead: number): Page<PriceDayRecord> {
+  const { firstDay, end } = dayRange(query);
+  if (end <= firstDay || offers.length === 0) return { items: [], nextCursor: null };
+  let lastDay = startOfDay(end - 1);
+  // A read cut short by its limit knows whole days only up to the day before its last row's.
+  if (rows.length >= rowsRead) lastDay = rows[rows.length - 1]!.day - DAY_MS;
+  const byDay = new Map<string, DayRow>();
+  for (const row of rows) byDay.set(`${row.day}|${row.merchantId}`, row);
+  const carried = new Map<string, { amount: number; currency: string; availability: Availability }>();
+  for (const offer of offers) {
+    let before = offer.before === null ? null : { day: offer.before.day, amount: offer.before.lastAmount, currency: offer.before.currency, availability: offer.before.availability };
+    if (!offer.hasDay) {
+      const day = startOfDay(offer.stateSince);
+      const own = { merchantId: offer.merchantId, day, currency: offer.currency, lowestAmount: offer.priceAmount, highestAmount: offer.priceAmount, lastAmount: offer.priceAmount, availability: offer.availability };
+      if (day < firstDay) {
+        if (before === null || before.day < day) before = { day, amount: offer.priceAmount, currency: offer.currency, availability: offer.availability };
+      } else byDay.set(`${day}|${offer.merchantId}`, own);
+    }
+    if (before !== null) carried.set(offer.merchantId, before);
+  }
+  const merchants = offers.map((offer) => offer.merchantId).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const names = new Map(offers.map((offer) => [offer.merchantId, offer.merchantName]));
+  const after = query.after?.interval === "day" ? query.after : null;
+  const points: PriceDayRecord[] = [];
+  for (let day = firstDay; day <= lastDay && points.length <= query.limit; day += DAY_MS) {
+    for (const merchantId of merchants) {
+      const row = byDay.get(`${day}|${merchantId}`);
+      let point: PriceDayRecord;
+      if (row !== undefined) {
+        carried.set(merchantId, { amount: row.lastAmount, currency: row.currency, availability: row.availability });
+        point = { ...row, merchantName: names.get(merchantId)! };
+      } else {
+        const held = carried.get(merchantId);
+        if (held === undefined) continue;
+        point = { merchantId, merchantName: names.get(merchantId)!, day, currency: held.currency, lowestAmount: held.amount, highestAmount: held.amount, lastAmount: held.amount, availability: held.availability };
+      }
+      if (after !== null && day === after.day && merchantId <= after.merchantId) continue;
+      points.push(point);
+      if (points.length > query.limit) break;
+    }
+  }
+  return historyPage(points, query.limit, (row) => ({ interval: "day", day: row.day, merchantId: row.merchantId }));
+}
+
 export interface PriceHistoryReads {
   /** States that overlap [from, to), ordered by validFrom, merchant, position. */
   priceStates(query: HistoryQuery): Promise<Page<PriceStateRecord>>;
-  /** Days of [day of from, to) on which an offer had a state, ordered by day, merchant. */
+  /** Days of [day of from, to) on which an offer had a state, ordered by day, merchant (code unit order). */
   priceDays(query: HistoryQuery): Promise<Page<PriceDayRecord>>;
 }
 

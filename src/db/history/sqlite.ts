@@ -1,93 +1,114 @@
 import type { Database, Statement } from "bun:sqlite";
 import type { Page } from "../store";
-import { CURRENT_STATE_POSITION, DAY_MS, dayRange, historyPage, type HistoryQuery, type PriceDayRecord, type PriceHistoryReads, type PriceStateRecord } from "./records";
+import {
+  assembleDays,
+  CURRENT_STATE_POSITION,
+  DAY_MS,
+  dayRange,
+  dayRowsToRead,
+  type DayOffer,
+  type DayRow,
+  historyPage,
+  type HistoryQuery,
+  type PriceDayRecord,
+  type PriceHistoryReads,
+  type PriceStateRecord,
+} from "./records";
 
 /**
- * Every state of a product's offers and the time it held: the states the history table keeps, then
- * each offer's current one (from `state_since`, still holding). Parameters: ?1 the GTIN, ?2 a merchant
- * id or null for all.
+ * The states that held in [?3, ?4), in the answer's order, after the cursor (?5 ?6 ?7, or nulls):
+ * the history rows that started in the range (read in index order, up to ?8), per offer the row that
+ * started before the range and held into it, and each offer's current state. ?1 the GTIN, ?2 a
+ * merchant id or null for all.
  */
-const RANGED_STATES = `
-  states AS (
-    SELECT merchant_id, price_amount, currency, shipping_amount, availability, observed_at AS valid_from, id AS position
-    FROM offer_price_history WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2)
-    UNION ALL
-    SELECT merchant_id, price_amount, currency, shipping_amount, availability, state_since, ${CURRENT_STATE_POSITION}
-    FROM offers WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2)
-  ),
-  ranged AS (
-    SELECT *, lead(valid_from) OVER (PARTITION BY merchant_id ORDER BY valid_from, position) AS valid_to FROM states
-  )`;
-
-/** ?3 from, ?4 to, ?5 ?6 ?7 the cursor's validFrom, merchant and position (or nulls), ?8 rows. */
 const STATES_SQL = `
-  WITH ${RANGED_STATES}
-  SELECT r.merchant_id AS merchantId, m.name AS merchantName, r.price_amount AS priceAmount, r.currency, r.shipping_amount AS shippingAmount,
-         r.availability, r.valid_from AS validFrom, r.valid_to AS validTo, r.position
-  FROM ranged r JOIN merchants m ON m.id = r.merchant_id
-  WHERE r.valid_from < ?4 AND (r.valid_to IS NULL OR r.valid_to > ?3)
-    AND (?5 IS NULL OR (r.valid_from, r.merchant_id, r.position) > (?5, ?6, ?7))
-  ORDER BY r.valid_from, r.merchant_id, r.position
+  SELECT p.merchantId, m.name AS merchantName, p.priceAmount, p.currency, p.shippingAmount, p.availability, p.validFrom, p.validTo, p.position
+  FROM (
+    SELECT * FROM (
+      SELECT merchant_id AS merchantId, price_amount AS priceAmount, currency, shipping_amount AS shippingAmount, availability,
+             observed_at AS validFrom, valid_to AS validTo, id AS position
+      FROM offer_price_history
+      WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2) AND observed_at >= max(?3, coalesce(?5, ?3)) AND observed_at < ?4
+        AND (?5 IS NULL OR (observed_at, merchant_id, id) > (?5, ?6, ?7))
+      ORDER BY observed_at, merchant_id, id
+      LIMIT ?8
+    )
+    UNION ALL
+    SELECT h.merchant_id, h.price_amount, h.currency, h.shipping_amount, h.availability, h.observed_at, h.valid_to, h.id
+    FROM offers o JOIN offer_price_history h ON h.id = (
+      SELECT x.id FROM offer_price_history x WHERE x.gtin = o.gtin AND x.merchant_id = o.merchant_id AND x.observed_at < ?3 ORDER BY x.observed_at DESC, x.id DESC LIMIT 1
+    )
+    WHERE o.gtin = ?1 AND (?2 IS NULL OR o.merchant_id = ?2) AND h.valid_to > ?3
+      AND (?5 IS NULL OR (h.observed_at, h.merchant_id, h.id) > (?5, ?6, ?7))
+    UNION ALL
+    SELECT merchant_id, price_amount, currency, shipping_amount, availability, state_since, NULL, ${CURRENT_STATE_POSITION}
+    FROM offers
+    WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2) AND state_since < ?4
+      AND (?5 IS NULL OR (state_since, merchant_id, ${CURRENT_STATE_POSITION}) > (?5, ?6, ?7))
+  ) p JOIN merchants m ON m.id = p.merchantId
+  ORDER BY p.validFrom, p.merchantId, p.position
   LIMIT ?8`;
 
-/**
- * ?3 the first day, ?4 the end of the time read, ?5 the cursor's day and ?6 merchant (or nulls), ?7 rows.
- * Each state is clipped to the time read and repeated for every UTC day it held on; per day and
- * merchant the last state (latest start) gives the last price, its currency and the availability.
- */
-const DAYS_SQL = `
-  WITH RECURSIVE ${RANGED_STATES},
-  clipped AS (
-    SELECT merchant_id, price_amount, currency, availability, valid_from, position,
-           max(valid_from, ?3) AS s, min(coalesce(valid_to, ?4), ?4) AS e
-    FROM ranged WHERE valid_from < ?4 AND (valid_to IS NULL OR valid_to > ?3)
-  ),
-  expanded AS (
-    SELECT merchant_id, price_amount, currency, availability, valid_from, position, s - s % ${DAY_MS} AS day, (e - 1) - (e - 1) % ${DAY_MS} AS last_day
-    FROM clipped WHERE e > s
-    UNION ALL
-    SELECT merchant_id, price_amount, currency, availability, valid_from, position, day + ${DAY_MS}, last_day FROM expanded WHERE day < last_day
-  ),
-  marked AS (
-    SELECT merchant_id, day, price_amount, currency,
-           first_value(price_amount) OVER w AS last_amount, first_value(currency) OVER w AS last_currency, first_value(availability) OVER w AS last_availability
-    FROM expanded
-    WHERE ?5 IS NULL OR (day, merchant_id) > (?5, ?6)
-    WINDOW w AS (PARTITION BY merchant_id, day ORDER BY valid_from DESC, position DESC)
-  ),
-  days AS (
-    SELECT merchant_id, day, last_currency, last_amount, last_availability,
-           min(price_amount) FILTER (WHERE currency = last_currency) AS lowest, max(price_amount) FILTER (WHERE currency = last_currency) AS highest
-    FROM marked GROUP BY merchant_id, day, last_currency, last_amount, last_availability
-    ORDER BY day, merchant_id
-    LIMIT ?7
-  )
-  SELECT d.merchant_id AS merchantId, m.name AS merchantName, d.day, d.last_currency AS currency, d.lowest AS lowestAmount, d.highest AS highestAmount,
-         d.last_amount AS lastAmount, d.last_availability AS availability
-  FROM days d JOIN merchants m ON m.id = d.merchant_id
-  ORDER BY d.day, d.merchant_id`;
+/** Each offer's current state and its last day row before the first day read (?3). */
+const DAY_OFFERS_SQL = `
+  SELECT o.merchant_id AS merchantId, m.name AS merchantName, o.price_amount AS priceAmount, o.currency, o.availability,
+         coalesce(o.state_since, o.observed_at) AS stateSince,
+         EXISTS (
+           SELECT 1 FROM offer_price_days d
+           WHERE d.gtin = o.gtin AND d.merchant_id = o.merchant_id AND d.day = coalesce(o.state_since, o.observed_at) - coalesce(o.state_since, o.observed_at) % ${DAY_MS}
+         ) AS hasDay,
+         b.day AS beforeDay, b.last_amount AS beforeAmount, b.currency AS beforeCurrency, b.availability AS beforeAvailability
+  FROM offers o JOIN merchants m ON m.id = o.merchant_id
+  LEFT JOIN offer_price_days b ON b.gtin = o.gtin AND b.merchant_id = o.merchant_id
+    AND b.day = (SELECT max(x.day) FROM offer_price_days x WHERE x.gtin = o.gtin AND x.merchant_id = o.merchant_id AND x.day < ?3)
+  WHERE o.gtin = ?1 AND (?2 IS NULL OR o.merchant_id = ?2)`;
+
+/** The day rows of [?3, ?4], in day order, up to ?5. */
+const DAY_ROWS_SQL = `
+  SELECT merchant_id AS merchantId, day, currency, lowest_amount AS lowestAmount, highest_amount AS highestAmount, last_amount AS lastAmount, availability
+  FROM offer_price_days
+  WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2) AND day >= ?3 AND day <= ?4
+  ORDER BY day, merchant_id
+  LIMIT ?5`;
 
 type Bindings = Array<string | number | null>;
+type DayOfferRow = Omit<DayOffer, "hasDay" | "before"> & { hasDay: number; beforeDay: number | null; beforeAmount: number; beforeCurrency: string; beforeAvailability: DayOffer["availability"] };
 
 /** The SQLite store's price history reads, on the store's one connection. */
 export class SQLiteHistory implements PriceHistoryReads {
-  private statesStatement: Statement<PriceStateRecord, Bindings> | null = null;
-  private daysStatement: Statement<PriceDayRecord, Bindings> | null = null;
+  private readonly statements = new Map<string, Statement>();
 
   constructor(private readonly database: Database) {}
 
+  private statement<Row>(sql: string): Statement<Row, Bindings> {
+    let statement = this.statements.get(sql);
+    if (statement === undefined) this.statements.set(sql, (statement = this.database.query(sql)));
+    return statement as unknown as Statement<Row, Bindings>;
+  }
+
   async priceStates(query: HistoryQuery): Promise<Page<PriceStateRecord>> {
-    this.statesStatement ??= this.database.query<PriceStateRecord, Bindings>(STATES_SQL);
     const after = query.after?.interval === "change" ? query.after : null;
-    const rows = this.statesStatement.all(query.gtin, query.merchantId, query.from, query.to, after?.validFrom ?? null, after?.merchantId ?? null, after?.position ?? null, query.limit + 1);
+    const rows = this.statement<PriceStateRecord>(STATES_SQL).all(query.gtin, query.merchantId, query.from, query.to, after?.validFrom ?? null, after?.merchantId ?? null, after?.position ?? null, query.limit + 1);
     return historyPage(rows, query.limit, (row) => ({ interval: "change", validFrom: row.validFrom, merchantId: row.merchantId, position: row.position }));
   }
 
   async priceDays(query: HistoryQuery): Promise<Page<PriceDayRecord>> {
-    this.daysStatement ??= this.database.query<PriceDayRecord, Bindings>(DAYS_SQL);
     const { firstDay, end } = dayRange(query);
-    const after = query.after?.interval === "day" ? query.after : null;
-    const rows = end <= firstDay ? [] : this.daysStatement.all(query.gtin, query.merchantId, firstDay, end, after?.day ?? null, after?.merchantId ?? null, query.limit + 1);
-    return historyPage(rows, query.limit, (row) => ({ interval: "day", day: row.day, merchantId: row.merchantId }));
+    if (end <= firstDay) return { items: [], nextCursor: null };
+    const offers = this.statement<DayOfferRow>(DAY_OFFERS_SQL)
+      .all(query.gtin, query.merchantId, firstDay)
+      .map(({ hasDay, beforeDay, beforeAmount, beforeCurrency, beforeAvailability, ...offer }): DayOffer => ({
+        ...offer,
+        hasDay: hasDay === 1,
+        before: beforeDay === null ? null : { day: beforeDay, lastAmount: beforeAmount, currency: beforeCurrency, availability: beforeAvailability },
+      }));
+    const rowsRead = dayRowsToRead(query, offers.length);
+    const rows = this.statement<DayRow>(DAY_ROWS_SQL).all(query.gtin, query.merchantId, firstDay, end - 1, rowsRead);
+    return assembleDays(query, offers, rows, rowsRead);
+  }
+
+  /** Deletes the day rows of the days before `before`'s day. */
+  pruneDays(before: number): number {
+    return this.database.query("DELETE FROM offer_price_days WHERE day < ?").run(before - (before % DAY_MS)).changes;
   }
 }

@@ -19,7 +19,8 @@ export function historyRoutes(services: Services) {
 
   return new Elysia({ name: "history", prefix: "/api/v1/products" }).get(
     "/:gtin/price/history",
-    ({ params, query, request, set }) => history.handle({ request, set }, params.gtin, query),
+    // A UTF-8 body with its content type: Elysia sends it as is (the 200 schema is documentation only).
+    ({ params, query, request, set }) => history.handle({ request, set }, params.gtin, query) as Promise<unknown> as Promise<typeof HistoryEnvelope.static>,
     {
       params: t.Object({ gtin: t.String({ description: "GTIN-8, GTIN-12, GTIN-13 or GTIN-14", examples: ["4006381333931"] }) }),
       // Documented here, checked by the handler after authentication (noValidate), so its problems carry meta.
