@@ -1,6 +1,7 @@
 // The price history endpoint over HTTP: one product with 50 merchants and a year of daily changes
 // (about 18 000 states), on SQLite and on PostgreSQL. The service runs as its own process (`serve`);
-// this process sends one request at a time and reports the latency percentiles of each query.
+// this process sends one request at a time and reports the latency percentiles of each query and
+// the service's CPU time per request (from /proc: what a shared machine's load does not inflate).
 //
 // Usage: bun bench/history.ts [--requests 200] [--merchants 50] [--days 365]
 //          [--postgres postgres://postgres@127.0.0.1:5432/test] [--stores sqlite,postgres]
@@ -12,6 +13,7 @@ import postgres from "postgres";
 import { SYSTEM_USER_ID, type FeedRecord } from "../src/db/store";
 import { createApiKey } from "../src/modules/keys/service";
 import { openStore } from "../src/services";
+import { cpuBetween, cpuOf } from "./process-cpu";
 
 const { values } = parseArgs({
   options: {
@@ -76,7 +78,7 @@ function percentiles(samples: number[]): string {
   return `p50 ${at(0.5).toFixed(1)} ms  p95 ${at(0.95).toFixed(1)} ms  p99 ${at(0.99).toFixed(1)} ms`;
 }
 
-async function measure(label: string, url: string, key: string): Promise<void> {
+async function measure(label: string, url: string, key: string, pid: number): Promise<void> {
   const get = async () => {
     const response = await fetch(url, { headers: { authorization: `Bearer ${key}` } });
     const body = (await response.json()) as { meta: { reason: string }; data: { points: unknown[]; nextCursor: string | null } };
@@ -85,6 +87,7 @@ async function measure(label: string, url: string, key: string): Promise<void> {
   };
   for (let i = 0; i < 10; i++) await get();
   const samples: number[] = [];
+  const cpuBefore = cpuOf([pid]);
   let points = 0;
   let bytes = 0;
   for (let i = 0; i < requests; i++) {
@@ -92,9 +95,10 @@ async function measure(label: string, url: string, key: string): Promise<void> {
     const body = await get();
     samples.push(performance.now() - startedAt);
     points = body.data.points.length;
-    bytes = JSON.stringify(body).length;
+    if (i === 0) bytes = JSON.stringify(body).length;
   }
-  console.log(`  ${label.padEnd(44)} ${percentiles(samples)}  (${points} points, ${Math.round(bytes / 1024)} KiB)`);
+  const cpuPerRequest = cpuBetween(cpuBefore, cpuOf([pid])) / requests / 1000;
+  console.log(`  ${label.padEnd(48)} ${percentiles(samples)}  service CPU ${cpuPerRequest.toFixed(1)} ms/req  (${points} points, ${Math.round(bytes / 1024)} KiB)`);
 }
 
 async function run(name: string, databaseUrl: string): Promise<void> {
@@ -111,11 +115,11 @@ async function run(name: string, databaseUrl: string): Promise<void> {
     }
     const base = `http://127.0.0.1:${port}/api/v1/products/${GTIN}/price/history`;
     const from = new Date(Date.now() - dayCount * DAY_MS).toISOString();
-    await measure("interval=day, the year, default limit (1000)", `${base}?interval=day&from=${from}`, clearKey);
-    await measure("interval=day, the year, limit=5000", `${base}?interval=day&from=${from}&limit=5000`, clearKey);
-    await measure("interval=day, the year, one merchant", `${base}?interval=day&from=${from}&merchant=m-07`, clearKey);
-    await measure("interval=day, last 30 days (default range)", `${base}?interval=day`, clearKey);
-    await measure("interval=change, the year, default limit (1000)", `${base}?from=${from}`, clearKey);
+    await measure("interval=day, the year, default limit (1000)", `${base}?interval=day&from=${from}`, clearKey, server.pid);
+    await measure("interval=day, the year, limit=5000", `${base}?interval=day&from=${from}&limit=5000`, clearKey, server.pid);
+    await measure("interval=day, the year, one merchant", `${base}?interval=day&from=${from}&merchant=m-07`, clearKey, server.pid);
+    await measure("interval=day, last 30 days (default range)", `${base}?interval=day`, clearKey, server.pid);
+    await measure("interval=change, the year, default limit (1000)", `${base}?from=${from}`, clearKey, server.pid);
   } finally {
     server.kill();
     await server.exited;

@@ -316,12 +316,19 @@ export class PriceHistoryRequests {
     const language = ask.language;
     const labels = AVAILABILITY_LABELS[language];
     const page = ask.interval === "day" ? await store.priceDays(query) : await store.priceStates(query);
+    // A page of days repeats each day once per merchant: each is written once.
+    const dayTexts = new Map<number, string>();
+    const dayText = (day: number) => {
+      let text = dayTexts.get(day);
+      if (text === undefined) dayTexts.set(day, (text = new Date(day).toISOString().slice(0, 10)));
+      return text;
+    };
     const points =
       ask.interval === "day"
         ? (page.items as PriceDayRecord[]).map(
             (day): DayPointValue => ({
               merchant: { id: day.merchantId, name: day.merchantName },
-              day: new Date(day.day).toISOString().slice(0, 10),
+              day: dayText(day.day),
               lowestPrice: money(day.lowestAmount, day.currency, language),
               highestPrice: money(day.highestAmount, day.currency, language),
               lastPrice: money(day.lastAmount, day.currency, language),
