@@ -67,6 +67,11 @@ const DAY_ROWS_SQL = `
   LIMIT $5`;
 
 type Row = Record<string, unknown>;
+/**
+ * Planned per call (not prepared): a prepared statement's generic plan cannot know whether `merchant`
+ * is null, nor how wide the range is, and reads the whole history where the custom plan reads a page.
+ */
+const UNPREPARED = { prepare: false };
 const numberOrNull = (value: unknown) => (value === null ? null : Number(value));
 
 /** The PostgreSQL store's price history reads. */
@@ -78,7 +83,7 @@ export class PostgresHistory implements PriceHistoryReads {
     const rows = await this.client.unsafe<Row[]>(
       STATES_SQL,
       [query.gtin, query.merchantId, query.from, query.to, after?.validFrom ?? null, after?.merchantId ?? null, after?.position ?? null, query.limit + 1],
-      { prepare: true },
+      UNPREPARED,
     );
     const states = rows.map(
       (row): PriceStateRecord => ({
@@ -99,7 +104,7 @@ export class PostgresHistory implements PriceHistoryReads {
   async priceDays(query: HistoryQuery): Promise<Page<PriceDayRecord>> {
     const { firstDay, end } = dayRange(query);
     if (end <= firstDay) return { items: [], nextCursor: null };
-    const offerRows = await this.client.unsafe<Row[]>(DAY_OFFERS_SQL, [query.gtin, query.merchantId, firstDay], { prepare: true });
+    const offerRows = await this.client.unsafe<Row[]>(DAY_OFFERS_SQL, [query.gtin, query.merchantId, firstDay], UNPREPARED);
     const offers = offerRows.map(
       (row): DayOffer => ({
         merchantId: row.merchantId as string,
@@ -116,7 +121,7 @@ export class PostgresHistory implements PriceHistoryReads {
       }),
     );
     const rowsRead = dayRowsToRead(query, offers.length);
-    const rows = (await this.client.unsafe<Row[]>(DAY_ROWS_SQL, [query.gtin, query.merchantId, firstDay, end - 1, rowsRead], { prepare: true })).map(
+    const rows = (await this.client.unsafe<Row[]>(DAY_ROWS_SQL, [query.gtin, query.merchantId, firstDay, end - 1, rowsRead], UNPREPARED)).map(
       (row): DayRow => ({
         merchantId: row.merchantId as string,
         day: Number(row.day),
