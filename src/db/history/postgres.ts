@@ -67,6 +67,36 @@ const DAY_ROWS_SQL = `
   LIMIT $5`;
 
 type Row = Record<string, unknown>;
+/** Offers per product a day read expects at most when it reads the offers and the rows at once. */
+const MAX_OFFERS_PER_READ = 100;
+
+function toDayOffer(row: Row): DayOffer {
+  return {
+    merchantId: row.merchantId as string,
+    merchantName: row.merchantName as string,
+    priceAmount: Number(row.priceAmount),
+    currency: row.currency as string,
+    availability: row.availability as DayOffer["availability"],
+    stateSince: Number(row.stateSince),
+    hasDay: row.hasDay === true,
+    before:
+      row.beforeDay === null
+        ? null
+        : { day: Number(row.beforeDay), lastAmount: Number(row.beforeAmount), currency: row.beforeCurrency as string, availability: row.beforeAvailability as DayOffer["availability"] },
+  };
+}
+
+function toDayRow(row: Row): DayRow {
+  return {
+    merchantId: row.merchantId as string,
+    day: Number(row.day),
+    currency: row.currency as string,
+    lowestAmount: Number(row.lowestAmount),
+    highestAmount: Number(row.highestAmount),
+    lastAmount: Number(row.lastAmount),
+    availability: row.availability as DayRow["availability"],
+  };
+}
 /**
  * Planned per call (not prepared): a prepared statement's generic plan cannot know whether `merchant`
  * is null, nor how wide the range is, and reads the whole history where the custom plan reads a page.
@@ -104,34 +134,25 @@ export class PostgresHistory implements PriceHistoryReads {
   async priceDays(query: HistoryQuery): Promise<Page<PriceDayRecord>> {
     const { firstDay, end } = dayRange(query);
     if (end <= firstDay) return { items: [], nextCursor: null };
-    const offerRows = await this.client.unsafe<Row[]>(DAY_OFFERS_SQL, [query.gtin, query.merchantId, firstDay], UNPREPARED);
-    const offers = offerRows.map(
-      (row): DayOffer => ({
-        merchantId: row.merchantId as string,
-        merchantName: row.merchantName as string,
-        priceAmount: Number(row.priceAmount),
-        currency: row.currency as string,
-        availability: row.availability as DayOffer["availability"],
-        stateSince: Number(row.stateSince),
-        hasDay: row.hasDay === true,
-        before:
-          row.beforeDay === null
-            ? null
-            : { day: Number(row.beforeDay), lastAmount: Number(row.beforeAmount), currency: row.beforeCurrency as string, availability: row.beforeAvailability as DayOffer["availability"] },
-      }),
-    );
+    // Both statements at once, on two connections of the pool: the rows read are bounded by the
+    // offers' count, so the read asks for at most `limit + 1 + 2 × MAX_OFFERS_PER_READ` and the
+    // assembly cuts it to the offers there are.
+    const rowsRead = dayRowsToRead(query, MAX_OFFERS_PER_READ);
+    const [offerRows, dayRows] = await Promise.all([
+      this.client.unsafe<Row[]>(DAY_OFFERS_SQL, [query.gtin, query.merchantId, firstDay], UNPREPARED),
+      this.client.unsafe<Row[]>(DAY_ROWS_SQL, [query.gtin, query.merchantId, firstDay, end - 1, rowsRead], UNPREPARED),
+    ]);
+    if (offerRows.length > MAX_OFFERS_PER_READ) return this.priceDaysOneByOne(query, offerRows, firstDay, end);
+    const offers = offerRows.map(toDayOffer);
+    const rows = dayRows.map(toDayRow);
+    return assembleDays(query, offers, rows, rowsRead);
+  }
+
+  /** A product with more offers than one concurrent read allows for: the rows are read once the offers are known. */
+  private async priceDaysOneByOne(query: HistoryQuery, offerRows: Row[], firstDay: number, end: number): Promise<Page<PriceDayRecord>> {
+    const offers = offerRows.map(toDayOffer);
     const rowsRead = dayRowsToRead(query, offers.length);
-    const rows = (await this.client.unsafe<Row[]>(DAY_ROWS_SQL, [query.gtin, query.merchantId, firstDay, end - 1, rowsRead], UNPREPARED)).map(
-      (row): DayRow => ({
-        merchantId: row.merchantId as string,
-        day: Number(row.day),
-        currency: row.currency as string,
-        lowestAmount: Number(row.lowestAmount),
-        highestAmount: Number(row.highestAmount),
-        lastAmount: Number(row.lastAmount),
-        availability: row.availability as DayRow["availability"],
-      }),
-    );
+    const rows = (await this.client.unsafe<Row[]>(DAY_ROWS_SQL, [query.gtin, query.merchantId, firstDay, end - 1, rowsRead], UNPREPARED)).map(toDayRow);
     return assembleDays(query, offers, rows, rowsRead);
   }
 

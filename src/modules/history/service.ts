@@ -1,5 +1,5 @@
 import { Value } from "@sinclair/typebox/value";
-import { CreditsSpentMeanwhile, DebitInDoubt, type KeyCredential, type ProductRecord, type UsageRecord } from "../../db/store";
+import { CreditsSpentMeanwhile, DebitInDoubt, type KeyCredential, type Page, type ProductRecord, type UsageRecord } from "../../db/store";
 import { decodeHistoryCursor, type HistoryPosition, type HistoryQuery, type PriceDayRecord, type PriceStateRecord } from "../../db/history/records";
 import type { Services } from "../../services";
 import { afterAuthentication } from "../../http/authentication-first";
@@ -279,13 +279,14 @@ export class PriceHistoryRequests {
     let held = true;
     let debitInDoubt = false;
     try {
-      const found = await store.findProductWithOffers(ask.gtin);
+      // The product and its history at once (PostgreSQL: on connections of their own); an unknown product has none.
+      const [found, page] = await Promise.all([store.findProductWithOffers(ask.gtin), this.readPage(ask)]);
       if (found === null) {
         await release();
         held = false;
         throw new Problem("product-not-found", undefined, { meta: meta("product-not-found", await available()) }, limitHeaders);
       }
-      const data = await this.read(found.product, ask);
+      const data = this.data(found.product, ask, page);
       if (data.points.length === 0) {
         await release();
         held = false;
@@ -309,13 +310,17 @@ export class PriceHistoryRequests {
     throw new Problem("unavailable", debitInDoubt ? TEXTS.debitInDoubt : TEXTS.debitFailed, { meta: meta("unavailable", remaining) }, { ...limitHeaders, "retry-after": "1" });
   }
 
-  /** The page of points the request asks for, as the price facet writes prices. */
-  private async read(product: ProductRecord, ask: Ask): Promise<HistoryDataValue> {
+  /** The page of records the request asks for. */
+  private readPage(ask: Ask): Promise<Page<PriceDayRecord> | Page<PriceStateRecord>> {
     const { store, clock } = this.services;
     const query: HistoryQuery = { gtin: ask.gtin, from: ask.from, to: ask.to, now: clock.now(), merchantId: ask.merchantId, limit: ask.limit, after: ask.after };
+    return ask.interval === "day" ? store.priceDays(query) : store.priceStates(query);
+  }
+
+  /** The answer's `data`: the product and the page's points, with prices as the price facet writes them. */
+  private data(product: ProductRecord, ask: Ask, page: Page<PriceDayRecord> | Page<PriceStateRecord>): HistoryDataValue {
     const language = ask.language;
     const labels = AVAILABILITY_LABELS[language];
-    const page = ask.interval === "day" ? await store.priceDays(query) : await store.priceStates(query);
     // A page of days repeats each day once per merchant: each is written once.
     const dayTexts = new Map<number, string>();
     const dayText = (day: number) => {
