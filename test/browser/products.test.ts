@@ -59,7 +59,7 @@ test(
     expect(await heading(page)).toBe("Products");
     expect(await page.getByRole("link", { name: "Products" }).getAttribute("aria-current")).toBe("page");
     // The page says the look-up is billed before anything is sent.
-    await page.getByText("Billed: looking up sends a price request with this key").waitFor();
+    await page.getByText("Billed: costs credits when fresh offers are found.").waitFor();
     const before = await available(signed);
 
     await page.getByLabel("API key").fill(key);
@@ -71,16 +71,16 @@ test(
     expect(await offers.locator("tbody tr").first().locator("th").textContent()).toBe("Alpha");
     expect(await offers.locator("tbody tr").first().locator("td").first().textContent()).toBe("€10.00");
 
-    await page.getByText("Billed: showing the history sends a price history request").waitFor();
-    await page.getByLabel("Range").selectOption("7");
+    await page.getByText("Billed: costs credits when the range has prices.").waitFor();
+    await page.getByRole("combobox", { name: "Price history" }).selectOption("7");
     await page.getByRole("button", { name: "Show history (billed)" }).click();
-    const chart = page.getByRole("img", { name: /^Last price per day and merchant/ });
+    const chart = page.getByRole("img", { name: /^Last price per day/ });
     await chart.waitFor();
-    expect(await chart.getAttribute("aria-label")).toContain("2 merchants, lowest €10.00, highest €12.50");
+    expect(await chart.getAttribute("aria-label")).toContain("2 merchants, €10.00–€12.50");
     expect(await chart.locator("polyline").count()).toBe(2);
-    expect(await page.getByRole("list", { name: "Merchants" }).getByRole("listitem").allTextContents()).toEqual([" Alpha", " Beta"]);
-    await page.getByText("Show the history as a table").click();
-    const table = page.getByRole("table", { name: "Prices per day and merchant" });
+    expect(await page.getByRole("list", { name: "Merchant" }).getByRole("listitem").allTextContents()).toEqual([" Alpha", " Beta"]);
+    await page.getByText("As a table").click();
+    const table = page.getByRole("table", { name: "Price history" });
     expect(await table.locator("tbody tr").count()).toBeGreaterThanOrEqual(12);
     await screenshot(page, "products-history-en");
 
@@ -89,7 +89,7 @@ test(
 
     // The watch endpoint answers, or its problem is shown.
     await page.getByRole("button", { name: "Watch this product" }).click();
-    await page.locator("[role=status]:has-text('You are now watching'), .messages [role=alert]:not(:empty)").first().waitFor();
+    await page.locator("[role=status]:has-text('Watching 04006381333931.'), .messages [role=alert]:not(:empty)").first().waitFor();
     expect(misdeeds).toEqual([]);
   },
   90_000,
@@ -102,7 +102,7 @@ test(
     await page.getByLabel("API key").fill("pps_not-a-key");
     await page.getByLabel("GTIN").fill("4006381333931");
     await page.getByRole("button", { name: "Look up (billed)" }).click();
-    await page.locator("#products-problem").getByText("The API key is invalid.").waitFor();
+    await page.locator(".messages [role=alert]").getByText("The API key is invalid.").waitFor();
     expect(page.url()).toBe(`${server.url}/dashboard/products`);
     expect(misdeeds).toEqual([]);
   },
@@ -114,15 +114,15 @@ test(
   async () => {
     const { page, misdeeds, key } = await signedIn("fr-FR", "produits@example.com");
     expect(await heading(page)).toBe("Produits");
-    await page.getByText("Facturé : la consultation envoie une requête de prix avec cette clé").waitFor();
+    await page.getByText("Facturé : coûte des crédits quand des offres fraîches sont trouvées.").waitFor();
     await page.getByLabel("Clé d'API").fill(key);
     await page.getByLabel("GTIN").fill("4006381333931");
     await page.getByRole("button", { name: "Consulter (facturé)" }).click();
     await page.getByRole("table", { name: "Offres pour Wireless Mouse" }).waitFor();
     await page.getByRole("button", { name: "Afficher l'historique (facturé)" }).click();
-    const chart = page.getByRole("img", { name: /^Dernier prix par jour et par marchand/ });
+    const chart = page.getByRole("img", { name: /^Dernier prix par jour/ });
     await chart.waitFor();
-    expect(await chart.getAttribute("aria-label")).toContain("le plus bas 10,00 €");
+    expect(await chart.getAttribute("aria-label")).toContain("2 marchands, 10,00 €–12,50 €");
     await screenshot(page, "products-history-fr");
     expect(misdeeds).toEqual([]);
   },

@@ -2,17 +2,16 @@
 // organization's API keys (the data endpoints take a key, never the session; see docs/api.md,
 // "Which credential each endpoint takes"), so every look-up is billed as the page says before it is
 // sent. The key stays in this module's memory until the page is left or reloaded.
-import { APIError, call, type Money, type Problem } from "../api";
+import { APIError, call, type Money } from "../api";
 import type { PageContext } from "../context";
 import { h, replace, s } from "../dom";
-import { formatDate, formatDateTime, language, t } from "../i18n";
+import { formatDate, t } from "../i18n";
 
 interface Offer {
   merchant: { id: string; name: string };
   price: Money;
   shipping: Money | null;
   availabilityLabel: string;
-  observedAt: string;
 }
 
 interface PriceAnswer {
@@ -25,97 +24,73 @@ interface DayPoint {
   lowestPrice: Money;
   highestPrice: Money;
   lastPrice: Money;
-  availabilityLabel: string;
 }
 
 interface HistoryAnswer {
-  data: { from: string; to: string; points: DayPoint[]; nextCursor: string | null };
+  data: { points: DayPoint[] };
 }
 
 const RANGES = [7, 30, 90, 365];
 const HISTORY_LIMIT = 5000;
 const DAY_MS = 86_400_000;
 /** Line colours, told apart by the legend and the table too (never by colour alone). */
-const COLOURS = ["#1f6feb", "#d1242f", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#0a7f8a", "#57606a"];
+const COLOURS = ["#1f6feb", "#d1242f", "#1a7f37", "#9a6700", "#8250df", "#57606a"];
 
 /** The API key typed on this page, in memory only. */
 let apiKey = "";
 
-/** GET `/api/v1<path>` with the API key: the data endpoints' credential. */
-async function dataCall<T>(path: string): Promise<T> {
-  let response: Response;
-  try {
-    response = await fetch(`/api/v1${path}`, { headers: { accept: "application/json", "accept-language": language(), authorization: `Bearer ${apiKey}` }, credentials: "omit" });
-  } catch {
-    throw new APIError(0, null);
-  }
-  const body: unknown = await response.json().catch(() => null);
-  if (!response.ok) {
-    const problem = body !== null && typeof body === "object" && typeof (body as Problem).detail === "string" ? (body as Problem) : null;
-    throw new APIError(response.status, problem);
-  }
-  return body as T;
+/**
+ * A data call with the page's key. Its problems go to the shell, but a 401 is the key's, not the
+ * session's: shown as a message, it does not sign the user out.
+ */
+function dataCall<T>(path: string): Promise<T> {
+  return call<T>("GET", path, { apiKey });
 }
 
-/**
- * A problem of the data API, shown in the page: not the shell's `fail`, which takes a 401 for an
- * ended session (here it is the key's).
- */
-function showProblem(region: HTMLElement, error: unknown): void {
-  if (error instanceof APIError) {
-    const problem = error.problem;
-    replace(region, h("p", {}, problem === null ? t("networkError") : problem.detail), problem?.requestId ? h("p", { class: "muted" }, t("requestId", { id: problem.requestId })) : null);
-  } else {
-    replace(region, h("p", {}, error instanceof Error ? error.message : String(error)));
-  }
+function failData(context: PageContext, error: unknown): void {
+  context.fail(error instanceof APIError && error.status === 401 ? new Error(error.message) : error);
 }
 
 export async function renderProducts(context: PageContext, root: HTMLElement): Promise<void> {
-  const problems = h("div", { class: "alert", role: "alert", id: "products-problem" });
-  const keyInput = h("input", { id: "api-key", type: "password", autocomplete: "off", spellcheck: "false", required: true, "aria-describedby": "api-key-hint", value: apiKey });
-  const gtinInput = h("input", { id: "gtin", inputmode: "numeric", autocomplete: "off", required: true, pattern: "[0-9 -]{8,20}", "aria-describedby": "gtin-hint billed-note" });
+  const keyInput = h("input", { id: "api-key", type: "password", autocomplete: "off", required: true, value: apiKey });
+  const gtinInput = h("input", { id: "gtin", inputmode: "numeric", required: true, "aria-describedby": "billed-note" });
   const submit = h("button", { type: "submit" }, t("productsLookUp"));
   const result = h("div", { class: "stack", id: "product-result" });
   const form = h(
     "form",
-    { class: "panel stack", "aria-labelledby": "lookup-title" },
-    h("h2", { id: "lookup-title", class: "sr-only" }, t("productsLookUp")),
+    { class: "panel stack" },
     h("label", { for: "api-key" }, t("productsKeyLabel")),
-    h("p", { id: "api-key-hint", class: "muted hint" }, t("productsKeyHint")),
     keyInput,
     h("label", { for: "gtin" }, t("productsGtinLabel")),
-    h("p", { id: "gtin-hint", class: "muted hint" }, t("productsGtinHint")),
     gtinInput,
     h("p", { id: "billed-note", class: "note" }, t("productsBilledNote")),
     h("div", { class: "row" }, submit),
   );
-  root.append(h("p", {}, t("productsIntro")), form, problems, result);
+  root.append(h("p", {}, t("productsIntro")), form, result);
   context.heading(t("productsTitle"));
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     apiKey = keyInput.value.trim();
-    replace(problems);
     submit.disabled = true;
     try {
       const gtin = gtinInput.value.replace(/[\s-]/g, "");
       const answer = await dataCall<PriceAnswer>(`/products/${encodeURIComponent(gtin)}/price`);
-      replace(result, productPanel(context, answer, problems));
+      replace(result, productPanel(context, answer));
       result.querySelector("h2")?.focus();
     } catch (error) {
       replace(result);
-      showProblem(problems, error);
+      failData(context, error);
     } finally {
       submit.disabled = false;
     }
   });
 }
 
-function productPanel(context: PageContext, answer: PriceAnswer, problems: HTMLElement): HTMLElement {
+function productPanel(context: PageContext, answer: PriceAnswer): HTMLElement {
   const { product, offers } = answer.data;
   const watch = h("button", { type: "button", class: "secondary" }, t("productsWatch"));
   watch.addEventListener("click", async () => {
-    replace(problems);
     watch.disabled = true;
     try {
       await call("POST", "/customer/watches", { body: { gtin: product.gtin, trigger: "any-change" } });
@@ -134,7 +109,7 @@ function productPanel(context: PageContext, answer: PriceAnswer, problems: HTMLE
           "table",
           {},
           h("caption", {}, t("productsOffersCaption", { title: product.title })),
-          h("thead", {}, h("tr", {}, ...[t("colMerchant"), t("colPrice"), t("colShipping"), t("colAvailability"), t("colObserved")].map((label) => h("th", { scope: "col" }, label)))),
+          h("thead", {}, h("tr", {}, ...[t("colMerchant"), t("colPrice"), t("colShipping"), t("colAvailability")].map((label) => h("th", { scope: "col" }, label)))),
           h(
             "tbody",
             {},
@@ -146,7 +121,6 @@ function productPanel(context: PageContext, answer: PriceAnswer, problems: HTMLE
                 h("td", { class: "num" }, offer.price.formatted),
                 h("td", { class: "num" }, offer.shipping?.formatted ?? "–"),
                 h("td", {}, offer.availabilityLabel),
-                h("td", {}, formatDateTime(offer.observedAt)),
               ),
             ),
           ),
@@ -154,21 +128,18 @@ function productPanel(context: PageContext, answer: PriceAnswer, problems: HTMLE
   return h(
     "section",
     { class: "panel stack", "aria-labelledby": "product-title" },
-    h("h2", { id: "product-title", tabindex: -1 }, product.title, product.brand === null ? null : h("span", { class: "muted" }, ` · ${product.brand}`)),
-    h("p", { class: "muted" }, h("code", {}, product.gtin)),
+    h("h2", { id: "product-title", tabindex: -1 }, product.title),
     h("div", { class: "row" }, watch),
     table,
-    historyPanel(product.gtin),
+    historyPanel(context, product.gtin),
   );
 }
 
-function historyPanel(gtin: string): HTMLElement {
-  const range = h("select", { id: "history-range", "aria-describedby": "history-note" }, ...RANGES.map((days) => h("option", { value: days, selected: days === 30 }, t("historyDays", { n: days }))));
+function historyPanel(context: PageContext, gtin: string): HTMLElement {
+  const range = h("select", { id: "history-range", "aria-labelledby": "history-title", "aria-describedby": "history-note" }, ...RANGES.map((days) => h("option", { value: days, selected: days === 30 }, t("historyDays", { n: days }))));
   const show = h("button", { type: "button" }, t("historyShow"));
-  const problems = h("div", { class: "alert", role: "alert" });
   const output = h("div", { class: "stack", id: "history-output" });
   show.addEventListener("click", async () => {
-    replace(problems);
     show.disabled = true;
     try {
       const from = new Date(Date.now() - Number(range.value) * DAY_MS).toISOString();
@@ -176,7 +147,7 @@ function historyPanel(gtin: string): HTMLElement {
       replace(output, ...historyView(answer));
     } catch (error) {
       replace(output);
-      showProblem(problems, error);
+      failData(context, error);
     } finally {
       show.disabled = false;
     }
@@ -185,15 +156,15 @@ function historyPanel(gtin: string): HTMLElement {
     "section",
     { class: "stack", "aria-labelledby": "history-title" },
     h("h3", { id: "history-title" }, t("historyTitle")),
-    h("div", { class: "row" }, h("label", { for: "history-range" }, t("historyRange")), range, show),
+    h("div", { class: "row" }, range, show),
     h("p", { id: "history-note", class: "note" }, t("historyBilledNote")),
-    problems,
     output,
   );
 }
 
 /** The chart (one line per merchant, its last price of each day), its legend, and the same points as a table. */
 function historyView(answer: HistoryAnswer): Node[] {
+  // One page of up to HISTORY_LIMIT points: a year of up to 13 merchants.
   const { points } = answer.data;
   if (points.length === 0) return [h("p", { class: "muted" }, t("historyNone"))];
   const merchants = [...new Map(points.map((point) => [point.merchant.id, point.merchant.name])).entries()].sort(([a], [b]) => (a < b ? -1 : 1));
@@ -202,11 +173,11 @@ function historyView(answer: HistoryAnswer): Node[] {
   const lowest = points.reduce((low, point) => (point.lastPrice.amount < low.amount ? point.lastPrice : low), points[0]!.lastPrice);
   const highest = points.reduce((high, point) => (point.lastPrice.amount > high.amount ? point.lastPrice : high), points[0]!.lastPrice);
   const summary = t("historyChart", { from: formatDate(days[0]!), to: formatDate(days[days.length - 1]!), merchants: merchants.length, lowest: lowest.formatted, highest: highest.formatted });
-  const nodes: Node[] = [
+  return [
     priceChart(points, days, merchants, colour, { summary, lowest, highest }),
     h(
       "ul",
-      { class: "legend", "aria-label": t("historyLegend") },
+      { class: "legend", "aria-label": t("colMerchant") },
       ...merchants.map(([id, name]) => h("li", {}, s("svg", { width: 14, height: 14, "aria-hidden": "true" }, s("rect", { width: 14, height: 14, fill: colour.get(id)! })), ` ${name}`)),
     ),
     h(
@@ -216,8 +187,8 @@ function historyView(answer: HistoryAnswer): Node[] {
       h(
         "table",
         {},
-        h("caption", {}, t("historyTableCaption")),
-        h("thead", {}, h("tr", {}, ...[t("colDay"), t("colMerchant"), t("colLowest"), t("colHighest"), t("colLast"), t("colAvailability")].map((label) => h("th", { scope: "col" }, label)))),
+        h("caption", {}, t("historyTitle")),
+        h("thead", {}, h("tr", {}, ...[t("colDay"), t("colMerchant"), t("colLowest"), t("colHighest"), t("colLast")].map((label) => h("th", { scope: "col" }, label)))),
         h(
           "tbody",
           {},
@@ -230,15 +201,12 @@ function historyView(answer: HistoryAnswer): Node[] {
               h("td", { class: "num" }, point.lowestPrice.formatted),
               h("td", { class: "num" }, point.highestPrice.formatted),
               h("td", { class: "num" }, point.lastPrice.formatted),
-              h("td", {}, point.availabilityLabel),
             ),
           ),
         ),
       ),
     ),
   ];
-  if (answer.data.nextCursor !== null) nodes.push(h("p", { class: "muted" }, t("historyMore", { n: points.length })));
-  return nodes;
 }
 
 const WIDTH = 640;
