@@ -262,6 +262,19 @@ describe("GET /api/v1/products/{gtin}/price/history", () => {
     expect(await available()).toBe(98);
   });
 
+  test("history prune removes the pruned time from both intervals", async () => {
+    await context.store.prunePriceHistory(at("2026-11-02T00:00:00Z"));
+    for (const interval of ["change", "day"]) {
+      const body = await json(await history(GTIN, `?from=2026-11-01&to=2026-11-02&interval=${interval}`));
+      expect(body.meta.reason, interval).toBe("no-data");
+    }
+    const days = await json(await history(GTIN, `${RANGE}&interval=day&merchant=m-a`));
+    expect(days.data.points.map((point: any) => [point.day, point.lowestPrice.amount, point.lastPrice.amount])).toEqual([
+      ["2026-11-02", 900, 1100],
+      ["2026-11-03", 1100, 1100],
+    ]);
+  });
+
   test("HISTORY_CREDIT_COST sets the price of an answer", async () => {
     await context.close();
     context = await createTestContext({ HISTORY_CREDIT_COST: "5" });
