@@ -194,6 +194,7 @@ export class PriceHistoryRequests {
       });
       if (replayed) set.headers["idempotent-replayed"] = "true";
       keyUsage.record(credential.id, clock.now());
+      noteBillingMeta(request, body.meta);
       if (replayed) countUsage("replayed");
       else if (!body.meta.billable) countUsage(body.meta.reason);
       return body;
