@@ -15,6 +15,7 @@ import sqlite11 from "./sqlite/0011_bucket_index_without_remaining.sql" with { t
 import sqlite12 from "./sqlite/0012_source_ownership.sql" with { type: "text" };
 import sqlite13 from "./sqlite/0013_webhook_fair_claims.sql" with { type: "text" };
 import sqlite14 from "./sqlite/0014_price_watches.sql" with { type: "text" };
+import sqlite15 from "./sqlite/0015_price_days.sql" with { type: "text" };
 import postgres0 from "./postgres/0000_init.sql" with { type: "text" };
 import postgres1 from "./postgres/0001_bucket_clawback_owed.sql" with { type: "text" };
 import postgres2 from "./postgres/0002_payment_reversals.sql" with { type: "text" };
@@ -30,6 +31,7 @@ import postgres11 from "./postgres/0011_catalog_version.sql" with { type: "text"
 import postgres12 from "./postgres/0012_source_ownership.sql" with { type: "text" };
 import postgres13 from "./postgres/0013_webhook_fair_claims.sql" with { type: "text" };
 import postgres14 from "./postgres/0014_price_watches.sql" with { type: "text" };
+import postgres15 from "./postgres/0015_price_days.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
@@ -47,6 +49,7 @@ export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0012_source_ownership", when: 1795655840953, breakpoints: true, sql: sqlite12 },
   { tag: "0013_webhook_fair_claims", when: 1795658491683, breakpoints: true, sql: sqlite13 },
   { tag: "0014_price_watches", when: 1795660142188, breakpoints: true, sql: sqlite14 },
+  { tag: "0015_price_days", when: 1795660584921, breakpoints: true, sql: sqlite15 },
 ];
 
 export const postgresMigrations: EmbeddedMigration[] = [
@@ -65,4 +68,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0012_source_ownership", when: 1795655842280, breakpoints: true, sql: postgres12 },
   { tag: "0013_webhook_fair_claims", when: 1795658494361, breakpoints: true, sql: postgres13 },
   { tag: "0014_price_watches", when: 1795660148735, breakpoints: true, sql: postgres14 },
+  { tag: "0015_price_days", when: 1795660588500, breakpoints: true, sql: postgres15 },
 ];

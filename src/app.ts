@@ -10,6 +10,7 @@ import { requestObservability } from "./http/observability";
 import { dashboardRoutes } from "./modules/dashboard";
 import { FEED_PUSH_PATH, feedRoutes } from "./modules/feeds";
 import { productRoutes } from "./modules/products";
+import { historyRoutes } from "./modules/history";
 import { systemRoutes } from "./modules/system";
 import { webhookRoutes } from "./modules/webhooks";
 import { watchRoutes } from "./modules/watches";
@@ -26,6 +27,7 @@ export function createApp(services: Services) {
     .use(docsRoutes(VERSION, { typeBase: config.errorTypeBase, publicUrl: config.publicUrl, routes: (): Route[] => app.routes }))
     .use(systemRoutes(services))
     .use(productRoutes(services))
+    .use(historyRoutes(services))
     .use(authRoutes(services))
     .use(keyRoutes(services))
     .use(billingRoutes(services))

@@ -16,6 +16,7 @@ export const EnvironmentSchema = Type.Object({
   PRICE_ENV: Type.Optional(Type.Union([Type.Literal("development"), Type.Literal("production")], { description: "development or production (production)" })),
   FRESHNESS_WINDOW: Type.Optional(Type.String({ pattern: "^\\s*\\d+(ms|s|m|h|d)?\\s*$", description: "Offers observed within it are fresh: 90s, 15m, 24h, 7d (24h)" })),
   CREDIT_COST: digits("Credits per billed look-up (1)"),
+  HISTORY_CREDIT_COST: digits("Credits per billed price history answer, each page one (2)"),
   KEY_PREFIX: Type.Optional(Type.String({ pattern: "^[a-z][a-z0-9]{0,6}_$", description: "Prefix of API key secrets (pps_)" })),
   OIDC_ISSUER: Type.Optional(Type.String({ pattern: "^https?://", description: "OpenID Connect issuer for dashboard sign-in (none: sign-in is off in production)" })),
   OIDC_CLIENT_ID: Type.Optional(Type.String({ description: "OpenID Connect client id" })),
@@ -57,6 +58,8 @@ export interface Config {
   watchLimit: number;
   /** Credits each `price.changed` event costs. */
   watchEventCreditCost: number;
+  /** Credits each billed page of a price history answer costs. */
+  historyCreditCost: number;
   keyPrefix: string;
   oidcIssuer: string | null;
   oidcClientId: string | null;
@@ -193,6 +196,7 @@ export function loadConfig(source: Source = process.env): Config {
     creditCost: integer(source, "CREDIT_COST", 1, 1, 1_000_000),
     watchLimit: integer(source, "WATCH_LIMIT", 10_000, 0, 10_000_000),
     watchEventCreditCost: integer(source, "WATCH_EVENT_CREDIT_COST", 1, 1, 1_000_000),
+    historyCreditCost: integer(source, "HISTORY_CREDIT_COST", 2, 1, 1_000_000),
     keyPrefix,
     oidcIssuer: oidcIssuer?.replace(/\/+$/, "") ?? null,
     oidcClientId,

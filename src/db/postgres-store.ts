@@ -29,6 +29,8 @@ import { errorCode, isConnectionLost } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { PostgresHistory } from "./history/postgres";
+import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/postgres";
 import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
 import type {
@@ -208,6 +210,7 @@ export class PostgresStore implements Store {
   private readonly db: DB;
 
   private readonly webhooks: PostgresWebhooks;
+  private readonly history: PostgresHistory;
 
   /**
    * `debitConnection` runs the group commit's statements (one batch in flight at a time) apart from
@@ -222,6 +225,7 @@ export class PostgresStore implements Store {
     this.db = drizzle(client, { schema });
     this.webhooks = new PostgresWebhooks(client);
     this.watches = new PostgresWatches(client);
+    this.history = new PostgresHistory(client);
   }
 
   private readonly watches: PostgresWatches;
@@ -2052,8 +2056,17 @@ export class PostgresStore implements Store {
     return rows.map(({ gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt, sourceId }) => ({ gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt: Number(observedAt), sourceId }));
   }
 
+  priceStates(query: HistoryQuery) {
+    return this.history.priceStates(query);
+  }
+
+  priceDays(query: HistoryQuery) {
+    return this.history.priceDays(query);
+  }
+
   async prunePriceHistory(before: number): Promise<number> {
     // An offer's newest entry is the offer itself (`state_since`), so it stays whatever its age.
+    await this.history.pruneDays(before);
     const deleted = await this.db.delete(offerPriceHistory).where(lt(offerPriceHistory.observedAt, before)).returning({ id: offerPriceHistory.id });
     return deleted.length;
   }

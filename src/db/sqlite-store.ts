@@ -25,6 +25,8 @@ import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./sqlite-webhooks";
 import { SQLiteWatches } from "./watches/sqlite";
 import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { SQLiteHistory } from "./history/sqlite";
+import type { HistoryQuery } from "./history/records";
 import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import * as schema from "./schema/sqlite";
 import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, SYSTEM_USER_ID, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
@@ -188,11 +190,13 @@ export class SQLiteStore implements Store {
   private readonly db: DB;
 
   private readonly webhooks: SQLiteWebhooks;
+  private readonly history: SQLiteHistory;
 
   constructor(private readonly database: Database) {
     this.db = drizzle(database, { schema });
     this.webhooks = new SQLiteWebhooks(database);
     this.watches = new SQLiteWatches(database, (organizationId, now) => this.spendableBuckets(organizationId, now));
+    this.history = new SQLiteHistory(database);
   }
 
   private readonly watches: SQLiteWatches;
@@ -1780,9 +1784,20 @@ export class SQLiteStore implements Store {
       .all(gtin, merchantId ?? null);
   }
 
+  priceStates(query: HistoryQuery) {
+    return this.history.priceStates(query);
+  }
+
+  priceDays(query: HistoryQuery) {
+    return this.history.priceDays(query);
+  }
+
   async prunePriceHistory(before: number): Promise<number> {
     // An offer's newest entry is the offer itself (`state_since`), so it stays whatever its age.
-    return this.write(() => this.database.query("DELETE FROM offer_price_history WHERE observed_at < ?").run(before).changes);
+    return this.write(() => {
+      this.history.pruneDays(before);
+      return this.database.query("DELETE FROM offer_price_history WHERE observed_at < ?").run(before).changes;
+    });
   }
 
   // --- webhooks ---

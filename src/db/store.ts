@@ -17,6 +17,7 @@ import type { ClaimedDelivery, ClaimRequest, DeliveryAttempt, NewWebhookEndpoint
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import type { FeedWriter } from "./feed-writers";
 import type { CreateWatchResult, NewWatch, PriceWatch, WatchBatchInput, WatchBatchResult } from "./watches/records";
+import type { PriceHistoryReads } from "./history/records";
 
 export type KeyStatus = "ACTIVE" | "ROTATED" | "REVOKED";
 export type BucketSource = "pack" | "subscription" | "grant" | "trial";
@@ -226,7 +227,7 @@ export interface PaymentReversalResult {
   organizationId: string | null;
 }
 
-export interface Store {
+export interface Store extends PriceHistoryReads {
   readonly dialect: "sqlite" | "postgres";
   close(): Promise<void>;
   isReachable(): Promise<boolean>;

@@ -1,3 +1,4 @@
+import { FIRST_PAGE_BUDGET_BYTES } from "../../src/modules/dashboard/assets";
 // The dashboard in real headless Chromium, signed in through a real OpenID provider (authorization
 // code with PKCE), against the whole service on a loopback port. Screenshots go to test/screenshots/.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -94,7 +95,7 @@ describe("the customer dashboard in Chromium", () => {
       await page.waitForLoadState("networkidle");
       const firstPage = [...transferred].filter(([path]) => path.startsWith("/dashboard")).reduce((sum, [, size]) => sum + size, 0);
       console.log(`first page transferred (gzip): ${firstPage} bytes`, Object.fromEntries(transferred));
-      expect(firstPage).toBeLessThan(20_000);
+      expect(firstPage).toBeLessThan(FIRST_PAGE_BUDGET_BYTES);
       await screenshot(page, "sign-in");
 
       await signInThroughProvider(page, "ada");

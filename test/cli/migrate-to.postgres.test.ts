@@ -114,6 +114,7 @@ describe("migrate --to postgres://…", () => {
       products: 40,
       offers: counts.offers!,
       // The demo's offers never changed: their history is the offers themselves (state_since).
+      offer_price_days: 0,
       offer_price_history: 0,
       feed_sources: 0,
       feed_runs: 0,

@@ -445,8 +445,38 @@ export const offerPriceHistory = sqliteTable(
     availability: text("availability").notNull(),
     observedAt: integer("observed_at").notNull(),
     sourceId: text("source_id"),
+    /** When the next state was first observed: the end of this one (null only for rows written before it was kept). */
+    validTo: integer("valid_to"),
   },
-  (table) => [index("offer_price_history_offer_idx").on(table.gtin, table.merchantId, table.observedAt), index("offer_price_history_observed_idx").on(table.observedAt)],
+  (table) => [
+    index("offer_price_history_offer_idx").on(table.gtin, table.merchantId, table.observedAt),
+    index("offer_price_history_observed_idx").on(table.observedAt),
+    // The price history facet's range reads, in its order: by start, then merchant, then row.
+    index("offer_price_history_range_idx").on(table.gtin, table.observedAt, table.merchantId, table.id),
+  ],
+);
+
+/**
+ * An offer's prices per UTC day, for the days on which one of its states started: the lowest and
+ * highest price (in the currency of the day's last state) of the states that held that day, the
+ * last one's price and availability. Written by the same trigger as offer_price_history when an
+ * update replaces a state; a day on which nothing started holds the last state of the day before,
+ * and an offer's first state until its first change is the offer itself (both filled in by the read).
+ */
+export const offerPriceDays = sqliteTable(
+  "offer_price_days",
+  {
+    gtin: text("gtin").notNull(),
+    merchantId: text("merchant_id").notNull(),
+    /** Start of the UTC day (epoch ms). */
+    day: integer("day").notNull(),
+    currency: text("currency").notNull(),
+    lowestAmount: integer("lowest_amount").notNull(),
+    highestAmount: integer("highest_amount").notNull(),
+    lastAmount: integer("last_amount").notNull(),
+    availability: text("availability").notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.gtin, table.merchantId, table.day] }), index("offer_price_days_day_idx").on(table.gtin, table.day, table.merchantId)],
 );
 
 /**

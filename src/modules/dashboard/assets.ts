@@ -89,3 +89,9 @@ export function assetResponse(file: StaticAsset, request: Request, headers: Reco
     headers: { "content-type": file.contentType, vary: "accept-encoding", ...(gzip ? { "content-encoding": "gzip" } : {}), ...headers },
   });
 }
+
+/**
+ * What the first page of the dashboard (its HTML, script and stylesheet, gzipped) may weigh: every
+ * page is in the one script, both languages included, so the sign-in page carries them all.
+ */
+export const FIRST_PAGE_BUDGET_BYTES = 24_000;

@@ -46,6 +46,20 @@ export type ResponseHeaders = {
     500: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy"?: string };
     503: { "x-request-id": string; "content-language": "en" | "fr"; "ratelimit-policy": string; "ratelimit"?: string };
   };
+  getProductPriceHistory: {
+    200: { "x-request-id": string; "content-language": "en" | "fr"; "idempotent-replayed"?: "true" };
+    400: { "x-request-id": string; "content-language": "en" | "fr" };
+    401: { "x-request-id": string; "content-language": "en" | "fr"; "www-authenticate": string };
+    402: { "x-request-id": string; "content-language": "en" | "fr" };
+    404: { "x-request-id": string; "content-language": "en" | "fr" };
+    409: { "x-request-id": string; "content-language": "en" | "fr" };
+    413: { "x-request-id": string; "content-language": "en" | "fr" };
+    415: { "x-request-id": string; "content-language": "en" | "fr" };
+    422: { "x-request-id": string; "content-language": "en" | "fr" };
+    429: { "x-request-id": string; "content-language": "en" | "fr"; "retry-after": number };
+    500: { "x-request-id": string; "content-language": "en" | "fr" };
+    503: { "x-request-id": string; "content-language": "en" | "fr" };
+  };
   developmentSignIn: {
     200: { "x-request-id": string; "content-language": "en" | "fr"; "set-cookie": string };
     400: { "x-request-id": string; "content-language": "en" | "fr" };

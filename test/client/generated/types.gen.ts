@@ -1159,6 +1159,512 @@ export type GetProductPricesResponses = {
 
 export type GetProductPricesResponse = GetProductPricesResponses[keyof GetProductPricesResponses];
 
+export type GetProductPriceHistoryData = {
+    body?: never;
+    headers?: {
+        /**
+         * Used when `language` is absent: en or fr
+         */
+        'accept-language'?: string;
+        /**
+         * Any unique value (a random UUID is best) to make a retried POST safe: same key and body within 24 h → the first answer again
+         */
+        'idempotency-key'?: string;
+    };
+    path: {
+        /**
+         * GTIN-8, GTIN-12, GTIN-13 or GTIN-14
+         */
+        gtin: string;
+    };
+    query?: {
+        /**
+         * Start of the range (inclusive): ISO 8601 date or date-time with offset (default: 30 days before `to`)
+         */
+        from?: string;
+        /**
+         * End of the range (exclusive): ISO 8601 date or date-time with offset (default: now)
+         */
+        to?: string;
+        /**
+         * Only this merchant's offer (a merchant id)
+         */
+        merchant?: string;
+        /**
+         * `change` (default): every state; `day`: per UTC day and merchant
+         */
+        interval?: 'change' | 'day';
+        /**
+         * Points per page (1..5000, default 1000)
+         */
+        limit?: string;
+        /**
+         * `data.nextCursor` of the previous page
+         */
+        cursor?: string;
+        /**
+         * Response language: `en` or `fr` (default: Accept-Language, then `en`)
+         */
+        language?: string;
+    };
+    url: '/api/v1/products/{gtin}/price/history';
+};
+
+export type GetProductPriceHistoryErrors = {
+    /**
+     * Problem details with the request's billing meta: invalid-gtin, invalid-parameter
+     */
+    400: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            /**
+             * Normalized GTIN-14, or the raw path value when it is not a GTIN
+             */
+            gtin: string;
+            facet: 'product.price-history';
+            billable: boolean;
+            /**
+             * HISTORY_CREDIT_COST for an answer with points (each page is an answer), else 0
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            /**
+             * Billing decision reason code
+             */
+            reason: 'history' | 'no-data' | 'invalid-gtin' | 'product-not-found' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+            responseTimeMs: number;
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: unauthorized
+     */
+    401: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            /**
+             * Normalized GTIN-14, or the raw path value when it is not a GTIN
+             */
+            gtin: string;
+            facet: 'product.price-history';
+            billable: boolean;
+            /**
+             * HISTORY_CREDIT_COST for an answer with points (each page is an answer), else 0
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            /**
+             * Billing decision reason code
+             */
+            reason: 'history' | 'no-data' | 'invalid-gtin' | 'product-not-found' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+            responseTimeMs: number;
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: insufficient-credits
+     */
+    402: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            /**
+             * Normalized GTIN-14, or the raw path value when it is not a GTIN
+             */
+            gtin: string;
+            facet: 'product.price-history';
+            billable: boolean;
+            /**
+             * HISTORY_CREDIT_COST for an answer with points (each page is an answer), else 0
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            /**
+             * Billing decision reason code
+             */
+            reason: 'history' | 'no-data' | 'invalid-gtin' | 'product-not-found' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+            responseTimeMs: number;
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: product-not-found
+     */
+    404: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            /**
+             * Normalized GTIN-14, or the raw path value when it is not a GTIN
+             */
+            gtin: string;
+            facet: 'product.price-history';
+            billable: boolean;
+            /**
+             * HISTORY_CREDIT_COST for an answer with points (each page is an answer), else 0
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            /**
+             * Billing decision reason code
+             */
+            reason: 'history' | 'no-data' | 'invalid-gtin' | 'product-not-found' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+            responseTimeMs: number;
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: conflict
+     */
+    409: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            /**
+             * Normalized GTIN-14, or the raw path value when it is not a GTIN
+             */
+            gtin: string;
+            facet: 'product.price-history';
+            billable: boolean;
+            /**
+             * HISTORY_CREDIT_COST for an answer with points (each page is an answer), else 0
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            /**
+             * Billing decision reason code
+             */
+            reason: 'history' | 'no-data' | 'invalid-gtin' | 'product-not-found' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+            responseTimeMs: number;
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: payload-too-large
+     */
+    413: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: unsupported-media-type
+     */
+    415: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: invalid-body
+     */
+    422: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            /**
+             * Normalized GTIN-14, or the raw path value when it is not a GTIN
+             */
+            gtin: string;
+            facet: 'product.price-history';
+            billable: boolean;
+            /**
+             * HISTORY_CREDIT_COST for an answer with points (each page is an answer), else 0
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            /**
+             * Billing decision reason code
+             */
+            reason: 'history' | 'no-data' | 'invalid-gtin' | 'product-not-found' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+            responseTimeMs: number;
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: rate-limited
+     */
+    429: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            /**
+             * Normalized GTIN-14, or the raw path value when it is not a GTIN
+             */
+            gtin: string;
+            facet: 'product.price-history';
+            billable: boolean;
+            /**
+             * HISTORY_CREDIT_COST for an answer with points (each page is an answer), else 0
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            /**
+             * Billing decision reason code
+             */
+            reason: 'history' | 'no-data' | 'invalid-gtin' | 'product-not-found' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+            responseTimeMs: number;
+        };
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details: internal
+     */
+    500: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        [key: string]: unknown;
+    };
+    /**
+     * Problem details with the request's billing meta: unavailable
+     */
+    503: {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        requestId?: string;
+        meta: {
+            requestId: string;
+            /**
+             * Normalized GTIN-14, or the raw path value when it is not a GTIN
+             */
+            gtin: string;
+            facet: 'product.price-history';
+            billable: boolean;
+            /**
+             * HISTORY_CREDIT_COST for an answer with points (each page is an answer), else 0
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            /**
+             * Billing decision reason code
+             */
+            reason: 'history' | 'no-data' | 'invalid-gtin' | 'product-not-found' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+            responseTimeMs: number;
+        };
+        [key: string]: unknown;
+    };
+};
+
+export type GetProductPriceHistoryError = GetProductPriceHistoryErrors[keyof GetProductPriceHistoryErrors];
+
+export type GetProductPriceHistoryResponses = {
+    /**
+     * The points of the range (`history`, billed), or none (`no-data`, not billed)
+     */
+    200: {
+        meta: {
+            requestId: string;
+            /**
+             * Normalized GTIN-14, or the raw path value when it is not a GTIN
+             */
+            gtin: string;
+            facet: 'product.price-history';
+            billable: boolean;
+            /**
+             * HISTORY_CREDIT_COST for an answer with points (each page is an answer), else 0
+             */
+            creditsConsumed: number;
+            /**
+             * Available balance after this request
+             */
+            creditsRemaining: number;
+            /**
+             * Billing decision reason code
+             */
+            reason: 'history' | 'no-data' | 'invalid-gtin' | 'product-not-found' | 'insufficient-credits' | 'unauthorized' | 'invalid-parameter' | 'rate-limited' | 'idempotency-conflict' | 'unavailable';
+            responseTimeMs: number;
+        };
+        data: {
+            product: {
+                gtin: string;
+                title: string;
+                brand: string | null;
+                imageUrl: string | null;
+            };
+            interval: 'change' | 'day';
+            /**
+             * Start of the range asked (inclusive)
+             */
+            from: string;
+            /**
+             * End of the range asked (exclusive)
+             */
+            to: string;
+            /**
+             * change: ordered by validFrom, then merchant id; day: by day, then merchant id. Every point is of the interval asked.
+             */
+            points: Array<{
+                merchant: {
+                    id: string;
+                    name: string;
+                };
+                /**
+                 * An amount of money in integer minor units
+                 */
+                price: {
+                    /**
+                     * Minor units (cents for EUR)
+                     */
+                    amount: number;
+                    currency: string;
+                    /**
+                     * Localized by the response language
+                     */
+                    formatted: string;
+                };
+                /**
+                 * An amount of money in integer minor units
+                 */
+                shipping: {
+                    /**
+                     * Minor units (cents for EUR)
+                     */
+                    amount: number;
+                    currency: string;
+                    /**
+                     * Localized by the response language
+                     */
+                    formatted: string;
+                } | null;
+                availability: 'in_stock' | 'out_of_stock' | 'preorder' | 'unknown';
+                availabilityLabel: string;
+                /**
+                 * When the offer was first observed in this state
+                 */
+                validFrom: string;
+                /**
+                 * When the next state was first observed; null while this one holds
+                 */
+                validTo: string | null;
+            } | {
+                merchant: {
+                    id: string;
+                    name: string;
+                };
+                /**
+                 * The UTC day
+                 */
+                day: string;
+                /**
+                 * An amount of money in integer minor units
+                 */
+                lowestPrice: {
+                    /**
+                     * Minor units (cents for EUR)
+                     */
+                    amount: number;
+                    currency: string;
+                    /**
+                     * Localized by the response language
+                     */
+                    formatted: string;
+                };
+                /**
+                 * An amount of money in integer minor units
+                 */
+                highestPrice: {
+                    /**
+                     * Minor units (cents for EUR)
+                     */
+                    amount: number;
+                    currency: string;
+                    /**
+                     * Localized by the response language
+                     */
+                    formatted: string;
+                };
+                /**
+                 * An amount of money in integer minor units
+                 */
+                lastPrice: {
+                    /**
+                     * Minor units (cents for EUR)
+                     */
+                    amount: number;
+                    currency: string;
+                    /**
+                     * Localized by the response language
+                     */
+                    formatted: string;
+                };
+                availability: 'in_stock' | 'out_of_stock' | 'preorder' | 'unknown';
+                availabilityLabel: string;
+            }>;
+            /**
+             * Pass as `cursor` (same query otherwise) for the next page; null on the last page
+             */
+            nextCursor: string | null;
+        };
+    };
+};
+
+export type GetProductPriceHistoryResponse = GetProductPriceHistoryResponses[keyof GetProductPriceHistoryResponses];
+
 export type DevelopmentSignInData = {
     body: {
         email: string;

@@ -6,6 +6,7 @@ import { h, replace } from "./dom";
 import { initialLanguage, LANGUAGE_NAMES, type Language, language, type MessageKey, setLanguage, t } from "./i18n";
 import { renderBilling } from "./pages/billing";
 import { renderKeys } from "./pages/keys";
+import { renderProducts } from "./pages/products";
 import { renderQuickstart } from "./pages/quickstart";
 import { renderSignIn } from "./pages/sign-in";
 import { renderWebhooks } from "./pages/webhooks";
@@ -18,6 +19,7 @@ const PAGES: Record<string, { render: Render; nav?: MessageKey; public?: true }>
   "/dashboard/keys": { render: renderKeys, nav: "navKeys" },
   "/dashboard/billing": { render: renderBilling, nav: "navBilling" },
   "/dashboard/webhooks": { render: renderWebhooks, nav: "navWebhooks" },
+  "/dashboard/products": { render: renderProducts, nav: "navProducts" },
   "/dashboard/watches": { render: renderWatches, nav: "navWatches" },
   "/dashboard/quickstart": { render: renderQuickstart, nav: "navQuickstart" },
 };
