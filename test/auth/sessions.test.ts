@@ -81,11 +81,11 @@ describe("POST /api/v1/auth/dev-login (development mode without OIDC_ISSUER)", (
     await plain.close();
   });
 
-  test("an invalid email is 422 invalid-body", async () => {
+  test("an invalid email is 422 unprocessable-body", async () => {
     for (const email of ["", "not-an-email", `${"a".repeat(250)}@example.com`]) {
       const response = await devLogin(email);
       expect(response.status).toBe(422);
-      expect((await json(response)).type).toEndWith("/invalid-body");
+      expect((await json(response)).type).toEndWith("/unprocessable-body");
     }
   });
 

@@ -55,11 +55,11 @@ describe("POST /api/v1/customer/billing/checkout/pack", () => {
     expect((await fx.context.store.listOrders({ limit: 10 })).items).toHaveLength(0);
   });
 
-  test("a body without packId, or with a successUrl that is not http(s), is refused as invalid-body", async () => {
+  test("a body without packId, or with a successUrl that is not http(s), is refused as 422 unprocessable-body", async () => {
     for (const body of [{}, { packId: "pack-1k", successUrl: "javascript:alert(1)" }]) {
       const response = await checkout("pack", body);
       expect(response.status).toBe(422);
-      expect((await json(response)).type).toEndWith("/problems/invalid-body");
+      expect((await json(response)).type).toEndWith("/problems/unprocessable-body");
     }
   });
 
@@ -240,7 +240,7 @@ describe("Idempotency-Key on the billing POSTs", () => {
     expect(await json(replay)).toEqual(firstBody);
     const other = await postJSON(fx.context, `${BILLING}/${route}`, otherBody, keyed(`k-${route}`));
     expect(other.status).toBe(422);
-    expect((await json(other)).type).toEndWith("/invalid-body");
+    expect((await json(other)).type).toEndWith("/unprocessable-body");
   });
 
   test("a replayed pack checkout creates one order, not two", async () => {

@@ -36,10 +36,10 @@ describe("POST /api/v1/customer/billing/portal", () => {
     }
   });
 
-  test("a returnUrl that is not http(s) is refused as invalid-body", async () => {
+  test("a returnUrl that is not http(s) is refused as 422 unprocessable-body", async () => {
     const response = await portal({ returnUrl: "javascript:alert(document.cookie)" });
     expect(response.status).toBe(422);
-    expect((await json(response)).type).toEndWith("/problems/invalid-body");
+    expect((await json(response)).type).toEndWith("/problems/unprocessable-body");
   });
 
   describe("security", () => {

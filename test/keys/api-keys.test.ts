@@ -144,7 +144,7 @@ describe("POST /api/v1/customer/api-keys", () => {
     for (const body of [{ name: "" }, { name: "    " }, { name: "x".repeat(101) }, {}, { name: 42 }]) {
       const response = await post(KEYS, ada, body);
       expect(response.status).toBe(422);
-      expect((await json(response)).type).toEndWith("/invalid-body");
+      expect((await json(response)).type).toEndWith("/unprocessable-body");
     }
     expect((await json(await list(ada))).items).toHaveLength(2);
   });

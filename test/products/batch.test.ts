@@ -165,7 +165,7 @@ describe("POST /api/v1/products/prices", () => {
     expect(body.meta).toMatchObject({ billable: false, creditsConsumed: 0, creditsRemaining: 0, reasons: { "invalid-gtin": 2 } });
   });
 
-  test("the key is checked first; then a body that is not 1 to 100 GTIN strings is 422 invalid-body with meta", async () => {
+  test("the key is checked first; then a body that is not 1 to 100 GTIN strings is 422 unprocessable-body with meta", async () => {
     const unauthorized = await batch({ gtins: [] }, { authorization: "Bearer nope" });
     expect(unauthorized.status).toBe(401);
     expect(unauthorized.headers.get("www-authenticate")).toStartWith("Bearer");
@@ -174,7 +174,7 @@ describe("POST /api/v1/products/prices", () => {
       const response = await batch(bad);
       expect(response.status).toBe(422);
       const body = await json(response);
-      expect(body.type).toEndWith("/invalid-body");
+      expect(body.type).toEndWith("/unprocessable-body");
       expect(body.meta).toMatchObject({ reason: "invalid-parameter", creditsRemaining: 10 });
     }
     expect((await batch({ gtins: Array.from({ length: 100 }, () => FRESH) })).status).toBe(200);

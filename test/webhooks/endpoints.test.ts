@@ -73,10 +73,10 @@ describe("POST /api/v1/customer/webhooks", () => {
   });
 
   test("an unknown event type, no event type or no URL is refused", async () => {
-    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "https://a.example/x", eventTypes: ["credits.stolen"] }), 422, "invalid-body");
-    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "https://a.example/x", eventTypes: [] }), 422, "invalid-body");
-    await expectProblem(await send("POST", WEBHOOKS, ada, { eventTypes: ["key.created"] }), 422, "invalid-body");
-    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "not a url", eventTypes: ["key.created"] }), 422, "invalid-body");
+    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "https://a.example/x", eventTypes: ["credits.stolen"] }), 422, "unprocessable-body");
+    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "https://a.example/x", eventTypes: [] }), 422, "unprocessable-body");
+    await expectProblem(await send("POST", WEBHOOKS, ada, { eventTypes: ["key.created"] }), 422, "unprocessable-body");
+    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "not a url", eventTypes: ["key.created"] }), 422, "unprocessable-body");
   });
 
   sessionOnlySecurityTests({ method: "POST", path: () => WEBHOOKS, body: () => ({ url: "https://a.example/x", eventTypes: ["key.created"] }) }, () => context);
@@ -173,7 +173,7 @@ describe("/api/v1/customer/webhooks/settings", () => {
   });
 
   test("a threshold that is not a positive whole number is refused", async () => {
-    for (const lowCreditThreshold of [0, -5, 2.5, "100"]) await expectProblem(await send("PATCH", `${WEBHOOKS}/settings`, ada, { lowCreditThreshold }), 422, "invalid-body");
+    for (const lowCreditThreshold of [0, -5, 2.5, "100"]) await expectProblem(await send("PATCH", `${WEBHOOKS}/settings`, ada, { lowCreditThreshold }), 422, "unprocessable-body");
   });
 
   sessionOnlySecurityTests({ method: "PATCH", path: () => `${WEBHOOKS}/settings`, body: () => ({ lowCreditThreshold: 10 }) }, () => context);

@@ -8,7 +8,7 @@ export const BEARER_CHALLENGE = 'Bearer realm="price-service"';
 const UNAUTHORIZED_HEADERS = { "www-authenticate": BEARER_CHALLENGE };
 
 export function unauthorizedKey(detail: { en: string; fr: string }, extensions: Record<string, unknown> = {}): Problem {
-  return new Problem("unauthorized", detail, extensions, UNAUTHORIZED_HEADERS);
+  return new Problem("unauthorized", { detail, extensions, headers: UNAUTHORIZED_HEADERS });
 }
 
 const MISSING = { en: "An API key is required: send Authorization: Bearer <API_KEY>.", fr: "Une clé d'API est requise : envoyez Authorization: Bearer <API_KEY>." };

@@ -55,7 +55,7 @@ interface Lookup {
   items: number;
 }
 
-type Invalid = (detail: Texts | undefined, slug?: "invalid-parameter" | "invalid-gtin" | "invalid-body") => Promise<Problem>;
+type Invalid = (detail: Texts | undefined, slug?: "invalid-parameter" | "invalid-gtin" | "unprocessable-body") => Promise<Problem>;
 
 /** What differs between the single and the batch look-up; everything else is the pipeline's. */
 interface Endpoint<Answer extends { meta: object }> {
@@ -127,7 +127,7 @@ export class PriceRequests {
         const item = result.items[0];
         const resultMeta = meta(item?.reason ?? (result.status === 402 ? "insufficient-credits" : "unavailable"), result.creditsRemaining, result.creditsConsumed);
         if (refused !== null) throw withMeta(refused, resultMeta);
-        if (item!.data === null) throw new Problem("product-not-found", undefined, { meta: resultMeta }, limitHeaders);
+        if (item!.data === null) throw new Problem("product-not-found", { extensions: { meta: resultMeta }, headers: limitHeaders });
         return { meta: resultMeta, data: item!.data };
       },
       body: (answer, result) => joinUTF8([`{"meta":${JSON.stringify(answer.meta)},"data":`, result.items[0]!.dataJSON!, "}"]),
@@ -165,8 +165,8 @@ export class PriceRequests {
       problemMeta: (reason, creditsRemaining) => ({ ...meta(creditsRemaining), reason }),
       parse: async (invalid) => {
         const { gtins, language: bodyLanguage } = (typeof body === "object" && body !== null ? body : {}) as { gtins?: unknown; language?: unknown };
-        if (!Array.isArray(gtins) || gtins.length < 1 || gtins.length > MAX_BATCH_GTINS || gtins.some((gtin) => typeof gtin !== "string")) throw await invalid(BAD_GTIN_LIST, "invalid-body");
-        if (bodyLanguage !== undefined && !isLanguage(bodyLanguage)) throw await invalid(BAD_LANGUAGE, "invalid-body");
+        if (!Array.isArray(gtins) || gtins.length < 1 || gtins.length > MAX_BATCH_GTINS || gtins.some((gtin) => typeof gtin !== "string")) throw await invalid(BAD_GTIN_LIST, "unprocessable-body");
+        if (bodyLanguage !== undefined && !isLanguage(bodyLanguage)) throw await invalid(BAD_LANGUAGE, "unprocessable-body");
         asked = gtins as string[];
         normalized = asked.map(normalizeGTIN);
         language = bodyLanguage ?? languageFromHeader(context.request.headers.get("accept-language"));
@@ -220,7 +220,7 @@ export class PriceRequests {
     let language: Language | null = null;
     try {
       const invalid: Invalid = async (detail, slug = "invalid-parameter") =>
-        new Problem(slug, detail, { meta: endpoint.problemMeta(slug === "invalid-gtin" ? "invalid-gtin" : "invalid-parameter", await availableAtKeyRead()) }, {}, slug === "invalid-body" ? 422 : undefined);
+        new Problem(slug, { detail, extensions: { meta: endpoint.problemMeta(slug === "invalid-gtin" ? "invalid-gtin" : "invalid-parameter", await availableAtKeyRead()) } });
       const lookup = await endpoint.parse(invalid);
       // The language the request chose (a batch may choose it in its body), for its answer and its problems alike.
       language = lookup.language;
@@ -272,7 +272,7 @@ export class PriceRequests {
     } catch (error) {
       const reason = error instanceof Problem ? (error.extensions.meta as { reason?: unknown } | undefined)?.reason : undefined;
       countUsage(typeof reason === "string" ? reason : "unavailable");
-      if (language !== null && error instanceof Problem) throw new Problem(error.slug, error.detailText, error.extensions, { ...error.headers, "content-language": language }, error.statusOverride);
+      if (language !== null && error instanceof Problem) throw error.with({ headers: { "content-language": language } });
       throw error;
     }
   }
@@ -303,7 +303,7 @@ export class PriceRequests {
     const { policy, retryAfterSeconds } = closestToLimit(decisions);
     const detail = rateLimited({ policy, retryAfterSeconds, items, unit: endpoint.unit, organizationWide: policy === this.organizationPolicy });
     const meta = endpoint.problemMeta("rate-limited", await store.availableCredits(credential.organizationId, clock.now(), credential.balance));
-    throw new Problem("rate-limited", detail, { meta }, limitHeaders);
+    throw new Problem("rate-limited", { detail, extensions: { meta }, headers: limitHeaders });
   }
 }
 
@@ -322,11 +322,11 @@ function rateLimited(refusal: { policy: RateLimitPolicy; retryAfterSeconds: numb
 /** A 402 or 503 of the look-up as a problem (the endpoint adds its meta), or null for a 200. */
 function refusal(result: PriceLookupResult, limitHeaders: Record<string, string>, now: number): Problem | null {
   if (result.status === 200) return null;
-  if (result.status === 503) return new Problem("unavailable", result.debitInDoubt ? DEBIT_IN_DOUBT : DEBIT_FAILED, {}, { ...limitHeaders, "retry-after": "1" });
-  return new Problem("insufficient-credits", result.keyLimit === undefined ? undefined : keyLimitReached(result.keyLimit, now), {}, limitHeaders);
+  if (result.status === 503) return new Problem("unavailable", { detail: result.debitInDoubt ? DEBIT_IN_DOUBT : DEBIT_FAILED, headers: { ...limitHeaders, "retry-after": "1" } });
+  return new Problem("insufficient-credits", { detail: result.keyLimit === undefined ? undefined : keyLimitReached(result.keyLimit, now), headers: limitHeaders });
 }
 
 /** The same problem with the request's meta as an extension member. */
 function withMeta(problem: Problem, meta: object): Problem {
-  return new Problem(problem.slug, problem.detailText, { ...problem.extensions, meta }, problem.headers, problem.statusOverride);
+  return problem.with({ extensions: { meta } });
 }

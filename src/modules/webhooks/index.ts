@@ -208,7 +208,7 @@ export function webhookRoutes(services: Services) {
         const { organizationId } = sessionPrincipal(principal);
         await endpointOfOrganization(store, organizationId, params.id);
         if (query.cursor !== undefined && decodeDeliveryCursor(query.cursor) === null) {
-          throw new Problem("invalid-parameter", { en: "cursor is not a cursor this service gave out.", fr: "cursor n'est pas un curseur fourni par ce service." });
+          throw new Problem("invalid-parameter", { detail: { en: "cursor is not a cursor this service gave out.", fr: "cursor n'est pas un curseur fourni par ce service." } });
         }
         const page = await store.listWebhookDeliveries(params.id, { limit: query.limit ?? 20, after: query.cursor });
         Object.assign(set.headers, NO_STORE);

@@ -365,7 +365,7 @@ export type GetProductPriceErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details with the request's billing meta: invalid-body
+     * Problem details with the request's billing meta: unprocessable-body
      */
     422: {
         type: string;
@@ -806,7 +806,7 @@ export type GetProductPricesErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details with the request's billing meta: invalid-body
+     * Problem details with the request's billing meta: unprocessable-body
      */
     422: {
         type: string;
@@ -1191,7 +1191,7 @@ export type DevelopmentSignInErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -1334,7 +1334,7 @@ export type SignInWithOidcErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -1461,7 +1461,7 @@ export type RefreshSessionErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -1588,7 +1588,7 @@ export type SignOutErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -1697,7 +1697,7 @@ export type GetCurrentUserErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -1824,7 +1824,7 @@ export type ListApiKeysErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2008,7 +2008,7 @@ export type CreateApiKeyErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2191,7 +2191,7 @@ export type RotateApiKeyErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2390,7 +2390,7 @@ export type UpdateApiKeyErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2564,7 +2564,7 @@ export type RevokeApiKeyErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2691,7 +2691,7 @@ export type GetBillingCatalogErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2841,7 +2841,7 @@ export type GetBillingBalanceErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2978,7 +2978,7 @@ export type ListBillingTransactionsErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3107,7 +3107,7 @@ export type GetBillingUsageErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3297,7 +3297,7 @@ export type ListBillingInvoicesErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3463,7 +3463,7 @@ export type StartPackCheckoutErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3605,7 +3605,7 @@ export type StartSubscriptionCheckoutErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3742,7 +3742,7 @@ export type OpenBillingPortalErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -4369,7 +4369,7 @@ export type GetWebhookSettingsErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -4488,7 +4488,7 @@ export type UpdateWebhookSettingsErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -4611,7 +4611,7 @@ export type ListWebhookEndpointsErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -4885,7 +4885,7 @@ export type DeleteWebhookEndpointErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5010,7 +5010,7 @@ export type GetWebhookEndpointErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5146,7 +5146,7 @@ export type RotateWebhookSecretErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5291,7 +5291,7 @@ export type EnableWebhookEndpointErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5438,7 +5438,7 @@ export type SendWebhookTestEventErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5574,7 +5574,7 @@ export type ListWebhookDeliveriesErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5711,7 +5711,7 @@ export type PushFeedErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5861,7 +5861,7 @@ export type ListFeedSourcesErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -6045,7 +6045,7 @@ export type ListFeedRunsErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
