@@ -3,20 +3,50 @@ import type { Services } from "../../services";
 import { CommonErrors } from "../../http/model";
 import { parseJSONAfterAuthentication } from "../../http/authentication-first";
 import { IdempotencyKeyHeader } from "../../http/idempotency";
-import { BatchBody, BatchEnvelope, BatchProblem, PriceEnvelopeUnchecked, PriceProblem, type PriceDataValue, type PriceMetaValue } from "./model";
-import { PriceRequests } from "./pipeline";
+import { bearerKey, type KeyRefusal } from "../keys/bearer";
+import { admit, priceRateLimits } from "./admit";
+import { problemMeta, priceCall, priceLookupDeps, refusal, type SingleAnswer, type BatchAnswer, writePriceAnswer } from "./answer";
+import { normalizeGTIN } from "./gtin";
+import { lookUp } from "./look-up";
+import { BatchBody, BatchEnvelope, BatchProblem, PriceEnvelopeUnchecked, PriceProblem } from "./model";
+import { parseBatchLookup, parseSingleLookup } from "./parse";
 
+/**
+ * The price look-ups, single and batch: key (the bearerKey plugin, before any other check), the
+ * request's checks, rate limits, the look-up under its Idempotency-Key, the answer. A refusal at
+ * any step is answered with the request's `meta` and counted under its reason.
+ */
 export function productRoutes(services: Services) {
-  const prices = new PriceRequests(services);
+  const deps = priceLookupDeps(services);
+  const limits = priceRateLimits(services);
+  const refusedKey = (route: "single" | "batch"): KeyRefusal => ({
+    headers: limits.policyHeaders[route === "single" ? "requests" : "items"],
+    meta: ({ params, requestId }) => {
+      const gtin = params.gtin === undefined ? "" : (normalizeGTIN(params.gtin) ?? params.gtin);
+      return problemMeta({ route, requestId, gtin, startedAt: performance.now() }, "unauthorized", 0);
+    },
+  });
 
   return new Elysia({ name: "products", prefix: "/api/v1/products" })
+    .use(bearerKey(services))
     .get(
       "/:gtin/price",
-      // A UTF-8 body with its content type: Elysia sends it as is (the 200 schema is documentation only).
-      ({ params, query, request, set }) => prices.single({ request, set }, params.gtin, query.language) as Promise<{ meta: PriceMetaValue; data: PriceDataValue }>,
+      // A fresh answer is UTF-8 bytes with their content type, sent as is (the 200 schema is documentation only).
+      async ({ key, params, query, request, set }) => {
+        const call = priceCall(services, deps, key, { request, set }, params.gtin);
+        try {
+          const lookup = parseSingleLookup(params.gtin, query, request);
+          set.headers["content-language"] = lookup.language;
+          const limitHeaders = admit(limits, key, lookup, set);
+          return writePriceAnswer(call, await lookUp(call, lookup, limitHeaders), set) as SingleAnswer;
+        } catch (error) {
+          throw await refusal(call, error, set);
+        }
+      },
       {
+        bearerKey: refusedKey("single"),
         params: t.Object({ gtin: t.String({ description: "GTIN-8, GTIN-12, GTIN-13 or GTIN-14", examples: ["4006381333931"] }) }),
-        // Documented here, checked by the handler (noValidate): see above.
+        // Documented here, checked by parseSingleLookup (noValidate): a bad value is a 400 with the request's meta.
         query: t.Object(
           { language: t.Optional(t.String({ description: "Response language: `en` or `fr` (default: Accept-Language, then `en`)", examples: ["en"] })) },
           { noValidate: true },
@@ -54,9 +84,20 @@ export function productRoutes(services: Services) {
     .post(
       "/prices",
       // Written as UTF-8 around each product's `data` serialized once (the 200 schema is documentation only).
-      ({ body, request, set }) => prices.batch({ request, set }, body) as Promise<typeof BatchEnvelope.static>,
+      async ({ key, body, request, set }) => {
+        const call = priceCall(services, deps, key, { request, set });
+        try {
+          const lookup = parseBatchLookup(body, request);
+          set.headers["content-language"] = lookup.language;
+          const limitHeaders = admit(limits, key, lookup, set);
+          return writePriceAnswer(call, await lookUp(call, lookup, limitHeaders), set) as BatchAnswer;
+        } catch (error) {
+          throw await refusal(call, error, set);
+        }
+      },
       {
-        // The key is checked by the handler: a body that is not JSON waits for it.
+        bearerKey: refusedKey("batch"),
+        // A body that is not JSON waits for the key (its problem is deferred), and the handler sees null.
         parse: parseJSONAfterAuthentication,
         body: BatchBody,
         headers: t.Object(
