@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { json } from "../helpers";
 import { BILLING, type BillingFixture, billingFixture, DAY, otherOrganization, postForm, postJSON } from "./fixtures";
-import { securityTests } from "./security";
+import { securityTests } from "../security";
 
 let fx: BillingFixture;
 beforeEach(async () => {
@@ -69,7 +69,7 @@ describe("POST /api/v1/customer/billing/checkout/pack", () => {
   });
 
   describe("security", () => {
-    securityTests(() => fx, "session", (headers) => checkout("pack", { packId: "pack-1k" }, headers), { unsafe: true });
+    securityTests({ method: "POST", path: () => `${BILLING}/checkout/pack`, body: () => ({ packId: "pack-1k" }), accepts: "session" }, () => fx.context);
   });
 });
 
@@ -101,7 +101,7 @@ describe("POST /api/v1/customer/billing/checkout/subscription", () => {
   });
 
   describe("security", () => {
-    securityTests(() => fx, "session", (headers) => checkout("subscription", { planId: "basic-monthly" }, headers), { unsafe: true });
+    securityTests({ method: "POST", path: () => `${BILLING}/checkout/subscription`, body: () => ({ planId: "basic-monthly" }), accepts: "session" }, () => fx.context);
   });
 });
 

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { json } from "../helpers";
 import { BILLING, type BillingFixture, billingFixture, otherOrganization, postForm, postJSON } from "./fixtures";
-import { securityTests } from "./security";
+import { securityTests } from "../security";
 
 let fx: BillingFixture;
 beforeEach(async () => {
@@ -43,7 +43,7 @@ describe("POST /api/v1/customer/billing/portal", () => {
   });
 
   describe("security", () => {
-    securityTests(() => fx, "session", (headers) => portal({}, headers), { unsafe: true });
+    securityTests({ method: "POST", path: () => `${BILLING}/portal`, body: () => ({}), accepts: "session" }, () => fx.context);
   });
 });
 

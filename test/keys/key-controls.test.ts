@@ -1,7 +1,7 @@
 // Per-key controls: expiresAt, monthlyCreditLimit, rateLimit, at creation and by PATCH.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { addProduct, createTestContext, json, ledgerSum, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
-import { sessionOnlySecurityTests } from "../security";
+import { securityTests } from "../security";
 
 const KEYS = "/api/v1/customer/api-keys";
 const FRESH = "04006381333931";
@@ -148,7 +148,7 @@ describe("PATCH /api/v1/customer/api-keys/{id}", () => {
   });
 
   let securityKeyId = "key_doesnotexist";
-  sessionOnlySecurityTests({ method: "PATCH", path: () => `${KEYS}/${securityKeyId}`, body: () => ({ rateLimit: 1 }) }, () => context);
+  securityTests({ method: "PATCH", path: () => `${KEYS}/${securityKeyId}`, body: () => ({ rateLimit: 1 }), accepts: "session" }, () => context);
 });
 
 describe("expiresAt", () => {

@@ -4,6 +4,7 @@ import { SQLiteStore } from "../../src/db/sqlite-store";
 import { type Store, SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { addProduct, createOrganization, createTestContext, json, ledgerSum, type TestContext, type TestOrganization } from "../helpers";
+import { securityTests } from "../security";
 
 // The batch look-up: POST /api/v1/products/prices, on whichever store the suite runs against.
 const FRESH = "04006381333931"; // GTIN-13 4006381333931
@@ -52,6 +53,8 @@ async function expectLedgerInvariant(): Promise<void> {
 }
 
 describe("POST /api/v1/products/prices", () => {
+  securityTests({ method: "POST", path: () => "/api/v1/products/prices", body: () => ({ gtins: ["4006381333931"] }), accepts: "key" }, () => context);
+
   beforeEach(() => start());
 
   test("every reason in one batch: one item per GTIN as given, in order, data or a problem each; only fresh offers are billed", async () => {
