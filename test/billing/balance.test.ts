@@ -128,7 +128,5 @@ describe("GET /api/v1/customer/billing/balance", () => {
     }
   });
 
-  describe("security", () => {
-    securityTests({ method: "GET", path: () => `${BILLING}/balance`, accepts: "sessionOrKey" }, () => fx.context);
-  });
+  securityTests({ method: "GET", path: () => `${BILLING}/balance`, accepts: "sessionOrKey" }, () => fx.context);
 });

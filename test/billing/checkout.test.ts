@@ -68,9 +68,7 @@ describe("POST /api/v1/customer/billing/checkout/pack", () => {
     expect(response.status).toBe(415);
   });
 
-  describe("security", () => {
-    securityTests({ method: "POST", path: () => `${BILLING}/checkout/pack`, body: () => ({ packId: "pack-1k" }), accepts: "session" }, () => fx.context);
-  });
+  securityTests({ method: "POST", path: () => `${BILLING}/checkout/pack`, body: () => ({ packId: "pack-1k" }), accepts: "session" }, () => fx.context);
 });
 
 describe("POST /api/v1/customer/billing/checkout/subscription", () => {
@@ -100,9 +98,7 @@ describe("POST /api/v1/customer/billing/checkout/subscription", () => {
     expect((await checkout("subscription", { planId: "pack-1k" })).status).toBe(400);
   });
 
-  describe("security", () => {
-    securityTests({ method: "POST", path: () => `${BILLING}/checkout/subscription`, body: () => ({ planId: "basic-monthly" }), accepts: "session" }, () => fx.context);
-  });
+  securityTests({ method: "POST", path: () => `${BILLING}/checkout/subscription`, body: () => ({ planId: "basic-monthly" }), accepts: "session" }, () => fx.context);
 });
 
 describe("local checkout in a browser", () => {

@@ -42,9 +42,7 @@ describe("POST /api/v1/customer/billing/portal", () => {
     expect((await json(response)).type).toEndWith("/problems/unprocessable-body");
   });
 
-  describe("security", () => {
-    securityTests({ method: "POST", path: () => `${BILLING}/portal`, body: () => ({}), accepts: "session" }, () => fx.context);
-  });
+  securityTests({ method: "POST", path: () => `${BILLING}/portal`, body: () => ({}), accepts: "session" }, () => fx.context);
 });
 
 describe("GET /billing/portal (local portal page)", () => {

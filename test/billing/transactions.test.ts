@@ -250,9 +250,7 @@ describe("GET /api/v1/customer/billing/transactions", () => {
     });
   });
 
-  describe("security", () => {
-    securityTests({ method: "GET", path: () => `${BILLING}/transactions`, accepts: "sessionOrKey" }, () => fx.context);
-  });
+  securityTests({ method: "GET", path: () => `${BILLING}/transactions`, accepts: "sessionOrKey" }, () => fx.context);
 });
 
 describe("ledger descriptions in the customer's language", () => {

@@ -170,7 +170,5 @@ describe("GET /api/v1/customer/billing/usage", () => {
     }
   });
 
-  describe("security", () => {
-    securityTests({ method: "GET", path: () => `${BILLING}/usage`, accepts: "sessionOrKey" }, () => fx.context);
-  });
+  securityTests({ method: "GET", path: () => `${BILLING}/usage`, accepts: "sessionOrKey" }, () => fx.context);
 });
