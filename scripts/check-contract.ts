@@ -5,7 +5,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createTestContext } from "../test/helpers";
+import { createApp } from "../src/app";
+import { loadConfig } from "../src/config";
+import { SQLiteStore } from "../src/db/sqlite-store";
+import { systemClock } from "../src/lib/clock";
+import { createLogger } from "../src/lib/logger";
+import { createServices } from "../src/services";
 
 const REPO = new URL("..", import.meta.url).pathname;
 const BIN = join(REPO, "node_modules/.bin");
@@ -14,11 +19,13 @@ export const CONTRACT_PUBLIC_URL = "https://price-service.test";
 
 /** The document the service serves for PUBLIC_URL. */
 export async function servedDocument(publicUrl = CONTRACT_PUBLIC_URL): Promise<Record<string, any>> {
-  const context = await createTestContext({ PUBLIC_URL: publicUrl });
+  const config = loadConfig({ PRICE_ENV: "development", RATE_LIMIT: "100000/s", PUBLIC_URL: publicUrl });
+  const store = await SQLiteStore.open("sqlite::memory:");
   try {
-    return await (await context.request("/openapi.json")).json();
+    const app = createApp(createServices({ config, store, clock: systemClock, logger: createLogger({ level: "silent" }) }));
+    return await (await app.handle(new Request(`${publicUrl}/openapi.json`))).json();
   } finally {
-    await context.close();
+    await store.close();
   }
 }
 

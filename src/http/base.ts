@@ -38,7 +38,7 @@ const DATABASE_AWAY = {
 
 /** Closing the connection spares the server from draining an upload it has refused. */
 function payloadTooLarge(): Problem {
-  return new Problem("payload-too-large", undefined, {}, { connection: "close" });
+  return new Problem("payload-too-large", { headers: { connection: "close" } });
 }
 
 /** A body sent without Content-Length (chunked) is measured on a copy, up to the limit, before the parser reads it. */
@@ -128,7 +128,7 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       if (repeated === null) return;
       const declared = options.routes().find((candidate) => candidate.path === route && candidate.method === request.method);
       const query = declared?.hooks?.query;
-      if (query !== undefined && query.noValidate !== true) refuse(request, new Problem("invalid-parameter", repeatedParameter(repeated)), isSecured(declared));
+      if (query !== undefined && query.noValidate !== true) refuse(request, new Problem("invalid-parameter", { detail: repeatedParameter(repeated) }), isSecured(declared));
     })
     .onError({ as: "global" }, ({ code, error, request, set }) => {
       const requestId = String(set.headers["x-request-id"] ?? newId("req"));
@@ -143,11 +143,11 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
       else if (code === "PARSE" && String(error).includes("maxRequestBodySize")) problem = payloadTooLarge();
       else if (code === "PARSE") problem = notJSON();
       else if (code === "INVALID_COOKIE_SIGNATURE") problem = new Problem("unauthorized");
-      else if (isUnstorableText(error)) problem = new Problem("invalid-parameter", NUL_IN_TEXT);
+      else if (isUnstorableText(error)) problem = new Problem("invalid-parameter", { detail: NUL_IN_TEXT });
       // The database is away for a moment (a restart, a fail-over): the client can retry; no bug to log as one.
       else if (isConnectionLost(error)) {
         options.logger.warn("database unreachable", { requestId, code: errorCode(error) });
-        problem = new Problem("unavailable", DATABASE_AWAY, {}, { "retry-after": "1" });
+        problem = new Problem("unavailable", { detail: DATABASE_AWAY, headers: { "retry-after": "1" } });
       } else {
         options.logger.error("unhandled error", { requestId, code: String(code), error: error instanceof Error ? error.stack ?? error.message : String(error) });
         problem = new Problem("internal");

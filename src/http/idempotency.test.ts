@@ -61,7 +61,7 @@ describe("withIdempotency", () => {
     const work = counter();
     await withIdempotency(store, request("k1", { a: 1 }), work.run);
     const problem = await problemOf(withIdempotency(store, request("k1", { a: 2 }), work.run));
-    expect(problem.slug).toBe("invalid-body");
+    expect(problem.slug).toBe("unprocessable-body");
     expect(problem.status).toBe(422);
     expect(work.runs).toBe(1);
   });
@@ -92,7 +92,7 @@ describe("withIdempotency", () => {
   });
 
   test("when the call throws and the store cannot release the claim, the call's own error is still what the caller gets", async () => {
-    const unavailable = new Problem("unavailable", { en: "The debit is in doubt.", fr: "Le débit est incertain." }, {}, { "retry-after": "1" });
+    const unavailable = new Problem("unavailable", { detail: { en: "The debit is in doubt.", fr: "Le débit est incertain." }, headers: { "retry-after": "1" } });
     const release = store.releaseIdempotencyKey.bind(store);
     store.releaseIdempotencyKey = async () => {
       throw new Error("connection refused");

@@ -124,9 +124,9 @@ export async function withIdempotency<T>(
   });
   if (!claim.claimed) {
     const { record } = claim;
-    if (record.requestHash !== requestHash) throw new Problem("invalid-body", BODY_MISMATCH, {}, {}, 422);
+    if (record.requestHash !== requestHash) throw new Problem("unprocessable-body", { detail: BODY_MISMATCH });
     if (record.status !== "done" || record.responseStatus === null || record.responseBody === null) {
-      throw new Problem("conflict", STILL_RUNNING, {}, { "retry-after": "1" });
+      throw new Problem("conflict", { detail: STILL_RUNNING, headers: { "retry-after": "1" } });
     }
     const body = (await openBody(record.responseBody, key, scope, keyHash)) as T;
     return { status: record.responseStatus, body, replayed: true };

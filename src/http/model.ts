@@ -39,7 +39,7 @@ export const Timestamp = t.String({ format: "date-time", examples: ["2026-11-22T
  */
 export function QueryInteger(name: string, options: { minimum: number; maximum: number; default?: number; description?: string }) {
   const expected = wholeNumber(options.minimum, options.maximum);
-  const invalid = new Problem("invalid-parameter", { en: `${name} must be ${expected.en}.`, fr: `${name} doit être ${expected.fr}.` });
+  const invalid = new Problem("invalid-parameter", { detail: { en: `${name} must be ${expected.en}.`, fr: `${name} doit être ${expected.fr}.` } });
   return t
     .Transform(t.Union([t.String({ "x-decimal-text": true }), Type.Integer(options)], options))
     .Decode((value) => {
@@ -83,7 +83,7 @@ export const CommonErrors = {
   400: Problems(["invalid-parameter", "invalid-body"]),
   413: Problems(["payload-too-large"]),
   415: Problems(["unsupported-media-type"]),
-  422: Problems(["invalid-body"]),
+  422: Problems(["unprocessable-body"]),
   500: Problems(["internal"]),
   503: Problems(["unavailable"]),
 } as const;

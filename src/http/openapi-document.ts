@@ -45,7 +45,7 @@ const RESPONSE_HEADERS: Record<string, JSONObject> = {
 const headerRef = (name: string, required: boolean) => ({ ...RESPONSE_HEADERS[name], required });
 
 function slugsOfStatus(status: number): ProblemSlug[] {
-  return (Object.keys(PROBLEMS) as ProblemSlug[]).filter((slug) => PROBLEMS[slug].status === status || (slug === "invalid-body" && status === 422));
+  return (Object.keys(PROBLEMS) as ProblemSlug[]).filter((slug) => PROBLEMS[slug].status === status);
 }
 
 /**
@@ -150,7 +150,6 @@ export function finishOpenAPIDocument<T extends JSONObject>(generated: T, option
           if (status < 400) continue;
           slugs = schema["x-problem-types"] ?? slugsOfStatus(status);
           const examples: JSONObject[] = Array.isArray(schema.examples) ? schema.examples : [];
-          // The media examples below replace the schema's, which carry the slug's usual status (400 for invalid-body, sent as 422).
           delete schema.examples;
           media.examples ??= Object.fromEntries(
             slugs.map((slug) => {

@@ -9,6 +9,12 @@ export const PROBLEMS = {
   "invalid-gtin": { status: 400, title: "Invalid GTIN", en: "The GTIN must be 8, 12, 13 or 14 digits with a valid check digit.", fr: "Le GTIN doit comporter 8, 12, 13 ou 14 chiffres avec une clé de contrôle valide." },
   "invalid-parameter": { status: 400, title: "Invalid Parameter", en: "A query or path parameter is invalid.", fr: "Un paramètre de requête ou de chemin est invalide." },
   "invalid-body": { status: 400, title: "Invalid Body", en: "The request body is invalid.", fr: "Le corps de la requête est invalide." },
+  "unprocessable-body": {
+    status: 422,
+    title: "Unprocessable Body",
+    en: "The request body is well-formed but a field is missing, invalid or not acceptable.",
+    fr: "Le corps de la requête est bien formé mais un champ est absent, invalide ou inacceptable.",
+  },
   "insufficient-credits": { status: 402, title: "Insufficient Credits", en: "Not enough credits to perform this request.", fr: "Crédits insuffisants pour effectuer cette requête." },
   "invalid-key-state": { status: 409, title: "Invalid Key State", en: "Only an ACTIVE key can be rotated or revoked.", fr: "Seule une clé ACTIVE peut être renouvelée ou révoquée." },
   conflict: { status: 409, title: "Conflict", en: "The request conflicts with the current state.", fr: "La requête est en conflit avec l'état actuel." },
@@ -32,23 +38,43 @@ export interface ProblemBody {
   [extension: string]: unknown;
 }
 
-/**
- * The one error type services throw. `detail` overrides the table's localized text when the
- * situation needs a precise message; `extensions` become extra members of the problem body.
- */
+/** What a problem says beyond its slug; every member is optional. */
+export interface ProblemOptions {
+  /** Overrides the table's localized text when the situation needs a precise message. */
+  detail?: Record<Language, string>;
+  /** Extra members of the problem body. */
+  extensions?: Record<string, unknown>;
+  /** Response headers sent with the problem. */
+  headers?: Record<string, string>;
+}
+
+/** The one error type services throw; its status is its slug's, from the table. */
 export class Problem extends Error {
+  readonly detail: Record<Language, string> | undefined;
+  readonly extensions: Record<string, unknown>;
+  readonly headers: Record<string, string>;
+
   constructor(
     readonly slug: ProblemSlug,
-    readonly detailText?: Record<Language, string>,
-    readonly extensions: Record<string, unknown> = {},
-    readonly headers: Record<string, string> = {},
-    readonly statusOverride?: number,
+    options: ProblemOptions = {},
   ) {
     super(slug);
+    this.detail = options.detail;
+    this.extensions = options.extensions ?? {};
+    this.headers = options.headers ?? {};
   }
 
   get status(): number {
-    return this.statusOverride ?? PROBLEMS[this.slug].status;
+    return PROBLEMS[this.slug].status;
+  }
+
+  /** The same problem with more: extensions and headers are merged, a new detail replaces the old. */
+  with(options: ProblemOptions): Problem {
+    return new Problem(this.slug, {
+      detail: options.detail ?? this.detail,
+      extensions: { ...this.extensions, ...options.extensions },
+      headers: { ...this.headers, ...options.headers },
+    });
   }
 }
 
@@ -61,7 +87,7 @@ export function problemBody(
     type: `${options.typeBase}/${problem.slug}`,
     title: entry.title,
     status: problem.status,
-    detail: problem.detailText?.[options.language] ?? entry[options.language],
+    detail: problem.detail?.[options.language] ?? entry[options.language],
     requestId: options.requestId,
     ...problem.extensions,
   };
@@ -69,5 +95,5 @@ export function problemBody(
 
 /** The problem of a body that does not parse as JSON. */
 export function notJSON(): Problem {
-  return new Problem("invalid-body", { en: "The request body is not valid JSON.", fr: "Le corps de la requête n'est pas un JSON valide." });
+  return new Problem("invalid-body", { detail: { en: "The request body is not valid JSON.", fr: "Le corps de la requête n'est pas un JSON valide." } });
 }

@@ -46,8 +46,8 @@ export function fromValidation(error: ValidationError): Problem {
     : expected !== null
       ? { en: `${where} must be ${expected.en}.`, fr: `${where} doit être ${expected.fr}.` }
       : { en: `${where} is invalid: ${first?.message ?? "invalid value"}.`, fr: `${where} est invalide : ${first?.message ?? "valeur invalide"}.` };
-  if (error.type === "body") return new Problem("invalid-body", detail, {}, {}, 422);
-  return new Problem("invalid-parameter", detail);
+  if (error.type === "body") return new Problem("unprocessable-body", { detail });
+  return new Problem("invalid-parameter", { detail });
 }
 
 /** No parameter of this API takes several values: a repeated one is refused rather than one of its values silently kept. */

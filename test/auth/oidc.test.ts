@@ -160,11 +160,11 @@ describe("POST /api/v1/auth/oidc", () => {
       await expectRefused("not-a-jwt");
     });
 
-    test("a missing or empty idToken is 422 invalid-body", async () => {
+    test("a missing or empty idToken is 422 unprocessable-body", async () => {
       for (const body of ["{}", JSON.stringify({ idToken: "" })]) {
         const response = await context.request("/api/v1/auth/oidc", { method: "POST", headers: { "content-type": "application/json" }, body });
         expect(response.status).toBe(422);
-        expect((await json(response)).type).toEndWith("/invalid-body");
+        expect((await json(response)).type).toEndWith("/unprocessable-body");
       }
     });
 

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { OIDCVerifier } from "../../src/modules/auth/oidc";
 import { createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
-import { sessionOnlySecurityTests, storedText } from "../security";
+import { securityTests, storedText } from "../security";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -81,11 +81,11 @@ describe("POST /api/v1/auth/dev-login (development mode without OIDC_ISSUER)", (
     await plain.close();
   });
 
-  test("an invalid email is 422 invalid-body", async () => {
+  test("an invalid email is 422 unprocessable-body", async () => {
     for (const email of ["", "not-an-email", `${"a".repeat(250)}@example.com`]) {
       const response = await devLogin(email);
       expect(response.status).toBe(422);
-      expect((await json(response)).type).toEndWith("/invalid-body");
+      expect((await json(response)).type).toEndWith("/unprocessable-body");
     }
   });
 
@@ -160,7 +160,7 @@ describe("GET /api/v1/auth/me", () => {
     expect((await me(session.headers)).status).toBe(200);
   });
 
-  sessionOnlySecurityTests({ method: "GET", path: () => "/api/v1/auth/me" }, () => context);
+  securityTests({ method: "GET", path: () => "/api/v1/auth/me", accepts: "session" }, () => context);
 });
 
 describe("POST /api/v1/auth/refresh", () => {
@@ -215,7 +215,7 @@ describe("POST /api/v1/auth/refresh", () => {
     expect((await post("/api/v1/auth/refresh", headers)).status).toBe(401);
   });
 
-  sessionOnlySecurityTests({ method: "POST", path: () => "/api/v1/auth/refresh" }, () => context);
+  securityTests({ method: "POST", path: () => "/api/v1/auth/refresh", accepts: "session" }, () => context);
 });
 
 describe("POST /api/v1/auth/logout", () => {
@@ -243,7 +243,7 @@ describe("POST /api/v1/auth/logout", () => {
     expect((await me(session.headers)).status).toBe(200);
   });
 
-  sessionOnlySecurityTests({ method: "POST", path: () => "/api/v1/auth/logout" }, () => context);
+  securityTests({ method: "POST", path: () => "/api/v1/auth/logout", accepts: "session" }, () => context);
 });
 
 describe("session storage", () => {

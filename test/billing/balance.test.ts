@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { addProduct, json } from "../helpers";
 import { BILLING, type BillingFixture, billingFixture, DAY, HOUR, otherOrganization } from "./fixtures";
-import { securityTests } from "./security";
+import { securityTests } from "../security";
 
 const GTIN = "04006381333931";
 let fx: BillingFixture;
@@ -128,7 +128,5 @@ describe("GET /api/v1/customer/billing/balance", () => {
     }
   });
 
-  describe("security", () => {
-    securityTests(() => fx, "sessionOrKey", (headers) => balance(headers), { unsafe: false });
-  });
+  securityTests({ method: "GET", path: () => `${BILLING}/balance`, accepts: "sessionOrKey" }, () => fx.context);
 });

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { json } from "../helpers";
 import { BILLING, type BillingFixture, billingFixture, DAY, otherOrganization, postForm, postJSON } from "./fixtures";
-import { securityTests } from "./security";
+import { securityTests } from "../security";
 
 let fx: BillingFixture;
 beforeEach(async () => {
@@ -55,11 +55,11 @@ describe("POST /api/v1/customer/billing/checkout/pack", () => {
     expect((await fx.context.store.listOrders({ limit: 10 })).items).toHaveLength(0);
   });
 
-  test("a body without packId, or with a successUrl that is not http(s), is refused as invalid-body", async () => {
+  test("a body without packId, or with a successUrl that is not http(s), is refused as 422 unprocessable-body", async () => {
     for (const body of [{}, { packId: "pack-1k", successUrl: "javascript:alert(1)" }]) {
       const response = await checkout("pack", body);
       expect(response.status).toBe(422);
-      expect((await json(response)).type).toEndWith("/problems/invalid-body");
+      expect((await json(response)).type).toEndWith("/problems/unprocessable-body");
     }
   });
 
@@ -68,9 +68,7 @@ describe("POST /api/v1/customer/billing/checkout/pack", () => {
     expect(response.status).toBe(415);
   });
 
-  describe("security", () => {
-    securityTests(() => fx, "session", (headers) => checkout("pack", { packId: "pack-1k" }, headers), { unsafe: true });
-  });
+  securityTests({ method: "POST", path: () => `${BILLING}/checkout/pack`, body: () => ({ packId: "pack-1k" }), accepts: "session" }, () => fx.context);
 });
 
 describe("POST /api/v1/customer/billing/checkout/subscription", () => {
@@ -100,9 +98,7 @@ describe("POST /api/v1/customer/billing/checkout/subscription", () => {
     expect((await checkout("subscription", { planId: "pack-1k" })).status).toBe(400);
   });
 
-  describe("security", () => {
-    securityTests(() => fx, "session", (headers) => checkout("subscription", { planId: "basic-monthly" }, headers), { unsafe: true });
-  });
+  securityTests({ method: "POST", path: () => `${BILLING}/checkout/subscription`, body: () => ({ planId: "basic-monthly" }), accepts: "session" }, () => fx.context);
 });
 
 describe("local checkout in a browser", () => {
@@ -240,7 +236,7 @@ describe("Idempotency-Key on the billing POSTs", () => {
     expect(await json(replay)).toEqual(firstBody);
     const other = await postJSON(fx.context, `${BILLING}/${route}`, otherBody, keyed(`k-${route}`));
     expect(other.status).toBe(422);
-    expect((await json(other)).type).toEndWith("/invalid-body");
+    expect((await json(other)).type).toEndWith("/unprocessable-body");
   });
 
   test("a replayed pack checkout creates one order, not two", async () => {

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { json } from "../helpers";
 import { BILLING, type BillingFixture, billingFixture, otherOrganization, postForm, postJSON } from "./fixtures";
-import { securityTests } from "./security";
+import { securityTests } from "../security";
 
 let fx: BillingFixture;
 beforeEach(async () => {
@@ -36,15 +36,13 @@ describe("POST /api/v1/customer/billing/portal", () => {
     }
   });
 
-  test("a returnUrl that is not http(s) is refused as invalid-body", async () => {
+  test("a returnUrl that is not http(s) is refused as 422 unprocessable-body", async () => {
     const response = await portal({ returnUrl: "javascript:alert(document.cookie)" });
     expect(response.status).toBe(422);
-    expect((await json(response)).type).toEndWith("/problems/invalid-body");
+    expect((await json(response)).type).toEndWith("/problems/unprocessable-body");
   });
 
-  describe("security", () => {
-    securityTests(() => fx, "session", (headers) => portal({}, headers), { unsafe: true });
-  });
+  securityTests({ method: "POST", path: () => `${BILLING}/portal`, body: () => ({}), accepts: "session" }, () => fx.context);
 });
 
 describe("GET /billing/portal (local portal page)", () => {

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { addProduct, json } from "../helpers";
 import { BILLING, type BillingFixture, billingFixture, HOUR, otherOrganization } from "./fixtures";
-import { securityTests } from "./security";
+import { securityTests } from "../security";
 
 const GTIN = "04006381333931";
 let fx: BillingFixture;
@@ -250,9 +250,7 @@ describe("GET /api/v1/customer/billing/transactions", () => {
     });
   });
 
-  describe("security", () => {
-    securityTests(() => fx, "sessionOrKey", (headers) => transactions("", headers), { unsafe: false });
-  });
+  securityTests({ method: "GET", path: () => `${BILLING}/transactions`, accepts: "sessionOrKey" }, () => fx.context);
 });
 
 describe("ledger descriptions in the customer's language", () => {

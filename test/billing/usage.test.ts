@@ -3,7 +3,7 @@ import { SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { addProduct, json } from "../helpers";
 import { BILLING, type BillingFixture, billingFixture, DAY, HOUR, otherOrganization } from "./fixtures";
-import { securityTests } from "./security";
+import { securityTests } from "../security";
 
 const FRESH = "04006381333931";
 const STALE = "00012345678905";
@@ -170,7 +170,5 @@ describe("GET /api/v1/customer/billing/usage", () => {
     }
   });
 
-  describe("security", () => {
-    securityTests(() => fx, "sessionOrKey", (headers) => usage("", headers), { unsafe: false });
-  });
+  securityTests({ method: "GET", path: () => `${BILLING}/usage`, accepts: "sessionOrKey" }, () => fx.context);
 });

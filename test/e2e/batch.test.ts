@@ -76,7 +76,7 @@ describe("POST /api/v1/products/prices", () => {
     const after = (await (await batch(clearKey, { gtins: ["1"] })).json()) as any;
     expect(after.meta).toMatchObject({ creditsConsumed: 0, creditsRemaining: TRIAL_CREDITS - 1 });
 
-    const invalid = await expectProblem(service, await batch(clearKey, { gtins: [] }), 422, "invalid-body");
+    const invalid = await expectProblem(service, await batch(clearKey, { gtins: [] }), 422, "unprocessable-body");
     expect(invalid.meta).toMatchObject({ reason: "invalid-parameter" });
     await expectProblem(service, await batch("pps_nope", { gtins: [FRESH] }), 401, "unauthorized");
   });

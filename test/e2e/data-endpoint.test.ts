@@ -137,7 +137,7 @@ describe("GET /api/v1/products/{gtin}/price", () => {
     const again = await price(FRESH, keys.replayed, idempotency);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     expect(await again.json()).toEqual(firstBody);
-    await expectProblem(service, await price(STALE, keys.replayed, idempotency), 422, "invalid-body");
+    await expectProblem(service, await price(STALE, keys.replayed, idempotency), 422, "unprocessable-body");
     const usage = await service.request("/api/v1/customer/billing/transactions?type=usage", { headers: { authorization: `Bearer ${keys.replayed}` } });
     expect(((await usage.json()) as { items: Array<{ requestId: string }> }).items.filter((row) => row.requestId === firstBody.meta.requestId)).toHaveLength(1);
   });

@@ -88,7 +88,7 @@ describe("API keys", () => {
     const { key, clearKey } = await body(await ada.post(KEYS, { name: "ada's" }), 201);
     await expectProblem(service, await grace.post(`${KEYS}/${key.id}/revoke`), 404, "not-found");
     await expectProblem(service, await grace.post(`${KEYS}/key_unknown/rotate`), 404, "not-found");
-    const nameless = await expectProblem(service, await ada.post(KEYS, { name: "   " }), 422, "invalid-body");
+    const nameless = await expectProblem(service, await ada.post(KEYS, { name: "   " }), 422, "unprocessable-body");
     expect(nameless.detail).toContain("name");
     await expectProblem(service, await service.request(KEYS, { headers: { authorization: `Bearer ${clearKey}` } }), 401, "unauthorized");
     expect((await body(await ada.get(KEYS), 200)).items).toEqual([expect.objectContaining({ id: key.id, status: "ACTIVE" })]);
@@ -122,7 +122,7 @@ describe("per-key controls", () => {
     const lifted = await body(await ada.patch(`${KEYS}/${capped.key.id}`, { monthlyCreditLimit: null }), 200);
     expect(lifted).toMatchObject({ monthlyCreditLimit: null, creditsSpentThisMonth: 3 });
     expect((await price(capped.clearKey)).status).toBe(200);
-    await expectProblem(service, await ada.patch(`${KEYS}/${capped.key.id}`, { expiresAt: "2000-01-01T00:00:00.000Z" }), 422, "invalid-body");
+    await expectProblem(service, await ada.patch(`${KEYS}/${capped.key.id}`, { expiresAt: "2000-01-01T00:00:00.000Z" }), 422, "unprocessable-body");
   });
 });
 
@@ -230,7 +230,7 @@ describe("Idempotency-Key", () => {
     const again = await ada.post(`${BILLING}/checkout/pack`, { packId: "pack-10k" }, idempotency);
     expect(await body(again, 201)).toEqual(firstBody);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
-    await expectProblem(service, await ada.post(`${BILLING}/checkout/pack`, { packId: "pack-1k" }, idempotency), 422, "invalid-body");
+    await expectProblem(service, await ada.post(`${BILLING}/checkout/pack`, { packId: "pack-1k" }, idempotency), 422, "unprocessable-body");
     expect(jsonOf(await service.cli(["orders", "list", "--org", ada.user.organization.id, "--json"]))).toHaveLength(1);
 
     const keyRequest = { "idempotency-key": crypto.randomUUID() };

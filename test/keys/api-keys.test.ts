@@ -3,7 +3,7 @@ import { hashSecret } from "../../src/lib/crypto";
 import { hashRequestBody, IDEMPOTENCY_TTL_MS } from "../../src/http/idempotency";
 import { isWellFormedKey } from "../../src/modules/keys/key-format";
 import { addProduct, createOrganization, createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
-import { sessionOnlySecurityTests, storedText } from "../security";
+import { securityTests, storedText } from "../security";
 
 const KEYS = "/api/v1/customer/api-keys";
 const FRESH = "04006381333931";
@@ -109,7 +109,7 @@ describe("GET /api/v1/customer/api-keys", () => {
     expect((await json(await list(member))).items.map((key: any) => key.name)).toEqual(["shared"]);
   });
 
-  sessionOnlySecurityTests({ method: "GET", path: () => KEYS }, () => context);
+  securityTests({ method: "GET", path: () => KEYS, accepts: "session" }, () => context);
 });
 
 describe("POST /api/v1/customer/api-keys", () => {
@@ -144,7 +144,7 @@ describe("POST /api/v1/customer/api-keys", () => {
     for (const body of [{ name: "" }, { name: "    " }, { name: "x".repeat(101) }, {}, { name: 42 }]) {
       const response = await post(KEYS, ada, body);
       expect(response.status).toBe(422);
-      expect((await json(response)).type).toEndWith("/invalid-body");
+      expect((await json(response)).type).toEndWith("/unprocessable-body");
     }
     expect((await json(await list(ada))).items).toHaveLength(2);
   });
@@ -243,7 +243,7 @@ describe("POST /api/v1/customer/api-keys", () => {
     });
   });
 
-  sessionOnlySecurityTests({ method: "POST", path: () => KEYS, body: () => ({ name: "attacker" }) }, () => context);
+  securityTests({ method: "POST", path: () => KEYS, body: () => ({ name: "attacker" }), accepts: "session" }, () => context);
 });
 
 describe("POST /api/v1/customer/api-keys/{id}/rotate", () => {
@@ -298,7 +298,7 @@ describe("POST /api/v1/customer/api-keys/{id}/rotate", () => {
     expect((await json(await list(ada))).items).toHaveLength(2);
   });
 
-  sessionOnlySecurityTests({ method: "POST", path: () => `${KEYS}/key_whatever/rotate` }, () => context);
+  securityTests({ method: "POST", path: () => `${KEYS}/key_whatever/rotate`, accepts: "session" }, () => context);
 });
 
 describe("POST /api/v1/customer/api-keys/{id}/revoke", () => {
@@ -339,7 +339,7 @@ describe("POST /api/v1/customer/api-keys/{id}/revoke", () => {
     expect((await context.store.getApiKeyById(key.id))!.status).toBe("ACTIVE");
   });
 
-  sessionOnlySecurityTests({ method: "POST", path: () => `${KEYS}/key_whatever/revoke` }, () => context);
+  securityTests({ method: "POST", path: () => `${KEYS}/key_whatever/revoke`, accepts: "session" }, () => context);
 });
 
 describe("authentication comes before validation", () => {

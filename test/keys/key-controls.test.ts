@@ -1,7 +1,7 @@
 // Per-key controls: expiresAt, monthlyCreditLimit, rateLimit, at creation and by PATCH.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { addProduct, createTestContext, json, ledgerSum, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
-import { sessionOnlySecurityTests } from "../security";
+import { securityTests } from "../security";
 
 const KEYS = "/api/v1/customer/api-keys";
 const FRESH = "04006381333931";
@@ -67,7 +67,7 @@ describe("controls at creation", () => {
     expect(key).toMatchObject({ expiresAt: null, monthlyCreditLimit: null, rateLimit: null, creditsSpentThisMonth: 0 });
   });
 
-  test("an expiry in the past, a negative limit or a rate limit above the service's is 422 invalid-body, and creates nothing", async () => {
+  test("an expiry in the past, a negative limit or a rate limit above the service's is 422 unprocessable-body, and creates nothing", async () => {
     for (const body of [
       { expiresAt: new Date(NOW).toISOString() },
       { expiresAt: "2020-01-01T00:00:00.000Z" },
@@ -80,7 +80,7 @@ describe("controls at creation", () => {
       const response = await send("POST", KEYS, ada, { name: "x", ...body });
       expect(response.status).toBe(422);
       const problem = await json(response);
-      expect(problem.type).toEndWith("/invalid-body");
+      expect(problem.type).toEndWith("/unprocessable-body");
       expect(problem.detail).toContain(Object.keys(body)[0]!);
     }
     const french = await context.request(KEYS, { method: "POST", headers: { ...ada.headers, "content-type": "application/json", "accept-language": "fr" }, body: JSON.stringify({ name: "x", rateLimit: 51 }) });
@@ -107,7 +107,7 @@ describe("PATCH /api/v1/customer/api-keys/{id}", () => {
     for (const body of [{ rateLimit: 51 }, { expiresAt: "2000-01-01T00:00:00.000Z" }, { monthlyCreditLimit: "ten" }]) {
       const response = await patch(ada, key.id, body);
       expect(response.status).toBe(422);
-      expect((await json(response)).type).toEndWith("/invalid-body");
+      expect((await json(response)).type).toEndWith("/unprocessable-body");
     }
     expect(await listed(ada, key.id)).toMatchObject({ rateLimit: 3, expiresAt: null, monthlyCreditLimit: null });
   });
@@ -148,7 +148,7 @@ describe("PATCH /api/v1/customer/api-keys/{id}", () => {
   });
 
   let securityKeyId = "key_doesnotexist";
-  sessionOnlySecurityTests({ method: "PATCH", path: () => `${KEYS}/${securityKeyId}`, body: () => ({ rateLimit: 1 }) }, () => context);
+  securityTests({ method: "PATCH", path: () => `${KEYS}/${securityKeyId}`, body: () => ({ rateLimit: 1 }), accepts: "session" }, () => context);
 });
 
 describe("expiresAt", () => {

@@ -4,6 +4,7 @@ import { SQLiteStore } from "../../src/db/sqlite-store";
 import { type Store, SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { addProduct, createOrganization, createTestContext, json, ledgerSum, type TestContext, type TestOrganization } from "../helpers";
+import { securityTests } from "../security";
 
 // The batch look-up: POST /api/v1/products/prices, on whichever store the suite runs against.
 const FRESH = "04006381333931"; // GTIN-13 4006381333931
@@ -52,6 +53,8 @@ async function expectLedgerInvariant(): Promise<void> {
 }
 
 describe("POST /api/v1/products/prices", () => {
+  securityTests({ method: "POST", path: () => "/api/v1/products/prices", body: () => ({ gtins: ["4006381333931"] }), accepts: "key" }, () => context);
+
   beforeEach(() => start());
 
   test("every reason in one batch: one item per GTIN as given, in order, data or a problem each; only fresh offers are billed", async () => {
@@ -165,7 +168,7 @@ describe("POST /api/v1/products/prices", () => {
     expect(body.meta).toMatchObject({ billable: false, creditsConsumed: 0, creditsRemaining: 0, reasons: { "invalid-gtin": 2 } });
   });
 
-  test("the key is checked first; then a body that is not 1 to 100 GTIN strings is 422 invalid-body with meta", async () => {
+  test("the key is checked first; then a body that is not 1 to 100 GTIN strings is 422 unprocessable-body with meta", async () => {
     const unauthorized = await batch({ gtins: [] }, { authorization: "Bearer nope" });
     expect(unauthorized.status).toBe(401);
     expect(unauthorized.headers.get("www-authenticate")).toStartWith("Bearer");
@@ -174,7 +177,7 @@ describe("POST /api/v1/products/prices", () => {
       const response = await batch(bad);
       expect(response.status).toBe(422);
       const body = await json(response);
-      expect(body.type).toEndWith("/invalid-body");
+      expect(body.type).toEndWith("/unprocessable-body");
       expect(body.meta).toMatchObject({ reason: "invalid-parameter", creditsRemaining: 10 });
     }
     expect((await batch({ gtins: Array.from({ length: 100 }, () => FRESH) })).status).toBe(200);

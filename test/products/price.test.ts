@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { addProduct, createOrganization, createTestContext, json, ledgerSum, type TestContext, type TestOrganization } from "../helpers";
+import { securityTests } from "../security";
 
 const FRESH = "04006381333931"; // GTIN-13 4006381333931 as GTIN-14
 const STALE = "00036000291452"; // GTIN-12 036000291452
@@ -35,6 +36,8 @@ async function available(): Promise<number> {
 }
 
 describe("GET /api/v1/products/{gtin}/price", () => {
+  securityTests({ method: "GET", path: () => "/api/v1/products/4006381333931/price", accepts: "key" }, () => context);
+
   describe("when the product has fresh offers", () => {
     test("it answers 200 with the envelope, fresh offers cheapest first, and bills the credit cost", async () => {
       const response = await price("4006381333931");

@@ -1,4 +1,4 @@
-// Shared by the crash test (short) and scripts/crash-soak.ts (long): serve under load, SIGKILL it
+// Shared by the crash test (short) and crash-soak.ts (long): serve under load, SIGKILL it
 // at random moments, restart, and check the ledger after every restart.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -63,13 +63,17 @@ describe("stop() with a request that never finishes", () => {
     const context = await createTestContext();
     const org = await createOrganization(context, 5);
     await addProduct(context, "04006381333931", [{ merchantId: "m-1", price: 100, ageMs: 1000 }]);
-    context.store.findProductWithOffers = () => new Promise(() => {});
+    const asked = Promise.withResolvers<void>();
+    context.store.findProductWithOffers = () => {
+      asked.resolve();
+      return new Promise(() => {});
+    };
     const server = await startServer(context.services, { port: 0, hostname: "127.0.0.1", shutdownGraceMs: 300 });
     const stuck = fetch(`${server.url}/api/v1/products/4006381333931/price`, { headers: org.auth }).then(
       (response) => `answered ${response.status}`,
       () => "connection closed",
     );
-    await Bun.sleep(100);
+    await asked.promise;
     const startedAt = performance.now();
     await server.stop();
     expect(performance.now() - startedAt).toBeLessThan(2000);
@@ -85,8 +89,11 @@ describe("stop() after a client went away mid-request", () => {
     const org = await createOrganization(context, 5);
     await addProduct(context, "04006381333931", [{ merchantId: "m-1", price: 100, ageMs: 1000 }]);
     const find = context.store.findProductWithOffers.bind(context.store);
+    const asked = Promise.withResolvers<void>();
+    const clientGone = Promise.withResolvers<void>();
     context.store.findProductWithOffers = async (gtin) => {
-      await Bun.sleep(300);
+      asked.resolve();
+      await clientGone.promise;
       return find(gtin);
     };
     const commit = context.store.commitReservation.bind(context.store);
@@ -102,10 +109,10 @@ describe("stop() after a client went away mid-request", () => {
       (response) => `answered ${response.status}`,
       () => "aborted",
     );
-    await Bun.sleep(100);
+    await asked.promise;
     client.abort();
     expect(await gone).toBe("aborted");
-    await Bun.sleep(20);
+    clientGone.resolve();
     await server.stop();
     expect(commits).toEqual([true]);
     expect(context.logs.join("")).not.toContain("failed");

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
-import { sessionOnlySecurityTests } from "../security";
+import { securityTests } from "../security";
 
 const WEBHOOKS = "/api/v1/customer/webhooks";
 const ENDPOINT_FIELDS = ["createdAt", "disabledAt", "eventTypes", "failingSince", "id", "status", "url"];
@@ -73,13 +73,13 @@ describe("POST /api/v1/customer/webhooks", () => {
   });
 
   test("an unknown event type, no event type or no URL is refused", async () => {
-    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "https://a.example/x", eventTypes: ["credits.stolen"] }), 422, "invalid-body");
-    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "https://a.example/x", eventTypes: [] }), 422, "invalid-body");
-    await expectProblem(await send("POST", WEBHOOKS, ada, { eventTypes: ["key.created"] }), 422, "invalid-body");
-    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "not a url", eventTypes: ["key.created"] }), 422, "invalid-body");
+    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "https://a.example/x", eventTypes: ["credits.stolen"] }), 422, "unprocessable-body");
+    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "https://a.example/x", eventTypes: [] }), 422, "unprocessable-body");
+    await expectProblem(await send("POST", WEBHOOKS, ada, { eventTypes: ["key.created"] }), 422, "unprocessable-body");
+    await expectProblem(await send("POST", WEBHOOKS, ada, { url: "not a url", eventTypes: ["key.created"] }), 422, "unprocessable-body");
   });
 
-  sessionOnlySecurityTests({ method: "POST", path: () => WEBHOOKS, body: () => ({ url: "https://a.example/x", eventTypes: ["key.created"] }) }, () => context);
+  securityTests({ method: "POST", path: () => WEBHOOKS, body: () => ({ url: "https://a.example/x", eventTypes: ["key.created"] }), accepts: "session" }, () => context);
 });
 
 describe("GET /api/v1/customer/webhooks", () => {
@@ -93,7 +93,7 @@ describe("GET /api/v1/customer/webhooks", () => {
     expect(next).toEqual({ items: [first.endpoint], nextCursor: null });
   });
 
-  sessionOnlySecurityTests({ method: "GET", path: () => WEBHOOKS }, () => context);
+  securityTests({ method: "GET", path: () => WEBHOOKS, accepts: "session" }, () => context);
 });
 
 describe("one endpoint", () => {
@@ -158,7 +158,7 @@ describe("one endpoint", () => {
     await expectProblem(await send("GET", `${WEBHOOKS}/${endpoint.id}/deliveries?cursor=bogus`, ada), 400, "invalid-parameter");
   });
 
-  sessionOnlySecurityTests({ method: "DELETE", path: () => `${WEBHOOKS}/whe_0000000000000unknown000000` }, () => context);
+  securityTests({ method: "DELETE", path: () => `${WEBHOOKS}/whe_0000000000000unknown000000`, accepts: "session" }, () => context);
 });
 
 describe("/api/v1/customer/webhooks/settings", () => {
@@ -173,10 +173,10 @@ describe("/api/v1/customer/webhooks/settings", () => {
   });
 
   test("a threshold that is not a positive whole number is refused", async () => {
-    for (const lowCreditThreshold of [0, -5, 2.5, "100"]) await expectProblem(await send("PATCH", `${WEBHOOKS}/settings`, ada, { lowCreditThreshold }), 422, "invalid-body");
+    for (const lowCreditThreshold of [0, -5, 2.5, "100"]) await expectProblem(await send("PATCH", `${WEBHOOKS}/settings`, ada, { lowCreditThreshold }), 422, "unprocessable-body");
   });
 
-  sessionOnlySecurityTests({ method: "PATCH", path: () => `${WEBHOOKS}/settings`, body: () => ({ lowCreditThreshold: 10 }) }, () => context);
+  securityTests({ method: "PATCH", path: () => `${WEBHOOKS}/settings`, body: () => ({ lowCreditThreshold: 10 }), accepts: "session" }, () => context);
 });
 
 test("the OpenAPI document lists every webhook endpoint operation, session only, with its problems", async () => {

@@ -50,7 +50,7 @@ export const ordersCommand: Command = {
           result = await completeLocalOrder({ store, clock: systemClock }, id);
         } catch (error) {
           // The service speaks HTTP problems; the CLI speaks one line on stderr.
-          if (error instanceof Problem) throw new Error(error.detailText?.en ?? error.slug);
+          if (error instanceof Problem) throw new Error(error.detail?.en ?? error.slug);
           throw error;
         }
         const { applied, order, bucket } = result;

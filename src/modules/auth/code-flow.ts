@@ -112,7 +112,7 @@ export function createOIDCCodeFlowClient(options: { issuer: string; clientId: st
     } catch (error) {
       endpoints = null;
       logger.warn("OIDC discovery failed", { issuer, error: error instanceof Error ? error.message : String(error) });
-      throw new Problem("unavailable", PROVIDER_DOWN);
+      throw new Problem("unavailable", { detail: PROVIDER_DOWN });
     }
   }
 
@@ -148,14 +148,14 @@ export function createOIDCCodeFlowClient(options: { issuer: string; clientId: st
         response = await options.outbound.send(token, { method: "POST", headers, body: form, signal: AbortSignal.timeout(timeoutMs), maxRedirects: 0 });
       } catch (error) {
         logger.warn("OIDC token endpoint unreachable", { issuer, error: error instanceof Error ? error.message : String(error) });
-        throw new Problem("unavailable", PROVIDER_DOWN);
+        throw new Problem("unavailable", { detail: PROVIDER_DOWN });
       }
       const body = (await response.json().catch(() => ({}))) as { id_token?: unknown; error?: unknown };
       if (!response.ok || typeof body.id_token !== "string") {
         // The error code names what failed (invalid_grant, invalid_client); the body never holds our secrets.
         logger.info("OIDC code refused", { issuer, status: response.status, error: typeof body.error === "string" ? body.error : "no id_token" });
-        if (response.status >= 500) throw new Problem("unavailable", PROVIDER_DOWN);
-        throw new Problem("unauthorized", CODE_REFUSED);
+        if (response.status >= 500) throw new Problem("unavailable", { detail: PROVIDER_DOWN });
+        throw new Problem("unauthorized", { detail: CODE_REFUSED });
       }
       return body.id_token;
     },

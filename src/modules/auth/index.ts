@@ -41,7 +41,7 @@ export function authRoutes(services: Services) {
   }
 
   function refuseWhenSignInIsOff(): undefined {
-    if (oidc === null && !development) throw new Problem("unavailable", SIGN_IN_OFF);
+    if (oidc === null && !development) throw new Problem("unavailable", { detail: SIGN_IN_OFF });
     return undefined;
   }
 
@@ -53,7 +53,7 @@ export function authRoutes(services: Services) {
       .post(
         "/dev-login",
         async ({ body, request, set }) => {
-          if (!developmentSignIn) throw new Problem("not-found", NO_DEVELOPMENT_SIGN_IN);
+          if (!developmentSignIn) throw new Problem("not-found", { detail: NO_DEVELOPMENT_SIGN_IN });
           assertSameOrigin(request, config.publicUrl);
           return startSession(await signIn(deps, developmentIdentity(body.email), "development"), set);
         },
@@ -76,7 +76,7 @@ export function authRoutes(services: Services) {
       .post(
         "/oidc",
         async ({ body, request, set }) => {
-          if (oidc === null) throw new Problem("unavailable", USE_DEVELOPMENT_SIGN_IN);
+          if (oidc === null) throw new Problem("unavailable", { detail: USE_DEVELOPMENT_SIGN_IN });
           // A forged cross-site sign-in would put the victim in the attacker's account (login CSRF).
           assertSameOrigin(request, config.publicUrl);
           const identity = await oidc.verifyIDToken(body.idToken);

@@ -86,7 +86,7 @@ export function createOIDCVerifier(options: {
     } catch (error) {
       discovery = null;
       logger.warn("OIDC discovery failed", { issuer: options.issuer, error: error instanceof Error ? error.message : String(error) });
-      throw new Problem("unavailable", PROVIDER_DOWN);
+      throw new Problem("unavailable", { detail: PROVIDER_DOWN });
     }
     jwks ??= createRemoteJWKSet(found.jwksUri, {
       timeoutDuration: timeoutMs,
@@ -115,26 +115,26 @@ export function createOIDCVerifier(options: {
         // Network failures, and jose's generic errors (the JWKS endpoint answered badly), are the provider's fault, not the token's.
         if (!(error instanceof errors.JOSEError) || error.code === "ERR_JOSE_GENERIC" || error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid) {
           logger.warn("OIDC key set unavailable", { issuer: discovery.issuer, error: error instanceof Error ? error.message : String(error) });
-          throw new Problem("unavailable", PROVIDER_DOWN);
+          throw new Problem("unavailable", { detail: PROVIDER_DOWN });
         }
         // jose's codes and messages name the failed check, never the token.
         logger.info("ID token refused", { reason: error.code, check: error.message });
-        throw new Problem("unauthorized", INVALID_TOKEN);
+        throw new Problem("unauthorized", { detail: INVALID_TOKEN });
       }
       // OIDC Core 3.1.3.7: with several audiences, the token must have been issued to us (azp).
       if (Array.isArray(payload.aud) && payload.aud.length > 1 && payload.azp !== clientId) {
         logger.info("ID token refused", { reason: "azp", check: "several audiences and azp is not the client id" });
-        throw new Problem("unauthorized", INVALID_TOKEN);
+        throw new Problem("unauthorized", { detail: INVALID_TOKEN });
       }
       // OIDC Core 3.1.3.7: the nonce binds the token to the browser that started this sign-in.
       if (expected !== undefined && payload.nonce !== expected.nonce) {
         logger.info("ID token refused", { reason: "nonce", check: "the nonce claim is not the one this sign-in sent" });
-        throw new Problem("unauthorized", INVALID_TOKEN);
+        throw new Problem("unauthorized", { detail: INVALID_TOKEN });
       }
       const claims = identityClaims(payload);
       if (claims === null) {
         logger.info("ID token refused", { reason: "claim-type", check: "sub, email, email_verified, name or preferred_username has the wrong type" });
-        throw new Problem("unauthorized", INVALID_TOKEN);
+        throw new Problem("unauthorized", { detail: INVALID_TOKEN });
       }
       return { subject: `${discovery.issuer}#${claims.sub}`, email: claims.email, emailVerified: claims.emailVerified, name: claims.name };
     },

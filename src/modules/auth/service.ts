@@ -60,7 +60,7 @@ export function normalizeEmail(email: string): string {
 
 export async function sessionUser(store: Store, user: User): Promise<SessionUser> {
   const organization = user.organizationId === null ? null : await store.getOrganization(user.organizationId);
-  if (organization === null) throw new Problem("forbidden", NO_ORGANIZATION);
+  if (organization === null) throw new Problem("forbidden", { detail: NO_ORGANIZATION });
   return { id: user.id, email: user.email, name: user.name, organization: { id: organization.id, name: organization.name }, role: user.role };
 }
 
@@ -74,10 +74,10 @@ function newSessionSecret(): string {
  */
 export async function signIn(deps: AuthDeps, identity: OIDCIdentity, method: "oidc" | "development"): Promise<IssuedSession> {
   const { store, clock, logger } = deps;
-  if (identity.email === null) throw new Problem("forbidden", NO_EMAIL);
+  if (identity.email === null) throw new Problem("forbidden", { detail: NO_EMAIL });
   // Invitations and users are matched by email, so an address the provider has not asserted as
   // verified (`email_verified: true`) must never join, link or claim anything: such a sign-in is refused.
-  if (!identity.emailVerified) throw new Problem("forbidden", UNVERIFIED_EMAIL);
+  if (!identity.emailVerified) throw new Problem("forbidden", { detail: UNVERIFIED_EMAIL });
   const email = normalizeEmail(identity.email);
   const name = identity.name ?? email.split("@")[0]!;
   const now = clock.now();
@@ -85,7 +85,7 @@ export async function signIn(deps: AuthDeps, identity: OIDCIdentity, method: "oi
   const result = await store.signInSubject({ subject: identity.subject, email, name, newOrganizationName: name, trialCredits: deps.trialCredits, now });
   if (result.outcome === "email-taken") {
     logger.info("sign-in refused", { method, reason: "email already linked to another subject" });
-    throw new Problem("conflict", EMAIL_TAKEN);
+    throw new Problem("conflict", { detail: EMAIL_TAKEN });
   }
   const user = await sessionUser(store, result.user);
 
@@ -111,11 +111,11 @@ export async function refreshSession(deps: AuthDeps, input: { token: string }): 
   const now = clock.now();
   const parts = splitSessionToken(input.token);
   const found = parts === null ? null : await store.findSessionWithUser(parts.sessionId);
-  if (parts === null || found === null) throw new Problem("unauthorized", SESSION_OVER);
+  if (parts === null || found === null) throw new Problem("unauthorized", { detail: SESSION_OVER });
   const secret = newSessionSecret();
   const expiresAt = Math.min(now + SESSION_LIFETIME_MS, found.session.absoluteExpiresAt);
   const rotated = await store.rotateSessionToken({ id: parts.sessionId, currentTokenHash: hashSecret(parts.secret), newTokenHash: hashSecret(secret), expiresAt, now });
-  if (rotated === null) throw new Problem("unauthorized", SESSION_OVER);
+  if (rotated === null) throw new Problem("unauthorized", { detail: SESSION_OVER });
   logger.info("session refreshed", { userId: found.user.id, sessionId: parts.sessionId });
   return { token: `${parts.sessionId}.${secret}`, expiresAt, user: await sessionUser(store, found.user) };
 }

@@ -69,8 +69,10 @@ export function billingPageRoutes(services: Services) {
       async ({ params, principal }) => {
         if (config.env !== "development") {
           throw new Problem("forbidden", {
-            en: "In production an operator completes local orders: price-service orders complete <id>.",
-            fr: "En production, un opérateur finalise les commandes locales : price-service orders complete <id>.",
+            detail: {
+              en: "In production an operator completes local orders: price-service orders complete <id>.",
+              fr: "En production, un opérateur finalise les commandes locales : price-service orders complete <id>.",
+            },
           });
         }
         const order = await ownOrder(principal.organizationId, params.id);

@@ -57,7 +57,7 @@ export async function getBalance(deps: Pick<BillingDeps, "store" | "clock">, org
 function instant(value: string | undefined, name: string): number | undefined {
   if (value === undefined) return undefined;
   const ms = Date.parse(value);
-  if (Number.isNaN(ms)) throw new Problem("invalid-parameter", { en: `${name} must be an ISO 8601 date-time.`, fr: `${name} doit être une date ISO 8601.` });
+  if (Number.isNaN(ms)) throw new Problem("invalid-parameter", { detail: { en: `${name} must be an ISO 8601 date-time.`, fr: `${name} doit être une date ISO 8601.` } });
   return ms;
 }
 
@@ -65,11 +65,11 @@ type TransactionsFilter = { limit?: number; cursor?: string; type?: TransactionT
 
 /** The store query of a transactions request, its parameters checked (a problem names the bad one). */
 function transactionQuery(query: TransactionsFilter, limit: number): TransactionQuery {
-  if (query.cursor !== undefined && decodeLedgerCursor(query.cursor) === null) throw new Problem("invalid-parameter", INVALID_CURSOR);
+  if (query.cursor !== undefined && decodeLedgerCursor(query.cursor) === null) throw new Problem("invalid-parameter", { detail: INVALID_CURSOR });
   const from = instant(query.from, "from");
   const to = instant(query.to, "to");
   if (from !== undefined && to !== undefined && from > to) {
-    throw new Problem("invalid-parameter", { en: "from must not be after to.", fr: "from ne doit pas être postérieur à to." });
+    throw new Problem("invalid-parameter", { detail: { en: "from must not be after to.", fr: "from ne doit pas être postérieur à to." } });
   }
   return { limit, after: query.cursor, types: query.type === undefined ? undefined : [query.type], from, to };
 }
@@ -140,7 +140,7 @@ export async function listInvoices(deps: Pick<BillingDeps, "payments">, organiza
 }
 
 function unknownItem(field: "packId" | "planId", id: string): Problem {
-  return new Problem("invalid-body", { en: `${field} "${id}" is not in the catalog.`, fr: `${field} « ${id} » n'est pas au catalogue.` });
+  return new Problem("invalid-body", { detail: { en: `${field} "${id}" is not in the catalog.`, fr: `${field} « ${id} » n'est pas au catalogue.` } });
 }
 
 async function organizationName(store: Store, organizationId: string): Promise<string> {
@@ -221,9 +221,9 @@ export interface LocalCompletion {
  */
 export async function completeLocalOrder(deps: { store: Store; clock: Clock }, orderId: string): Promise<LocalCompletion> {
   const order = await deps.store.getOrder(orderId);
-  if (order === null) throw new Problem("not-found", { en: `No order ${orderId}.`, fr: `Aucune commande ${orderId}.` });
+  if (order === null) throw new Problem("not-found", { detail: { en: `No order ${orderId}.`, fr: `Aucune commande ${orderId}.` } });
   if (order.provider !== "local") {
-    throw new Problem("conflict", { en: "This order is paid through Stripe: its webhooks complete it.", fr: "Cette commande est payée via Stripe : ses webhooks la finalisent." });
+    throw new Problem("conflict", { detail: { en: "This order is paid through Stripe: its webhooks complete it.", fr: "Cette commande est payée via Stripe : ses webhooks la finalisent." } });
   }
   const now = deps.clock.now();
   const periodEnd = order.kind === "subscription" ? firstPeriodEnd(now, order.interval ?? "month") : null;

@@ -32,7 +32,7 @@ function add(into: Figures, row: UsageTotal): void {
 
 function instant(value: string, name: string): number {
   const ms = Date.parse(value);
-  if (Number.isNaN(ms)) throw new Problem("invalid-parameter", { en: `${name} must be an ISO 8601 date-time.`, fr: `${name} doit être une date ISO 8601.` });
+  if (Number.isNaN(ms)) throw new Problem("invalid-parameter", { detail: { en: `${name} must be an ISO 8601 date-time.`, fr: `${name} doit être une date ISO 8601.` } });
   return ms;
 }
 
@@ -54,11 +54,13 @@ export async function usageReport(
   const period = PERIOD_MS[granularity];
   const to = ceilTo(query.to === undefined ? deps.clock.now() + 1 : instant(query.to, "to"), period);
   const from = floorTo(query.from === undefined ? to - DEFAULT_RANGE_MS[granularity] : instant(query.from, "from"), period);
-  if (from >= to) throw new Problem("invalid-parameter", { en: "from must be before to.", fr: "from doit être antérieur à to." });
+  if (from >= to) throw new Problem("invalid-parameter", { detail: { en: "from must be before to.", fr: "from doit être antérieur à to." } });
   if (to - from > MAX_RANGE_MS[granularity]) {
     throw new Problem("invalid-parameter", {
-      en: `The range is too long for granularity=${granularity}: at most ${MAX_RANGE_MS[granularity] / DAY_MS} days.`,
-      fr: `La période est trop longue pour granularity=${granularity} : ${MAX_RANGE_MS[granularity] / DAY_MS} jours au plus.`,
+      detail: {
+        en: `The range is too long for granularity=${granularity}: at most ${MAX_RANGE_MS[granularity] / DAY_MS} days.`,
+        fr: `La période est trop longue pour granularity=${granularity} : ${MAX_RANGE_MS[granularity] / DAY_MS} jours au plus.`,
+      },
     });
   }
 

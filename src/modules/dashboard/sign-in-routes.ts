@@ -55,7 +55,7 @@ export function oidcSignInRoutes(services: Services) {
     .get(
       "/api/v1/auth/oidc/start",
       async ({ query }) => {
-        if (client === null) throw new Problem("unavailable", NOT_CONFIGURED);
+        if (client === null) throw new Problem("unavailable", { detail: NOT_CONFIGURED });
         const pending = newPendingSignIn(dashboardPath(query.next));
         const location = await client.authorizationURL(pending, redirectURI);
         return new Response(null, {
@@ -79,7 +79,7 @@ export function oidcSignInRoutes(services: Services) {
     .get(
       CALLBACK_PATH,
       async ({ query, request }) => {
-        if (client === null || oidc === null) throw new Problem("unavailable", NOT_CONFIGURED);
+        if (client === null || oidc === null) throw new Problem("unavailable", { detail: NOT_CONFIGURED });
         const pending = decodePendingSignIn(readCookie(request, PENDING_SIGN_IN_COOKIE));
         const headers = new Headers({ "cache-control": "no-store" });
         headers.append("set-cookie", pendingCookie("", 0));

@@ -45,8 +45,8 @@ export function feedRoutes(services: Services) {
 
   async function authenticate(request: Request, scope: FeedTokenScope): Promise<FeedTokenCredential> {
     const result = await verifyFeedToken(store, request.headers.get("authorization"));
-    if (typeof result === "string") throw new Problem("unauthorized", REFUSALS[result], {}, { "www-authenticate": BEARER_CHALLENGE });
-    if (result.scope !== scope) throw new Problem("forbidden", SCOPE_REFUSALS[scope]);
+    if (typeof result === "string") throw new Problem("unauthorized", { detail: REFUSALS[result], headers: { "www-authenticate": BEARER_CHALLENGE } });
+    if (result.scope !== scope) throw new Problem("forbidden", { detail: SCOPE_REFUSALS[scope] });
     return result;
   }
 
@@ -67,22 +67,24 @@ export function feedRoutes(services: Services) {
       async ({ request }) => {
         const credential = await authenticate(request, "push");
         const source = credential.sourceId === null ? null : await store.getFeedSource(credential.sourceId);
-        if (source === null || source.removedAt !== null) throw new Problem("unauthorized", REFUSALS.revoked, {}, { "www-authenticate": BEARER_CHALLENGE });
+        if (source === null || source.removedAt !== null) throw new Problem("unauthorized", { detail: REFUSALS.revoked, headers: { "www-authenticate": BEARER_CHALLENGE } });
         const mediaType = (request.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
         const format = FEED_MEDIA_TYPES[mediaType];
         if (format === undefined) {
           throw new Problem("unsupported-media-type", {
-            en: "A feed is application/x-ndjson (or application/jsonl) or text/csv.",
-            fr: "Un flux est en application/x-ndjson (ou application/jsonl) ou text/csv.",
+            detail: {
+              en: "A feed is application/x-ndjson (or application/jsonl) or text/csv.",
+              fr: "Un flux est en application/x-ndjson (ou application/jsonl) ou text/csv.",
+            },
           });
         }
         const encoding = (request.headers.get("content-encoding") ?? "identity").trim().toLowerCase();
         if (encoding !== "identity" && encoding !== "gzip") {
-          throw new Problem("unsupported-media-type", { en: "Content-Encoding may be gzip or none.", fr: "Content-Encoding peut être gzip ou absent." });
+          throw new Problem("unsupported-media-type", { detail: { en: "Content-Encoding may be gzip or none.", fr: "Content-Encoding peut être gzip ou absent." } });
         }
         const limit = config.feedBodyLimitBytes;
         const tooLarge = () =>
-          new Problem("payload-too-large", { en: `A feed body may be at most ${limit} bytes (FEED_BODY_LIMIT).`, fr: `Un corps de flux fait au plus ${limit} octets (FEED_BODY_LIMIT).` }, {}, { connection: "close" });
+          new Problem("payload-too-large", { detail: { en: `A feed body may be at most ${limit} bytes (FEED_BODY_LIMIT).`, fr: `Un corps de flux fait au plus ${limit} octets (FEED_BODY_LIMIT).` }, headers: { connection: "close" } });
         // A declared length over the limit is refused before anything is read or written.
         if (encoding === "identity" && Number(request.headers.get("content-length") ?? 0) > limit) throw tooLarge();
 
@@ -96,9 +98,9 @@ export function feedRoutes(services: Services) {
         countRun(metrics, source.name, run);
         logger.info("feed pushed", { sourceId: source.id, source: source.name, runId: run.id, status: run.status, recordsRead: run.recordsRead, offers: run.offers, rejected: run.rejectedCount });
         // What was written before the body went wrong stays written; the problem carries the report.
-        if (error instanceof FeedTooLargeError) throw new Problem("payload-too-large", tooLarge().detailText, { run: runJSON(run) }, { connection: "close" });
+        if (error instanceof FeedTooLargeError) throw new Problem("payload-too-large", { detail: tooLarge().detail, extensions: { run: runJSON(run) }, headers: { connection: "close" } });
         if (error !== null) {
-          throw new Problem("invalid-body", { en: `The body could not be read: ${run.error}.`, fr: `Le corps n'a pas pu être lu : ${run.error}.` }, { run: runJSON(run) });
+          throw new Problem("invalid-body", { detail: { en: `The body could not be read: ${run.error}.`, fr: `Le corps n'a pas pu être lu : ${run.error}.` }, extensions: { run: runJSON(run) } });
         }
         return runJSON(run);
       },
@@ -145,7 +147,7 @@ export function feedRoutes(services: Services) {
       "/api/v1/feeds/sources/:id/runs",
       async ({ params, query }) => {
         const source = await store.getFeedSource(params.id);
-        if (source === null) throw new Problem("not-found", { en: "No feed source has this id or name.", fr: "Aucune source de flux n'a cet identifiant ou ce nom." });
+        if (source === null) throw new Problem("not-found", { detail: { en: "No feed source has this id or name.", fr: "Aucune source de flux n'a cet identifiant ou ce nom." } });
         const page = await store.listFeedRuns(source.id, { limit: query.limit ?? 20, after: query.cursor });
         return { items: page.items.map(runJSON), nextCursor: page.nextCursor };
       },

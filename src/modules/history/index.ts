@@ -10,7 +10,7 @@ const DESCRIPTION = [
   `\`interval=change\` (default): every state of each offer that held during [from, to) (price, shipping, availability) with \`validFrom\` and \`validTo\` (null while it holds). \`interval=day\`: per UTC day and merchant, the lowest, highest and last price and the availability at the end of the day (now, for today), over the whole UTC days the range touches.`,
   `Range: \`from\` (inclusive) and \`to\` (exclusive), ISO 8601 dates or date-times with an offset; default the last ${DEFAULT_HISTORY_RANGE_DAYS} days (to = now); at most ${MAX_HISTORY_RANGE_DAYS} days apart and from before to, else 400 invalid-parameter. \`merchant\` keeps one merchant's offer. \`limit\` (1..${MAX_HISTORY_LIMIT}, default ${DEFAULT_HISTORY_LIMIT}) points per page; pass \`data.nextCursor\` as \`cursor\` with the same query for the next page.`,
   "Billing (`meta.reason`): `history` when the answer has at least one point, billed `HISTORY_CREDIT_COST` credits (each page is an answer); `no-data` when the product exists but nothing falls in the range (not billed); 400 `invalid-gtin` or `invalid-parameter`, 401 `unauthorized`, 402 `insufficient-credits` (the balance, or the key's `monthlyCreditLimit`), 404 `product-not-found`, 429 `rate-limited`, 503 `unavailable` (the debit could not be recorded: nothing billed, retry), none billed. Error bodies carry `meta`.",
-  "With an `Idempotency-Key` header, a retry within 24 h with the same GTIN and query gets the stored answer (`Idempotent-Replayed: true`) and is not billed again; the same key for another query is 422; a retry while the first is in flight is 409.",
+  "With an `Idempotency-Key` header, a retry within 24 h with the same GTIN and query gets the stored answer (`Idempotent-Replayed: true`) and is not billed again; the same key for another query is 422 `unprocessable-body`; a retry while the first is in flight is 409.",
 ].join("\n\n");
 
 export function historyRoutes(services: Services) {
@@ -51,7 +51,7 @@ export function historyRoutes(services: Services) {
         402: HistoryProblem(["insufficient-credits"]),
         404: HistoryProblem(["product-not-found"]),
         409: HistoryProblem(["conflict"]),
-        422: HistoryProblem(["invalid-body"]),
+        422: HistoryProblem(["unprocessable-body"]),
         429: HistoryProblem(["rate-limited"]),
         503: HistoryProblem(["unavailable"]),
       },

@@ -126,7 +126,7 @@ const METAS: Partial<Record<ProblemSlug, Partial<HistoryMetaValue>>> = {
   "product-not-found": { reason: "product-not-found" },
   "rate-limited": { reason: "rate-limited" },
   conflict: { reason: "idempotency-conflict" },
-  "invalid-body": { reason: "idempotency-conflict" },
+  "unprocessable-body": { reason: "idempotency-conflict" },
   unavailable: { reason: "unavailable" },
 };
 

@@ -165,7 +165,7 @@ export class PriceHistoryRequests {
     let language: Language | null = null;
     try {
       const invalid = async (detail: Texts | undefined, slug: "invalid-parameter" | "invalid-gtin" = "invalid-parameter") =>
-        new Problem(slug, detail, { meta: meta(slug, await availableAtKeyRead()) });
+        new Problem(slug, { detail, extensions: { meta: meta(slug, await availableAtKeyRead()) } });
       const ask = await this.parse(request, rawGtin, query, invalid);
       gtin = ask.gtin;
       language = ask.language;
@@ -190,7 +190,7 @@ export class PriceHistoryRequests {
         },
       ).catch(async (error: unknown) => {
         if (!(error instanceof Problem) || "meta" in error.extensions) throw error;
-        throw new Problem(error.slug, error.detailText, { ...error.extensions, meta: meta("idempotency-conflict", await store.availableCredits(organizationId, clock.now())) }, error.headers, error.statusOverride);
+        throw error.with({ extensions: { meta: meta("idempotency-conflict", await store.availableCredits(organizationId, clock.now())) } });
       });
       if (replayed) set.headers["idempotent-replayed"] = "true";
       keyUsage.record(credential.id, clock.now());
@@ -201,7 +201,7 @@ export class PriceHistoryRequests {
     } catch (error) {
       const reason = error instanceof Problem ? (error.extensions.meta as { reason?: unknown } | undefined)?.reason : undefined;
       countUsage(typeof reason === "string" ? reason : "unavailable");
-      if (language !== null && error instanceof Problem) throw new Problem(error.slug, error.detailText, error.extensions, { ...error.headers, "content-language": language }, error.statusOverride);
+      if (language !== null && error instanceof Problem) throw error.with({ headers: { "content-language": language } });
       throw error;
     }
   }
@@ -271,7 +271,7 @@ export class PriceHistoryRequests {
     const reservation = await store.reserveCredits({ organizationId, amount: cost, keyId: credential.id, requestId, now: clock.now(), balance: credential.balance });
     if (!reservation.ok) {
       const detail = reservation.keyLimit === undefined ? undefined : keyLimitReached(reservation.keyLimit, clock.now());
-      throw new Problem("insufficient-credits", detail, { meta: meta("insufficient-credits", reservation.available) }, limitHeaders);
+      throw new Problem("insufficient-credits", { detail, extensions: { meta: meta("insufficient-credits", reservation.available) }, headers: limitHeaders });
     }
     const release = async () => {
       // When the release fails, the reservation sweep gives the credits back (STALE_RESERVATION_MS).
@@ -285,7 +285,7 @@ export class PriceHistoryRequests {
       if (found === null) {
         await release();
         held = false;
-        throw new Problem("product-not-found", undefined, { meta: meta("product-not-found", await available()) }, limitHeaders);
+        throw new Problem("product-not-found", { extensions: { meta: meta("product-not-found", await available()) }, headers: limitHeaders });
       }
       const data = this.data(found.product, ask, page);
       if (data.points.length === 0) {
@@ -300,7 +300,7 @@ export class PriceHistoryRequests {
       held = !(await store.commitReservation(reservation.reservationId, usage));
       if (!held) return { answer, billed: true };
     } catch (error) {
-      if (error instanceof CreditsSpentMeanwhile) throw new Problem("insufficient-credits", undefined, { meta: meta("insufficient-credits", error.available) }, limitHeaders);
+      if (error instanceof CreditsSpentMeanwhile) throw new Problem("insufficient-credits", { extensions: { meta: meta("insufficient-credits", error.available) }, headers: limitHeaders });
       if (!held) throw error;
       if (error instanceof DebitInDoubt) debitInDoubt = true;
       else logger.warn("price history answer failed", { requestId, error: String(error) });
@@ -308,7 +308,7 @@ export class PriceHistoryRequests {
     await release();
     if (debitInDoubt) logger.warn("debit in doubt", { requestId, organizationId });
     const remaining = await available().catch(() => 0);
-    throw new Problem("unavailable", debitInDoubt ? TEXTS.debitInDoubt : TEXTS.debitFailed, { meta: meta("unavailable", remaining) }, { ...limitHeaders, "retry-after": "1" });
+    throw new Problem("unavailable", { detail: debitInDoubt ? TEXTS.debitInDoubt : TEXTS.debitFailed, extensions: { meta: meta("unavailable", remaining) }, headers: { ...limitHeaders, "retry-after": "1" } });
   }
 
   /** The page of records the request asks for. */
@@ -380,6 +380,6 @@ export class PriceHistoryRequests {
     if (decisions[0]!.allowed) return limitHeaders;
     const { policy, retryAfterSeconds } = closestToLimit(decisions);
     const remaining = await store.availableCredits(credential.organizationId, clock.now(), credential.balance);
-    throw new Problem("rate-limited", rateLimited(policy, retryAfterSeconds, policy === this.organizationPolicy), { meta: meta("rate-limited", remaining) }, limitHeaders);
+    throw new Problem("rate-limited", { detail: rateLimited(policy, retryAfterSeconds, policy === this.organizationPolicy), extensions: { meta: meta("rate-limited", remaining) }, headers: limitHeaders });
   }
 }

@@ -20,36 +20,28 @@ export interface KeyControlsInput {
 /**
  * The controls of a body, checked against the rules the schema cannot state: an expiry in the
  * future (by the server clock), a rate limit no higher than the service's own (`maxRateLimit`
- * requests per second). Either is 422 invalid-body naming the field.
+ * requests per second). Either is 422 unprocessable-body naming the field.
  */
 export function parseKeyControls(input: KeyControlsInput, rules: { now: number; maxRateLimit: number }): Partial<KeyControls> {
   const controls: Partial<KeyControls> = {};
   if (input.expiresAt !== undefined) {
     const expiresAt = input.expiresAt === null ? null : Date.parse(input.expiresAt);
     if (expiresAt !== null && !(expiresAt > rules.now)) {
-      throw new Problem(
-        "invalid-body",
-        { en: "expiresAt must be a date-time in the future (or null for no expiry).", fr: "expiresAt doit être une date future (ou null pour aucune expiration)." },
-        {},
-        {},
-        422,
-      );
+      throw new Problem("unprocessable-body", {
+        detail: { en: "expiresAt must be a date-time in the future (or null for no expiry).", fr: "expiresAt doit être une date future (ou null pour aucune expiration)." },
+      });
     }
     controls.expiresAt = expiresAt;
   }
   if (input.monthlyCreditLimit !== undefined) controls.monthlyCreditLimit = input.monthlyCreditLimit;
   if (input.rateLimit !== undefined) {
     if (input.rateLimit !== null && input.rateLimit > rules.maxRateLimit) {
-      throw new Problem(
-        "invalid-body",
-        {
+      throw new Problem("unprocessable-body", {
+        detail: {
           en: `rateLimit may be at most ${rules.maxRateLimit} requests per second, the service's own limit (or null for that limit).`,
           fr: `rateLimit vaut au plus ${rules.maxRateLimit} requêtes par seconde, la limite du service (ou null pour cette limite).`,
         },
-        {},
-        {},
-        422,
-      );
+      });
     }
     controls.rateLimit = input.rateLimit;
   }
@@ -86,22 +78,26 @@ const KEY_NOT_FOUND = { en: "No API key with this id exists in your organization
 
 function notActive(status: string): Problem {
   return new Problem("invalid-key-state", {
-    en: `The key is ${status}; only an ACTIVE key can be rotated or revoked.`,
-    fr: `La clé est ${status} ; seule une clé ACTIVE peut être renouvelée ou révoquée.`,
+    detail: {
+      en: `The key is ${status}; only an ACTIVE key can be rotated or revoked.`,
+      fr: `La clé est ${status} ; seule une clé ACTIVE peut être renouvelée ou révoquée.`,
+    },
   });
 }
 
 function notChangeable(status: string): Problem {
   return new Problem("invalid-key-state", {
-    en: `The key is ${status}; only an ACTIVE key's controls can be changed.`,
-    fr: `La clé est ${status} ; seuls les réglages d'une clé ACTIVE peuvent être modifiés.`,
+    detail: {
+      en: `The key is ${status}; only an ACTIVE key's controls can be changed.`,
+      fr: `La clé est ${status} ; seuls les réglages d'une clé ACTIVE peuvent être modifiés.`,
+    },
   });
 }
 
 /** The organization's key, or 404: a key of another organization is never revealed (no 403). */
 async function keyOfOrganization(store: Store, organizationId: string, id: string): Promise<ApiKeyRecord> {
   const key = await store.getApiKey(organizationId, id);
-  if (key === null) throw new Problem("not-found", KEY_NOT_FOUND);
+  if (key === null) throw new Problem("not-found", { detail: KEY_NOT_FOUND });
   return key;
 }
 

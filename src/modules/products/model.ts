@@ -202,7 +202,7 @@ export const BatchEnvelope = t.Object(
 
 /** Problem details of the batch look-up: its meta, with the reason that refused the whole batch. */
 export function BatchProblem(slugs: ProblemSlug[]) {
-  const reasonOf: Partial<Record<ProblemSlug, Reason>> = { "invalid-body": "invalid-parameter", conflict: "idempotency-conflict" };
+  const reasonOf: Partial<Record<ProblemSlug, Reason>> = { "invalid-body": "invalid-parameter", "unprocessable-body": "invalid-parameter", conflict: "idempotency-conflict" };
   return t.Composite([ProblemSchema, t.Object({ meta: t.Composite([BatchMeta, t.Object({ reason: t.UnionEnum(REASONS, { description: "Why the whole batch was refused" }) })]) })], {
     additionalProperties: true,
     description: `Problem details with the request's billing meta: ${slugs.join(", ")}`,

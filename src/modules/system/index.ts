@@ -34,7 +34,7 @@ export function systemRoutes(services: Services) {
     .get(
       "/readyz",
       async () => {
-        if (!(await services.store.isReachable())) throw new Problem("unavailable", { en: "The database is not reachable.", fr: "La base de données est injoignable." });
+        if (!(await services.store.isReachable())) throw new Problem("unavailable", { detail: { en: "The database is not reachable.", fr: "La base de données est injoignable." } });
         return { status: "ready" as const, database: services.store.dialect };
       },
       {

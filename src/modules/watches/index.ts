@@ -49,13 +49,13 @@ export function watchRoutes(services: Services) {
       {
         auth: "sessionOrKey",
         body: CreateWatchBody,
-        response: { 201: WatchSchema, ...errors, 400: Problems(["invalid-gtin", "invalid-parameter", "invalid-body"]), 409: Problems(["conflict"]) },
+        response: { 201: WatchSchema, ...errors, 400: Problems(["invalid-gtin", "invalid-parameter", "invalid-body"]), 422: Problems(["unprocessable-body"]), 409: Problems(["conflict"]) },
         detail: {
           summary: "Watch a product's price",
           description:
             "Watches one product (`gtin`, normalized to its GTIN-14; a product not known yet may be watched) and, with `merchant`, that merchant's offer only; without it, the product's best fresh price across merchants. An import of any kind (CLI, feed pull, directory scan, push) that changes what the watch sees fires it: `any-change` on any change of price or availability, `price-drop` when the price goes down, `below` when the price crosses under `below` (`amount` in minor units, same currency), once per crossing: it re-arms when the price is back at or above it. A watch starts from what it sees when it is made; re-importing the same data fires nothing. " +
             EVENT +
-            " 400 invalid-gtin; 422 when `below` is given without the trigger `below` or missing with it; 409 conflict past `WATCH_LIMIT` watches per organization (10,000 by default; the problem's `limit` says it).",
+            " 400 invalid-gtin; 422 unprocessable-body when `below` is given without the trigger `below` or missing with it; 409 conflict past `WATCH_LIMIT` watches per organization (10,000 by default; the problem's `limit` says it).",
           tags: [TAG],
           operationId: "createWatch",
           security,

@@ -35,13 +35,9 @@ export async function createWatch(store: Store, input: CreateWatchInput, rules: 
   const gtin = normalizeGTIN(input.gtin.trim());
   if (gtin === null) throw new Problem("invalid-gtin");
   if ((input.trigger === "below") !== (input.below !== undefined)) {
-    throw new Problem(
-      "invalid-body",
-      { en: "below is required with the trigger \"below\", and only with it.", fr: "below est requis avec le déclencheur « below », et seulement avec lui." },
-      {},
-      {},
-      422,
-    );
+    throw new Problem("unprocessable-body", {
+      detail: { en: "below is required with the trigger \"below\", and only with it.", fr: "below est requis avec le déclencheur « below », et seulement avec lui." },
+    });
   }
   // Merchant ids are stored as feeds give them, trimmed (src/modules/ingest/feed-record.ts).
   const merchantId = input.merchant?.trim() || null;
@@ -50,21 +46,20 @@ export async function createWatch(store: Store, input: CreateWatchInput, rules: 
     rules,
   );
   if (!created.ok) {
-    throw new Problem(
-      "conflict",
-      { en: `Your organization has reached its limit of ${created.limit} price watches; delete one first.`, fr: `Votre organisation a atteint sa limite de ${created.limit} surveillances de prix ; supprimez-en une d'abord.` },
-      { limit: created.limit },
-    );
+    throw new Problem("conflict", {
+      detail: { en: `Your organization has reached its limit of ${created.limit} price watches; delete one first.`, fr: `Votre organisation a atteint sa limite de ${created.limit} surveillances de prix ; supprimez-en une d'abord.` },
+      extensions: { limit: created.limit },
+    });
   }
   return created.watch;
 }
 
 export async function watchOfOrganization(store: Store, organizationId: string, id: string): Promise<PriceWatch> {
   const watch = await store.getWatch(organizationId, id);
-  if (watch === null) throw new Problem("not-found", WATCH_NOT_FOUND);
+  if (watch === null) throw new Problem("not-found", { detail: WATCH_NOT_FOUND });
   return watch;
 }
 
 export async function deleteWatch(store: Store, organizationId: string, id: string): Promise<void> {
-  if (!(await store.deleteWatch(organizationId, id))) throw new Problem("not-found", WATCH_NOT_FOUND);
+  if (!(await store.deleteWatch(organizationId, id))) throw new Problem("not-found", { detail: WATCH_NOT_FOUND });
 }

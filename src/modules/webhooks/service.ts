@@ -13,7 +13,7 @@ export const PREVIOUS_SECRET_VALIDITY_MS = 24 * 3_600_000;
 const ENDPOINT_NOT_FOUND = { en: "No webhook endpoint of your organization has this id.", fr: "Aucun point de terminaison webhook de votre organisation n'a cet identifiant." };
 
 function invalidURL(en: string, fr: string): Problem {
-  return new Problem("invalid-body", { en, fr }, {}, {}, 422);
+  return new Problem("unprocessable-body", { detail: { en, fr } });
 }
 
 /**
@@ -45,7 +45,7 @@ export function checkWebhookURL(raw: string, rules: { policy: AddressPolicy; dev
 
 export async function endpointOfOrganization(store: Store, organizationId: string, id: string): Promise<WebhookEndpoint> {
   const endpoint = await store.getWebhookEndpoint(organizationId, id);
-  if (endpoint === null) throw new Problem("not-found", ENDPOINT_NOT_FOUND);
+  if (endpoint === null) throw new Problem("not-found", { detail: ENDPOINT_NOT_FOUND });
   return endpoint;
 }
 
@@ -58,17 +58,17 @@ export async function createWebhookEndpoint(store: Store, input: { organizationI
 export async function rotateWebhookSecret(store: Store, input: { organizationId: string; id: string; now: number }): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
   const secret = newWebhookSecret();
   const endpoint = await store.rotateWebhookSecret(input.organizationId, input.id, { secret, previousSecretExpiresAt: input.now + PREVIOUS_SECRET_VALIDITY_MS });
-  if (endpoint === null) throw new Problem("not-found", ENDPOINT_NOT_FOUND);
+  if (endpoint === null) throw new Problem("not-found", { detail: ENDPOINT_NOT_FOUND });
   return { endpoint, secret };
 }
 
 export async function deleteWebhookEndpoint(store: Store, input: { organizationId: string; id: string }): Promise<void> {
-  if (!(await store.deleteWebhookEndpoint(input.organizationId, input.id))) throw new Problem("not-found", ENDPOINT_NOT_FOUND);
+  if (!(await store.deleteWebhookEndpoint(input.organizationId, input.id))) throw new Problem("not-found", { detail: ENDPOINT_NOT_FOUND });
 }
 
 export async function enableWebhookEndpoint(store: Store, input: { organizationId: string; id: string }): Promise<WebhookEndpoint> {
   const endpoint = await store.enableWebhookEndpoint(input.organizationId, input.id);
-  if (endpoint === null) throw new Problem("not-found", ENDPOINT_NOT_FOUND);
+  if (endpoint === null) throw new Problem("not-found", { detail: ENDPOINT_NOT_FOUND });
   return endpoint;
 }
 
@@ -88,13 +88,16 @@ export async function sendTestEvent(store: Store, limiter: MemoryRateLimiter, in
   const decision = limiter.take(input.organizationId, input.now, TEST_EVENT_POLICY);
   if (!decision.allowed) {
     const limit = `${TEST_EVENT_POLICY.limit} test events per minute`;
-    throw new Problem("rate-limited", { en: `Your organization may send ${limit}; retry later.`, fr: `Votre organisation peut envoyer ${TEST_EVENT_POLICY.limit} événements de test par minute ; réessayez plus tard.` }, {}, rateLimitHeaders([{ ...decision, policy: TEST_EVENT_POLICY }]));
+    throw new Problem("rate-limited", {
+      detail: { en: `Your organization may send ${limit}; retry later.`, fr: `Votre organisation peut envoyer ${TEST_EVENT_POLICY.limit} événements de test par minute ; réessayez plus tard.` },
+      headers: rateLimitHeaders([{ ...decision, policy: TEST_EVENT_POLICY }]),
+    });
   }
   if (endpoint.status === "disabled") {
-    throw new Problem("conflict", { en: "The endpoint is disabled: nothing is sent to it.", fr: "Le point de terminaison est désactivé : rien ne lui est envoyé." });
+    throw new Problem("conflict", { detail: { en: "The endpoint is disabled: nothing is sent to it.", fr: "Le point de terminaison est désactivé : rien ne lui est envoyé." } });
   }
   const eventId = newId("msg", input.now);
-  if (!(await store.sendTestWebhookEvent(input.organizationId, input.id, { eventId, now: input.now }))) throw new Problem("not-found", ENDPOINT_NOT_FOUND);
+  if (!(await store.sendTestWebhookEvent(input.organizationId, input.id, { eventId, now: input.now }))) throw new Problem("not-found", { detail: ENDPOINT_NOT_FOUND });
   return eventId;
 }
 

@@ -421,7 +421,7 @@ export type GetProductPriceErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details with the request's billing meta: invalid-body
+     * Problem details with the request's billing meta: unprocessable-body
      */
     422: {
         type: string;
@@ -862,7 +862,7 @@ export type GetProductPricesErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details with the request's billing meta: invalid-body
+     * Problem details with the request's billing meta: unprocessable-body
      */
     422: {
         type: string;
@@ -1399,7 +1399,7 @@ export type GetProductPriceHistoryErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details with the request's billing meta: invalid-body
+     * Problem details with the request's billing meta: unprocessable-body
      */
     422: {
         type: string;
@@ -1753,7 +1753,7 @@ export type DevelopmentSignInErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -1896,7 +1896,7 @@ export type SignInWithOidcErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2023,7 +2023,7 @@ export type RefreshSessionErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2150,7 +2150,7 @@ export type SignOutErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2259,7 +2259,7 @@ export type GetCurrentUserErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2386,7 +2386,7 @@ export type ListApiKeysErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2570,7 +2570,7 @@ export type CreateApiKeyErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2753,7 +2753,7 @@ export type RotateApiKeyErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -2952,7 +2952,7 @@ export type UpdateApiKeyErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3126,7 +3126,7 @@ export type RevokeApiKeyErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3253,7 +3253,7 @@ export type GetBillingCatalogErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3403,7 +3403,7 @@ export type GetBillingBalanceErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3540,7 +3540,7 @@ export type ListBillingTransactionsErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3669,7 +3669,7 @@ export type GetBillingUsageErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -3859,7 +3859,7 @@ export type ListBillingInvoicesErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -4025,7 +4025,7 @@ export type StartPackCheckoutErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -4167,7 +4167,7 @@ export type StartSubscriptionCheckoutErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -4304,7 +4304,7 @@ export type OpenBillingPortalErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -4931,7 +4931,7 @@ export type GetWebhookSettingsErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5050,7 +5050,7 @@ export type UpdateWebhookSettingsErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5173,7 +5173,7 @@ export type ListWebhookEndpointsErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5447,7 +5447,7 @@ export type DeleteWebhookEndpointErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5572,7 +5572,7 @@ export type GetWebhookEndpointErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5708,7 +5708,7 @@ export type RotateWebhookSecretErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -5853,7 +5853,7 @@ export type EnableWebhookEndpointErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -6000,7 +6000,7 @@ export type SendWebhookTestEventErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -6147,7 +6147,7 @@ export type ListWebhookDeliveriesErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -6290,7 +6290,7 @@ export type ListWatchesErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -6470,7 +6470,7 @@ export type CreateWatchErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -6626,7 +6626,7 @@ export type DeleteWatchErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -6751,7 +6751,7 @@ export type GetWatchErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -6894,7 +6894,7 @@ export type PushFeedErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -7044,7 +7044,7 @@ export type ListFeedSourcesErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;
@@ -7228,7 +7228,7 @@ export type ListFeedRunsErrors = {
         [key: string]: unknown;
     };
     /**
-     * Problem details: invalid-body
+     * Problem details: unprocessable-body
      */
     422: {
         type: string;

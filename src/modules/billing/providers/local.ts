@@ -27,7 +27,7 @@ export class LocalProvider implements PaymentProvider {
   }
 
   async listInvoices(organizationId: string, query: { limit: number; cursor?: string }) {
-    if (query.cursor !== undefined && !/^inv_[a-z0-9]{1,64}$/.test(query.cursor)) throw new Problem("invalid-parameter", INVALID_CURSOR);
+    if (query.cursor !== undefined && !/^inv_[a-z0-9]{1,64}$/.test(query.cursor)) throw new Problem("invalid-parameter", { detail: INVALID_CURSOR });
     const page = await this.deps.store.listInvoices(organizationId, { limit: query.limit, after: query.cursor });
     const items = page.items.map(
       (invoice): InvoiceView => ({

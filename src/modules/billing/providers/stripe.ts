@@ -47,7 +47,7 @@ async function callStripe<T>(logger: Logger, what: string, call: () => Promise<T
     return await call();
   } catch (error) {
     logger.error("stripe call failed", { call: what, error: error instanceof Error ? error.message : String(error) });
-    throw new Problem("unavailable", UNAVAILABLE);
+    throw new Problem("unavailable", { detail: UNAVAILABLE });
   }
 }
 
@@ -104,7 +104,7 @@ export class StripeProvider implements PaymentProvider {
     const session = await callStripe(this.deps.logger, "checkout.sessions.create", () =>
       this.deps.stripe.checkout.sessions.create(params, { idempotencyKey: `price-service-checkout-${order.id}` }),
     );
-    if (session.url === null) throw new Problem("unavailable", UNAVAILABLE);
+    if (session.url === null) throw new Problem("unavailable", { detail: UNAVAILABLE });
     return { checkoutUrl: session.url, providerRef: session.id };
   }
 
@@ -117,7 +117,7 @@ export class StripeProvider implements PaymentProvider {
   }
 
   async listInvoices(organizationId: string, query: { limit: number; cursor?: string }) {
-    if (query.cursor !== undefined && !/^in_[A-Za-z0-9]{1,250}$/.test(query.cursor)) throw new Problem("invalid-parameter", INVALID_CURSOR);
+    if (query.cursor !== undefined && !/^in_[A-Za-z0-9]{1,250}$/.test(query.cursor)) throw new Problem("invalid-parameter", { detail: INVALID_CURSOR });
     const customer = await this.deps.store.getStripeCustomerId(organizationId);
     if (customer === null) return { items: [], nextCursor: null };
     const list = await callStripe(this.deps.logger, "invoices.list", () =>
@@ -147,7 +147,7 @@ export class StripeProvider implements PaymentProvider {
     try {
       event = await this.deps.stripe.webhooks.constructEventAsync(payload, signature ?? "", this.deps.webhookSecret);
     } catch {
-      throw new Problem("invalid-body", BAD_SIGNATURE);
+      throw new Problem("invalid-body", { detail: BAD_SIGNATURE });
     }
     const applied = await this.apply(event);
     this.deps.logger.info("stripe event", { eventId: event.id, type: event.type, applied });

@@ -1,8 +1,8 @@
 // `npm run simulate -- [--seeds N | --seed S] [--store sqlite|postgres] [--steps N] [--from S] [--trace]`:
-// runs the seeded money simulation (test/simulation/simulation.ts) and prints, per store, the seeds,
+// runs the seeded money simulation (simulation.ts) and prints, per store, the seeds,
 // operations, faults injected and violations. A failing seed prints its trace; `--seed S` replays it.
 import { parseArgs } from "node:util";
-import { DEFAULT_POSTGRES_URL, simulate, type StoreKind } from "../test/simulation/simulation";
+import { DEFAULT_POSTGRES_URL, simulate, type StoreKind } from "./simulation";
 
 const { values } = parseArgs({
   options: {

@@ -1,5 +1,5 @@
-// Long form of test/resilience/crash.test.ts: bun scripts/crash-soak.ts [rounds=50]
-import { runCrashRounds } from "../test/resilience/crash-harness";
+// Long form of test/resilience/crash.test.ts: bun test/resilience/crash-soak.ts [rounds=50] (npm run crash-soak)
+import { runCrashRounds } from "./crash-harness";
 
 const rounds = Number(process.argv[2] ?? 50);
 const started = Date.now();
