@@ -1,5 +1,5 @@
-import { DAY_MS, HOUR_MS } from "./store";
-import { balanceEventTypes } from "./webhook-records";
+import { DAY_MS, HOUR_MS } from "../store";
+import { balanceEventTypes } from "../webhook-records";
 
 /** A look-up whose credits this instance holds in memory, in batch order. */
 export interface HeldDebit {
