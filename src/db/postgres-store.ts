@@ -20,6 +20,7 @@ import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpd
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applyPostgresMigrations } from "./migrate";
 import { DISPUTED } from "./ledger/reversals";
+import { fefoOrder } from "./ledger/allocation";
 import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
 import { type AsyncLedgerPort, type LedgerStep, runAsync } from "./ledger/port";
 import { invoiceColumns, postgresLedgerPort } from "./ledger/postgres";
@@ -113,7 +114,15 @@ const bucketColumns = {
 
 // Soonest-expiring first; buckets that never expire last; then oldest first (reserveCredits
 // spells the same order in SQL, and locks buckets in it).
-const FEFO = [sql`${creditBuckets.expiresAt} ASC NULLS LAST`, asc(creditBuckets.id)] as const;
+const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
+/**
+ * The same order inside postgres.js statements: a fragment of constant text (a template call with
+ * no parameters, as `sql` written inline would make), so each statement's text and plan stay one.
+ */
+function fefo(sql: postgres.Sql | postgres.TransactionSql, table?: string): postgres.PendingQuery<postgres.Row[]> {
+  const text = fefoOrder(table);
+  return sql(Object.assign([text], { raw: [text] }) as unknown as TemplateStringsArray);
+}
 
 /** An organization's buckets with credits to spend at `now` (a placeholder); the organization's id is one too unless given. */
 const spendableBuckets = (organizationId: SQL = sql`${sql.placeholder("organizationId")}`) =>
@@ -775,13 +784,13 @@ export class PostgresStore implements Store {
         WITH locked AS (
           SELECT id, remaining, expires_at FROM credit_buckets
           WHERE organization_id = ${input.organizationId} AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${input.now})
-          ORDER BY expires_at ASC NULLS LAST, id
+          ORDER BY ${fefo(tx)}
           FOR UPDATE
         ),
         total AS (SELECT coalesce(sum(remaining), 0)::bigint AS available FROM locked),
         fefo AS (
           SELECT id, remaining, row_number() OVER w AS position, (sum(remaining) OVER w - remaining)::bigint AS before
-          FROM locked WINDOW w AS (ORDER BY expires_at ASC NULLS LAST, id)
+          FROM locked WINDOW w AS (ORDER BY ${fefo(tx)})
         ),
         taken AS (
           SELECT id, position, least(remaining, ${input.amount}::bigint - before) AS amount
@@ -941,7 +950,7 @@ export class PostgresStore implements Store {
     const organizations = [...new Set(items.flatMap((item) => (item.held === null ? [] : [item.held.organizationId])))].sort();
     const locks = sql`
       SELECT 1 FROM credit_buckets WHERE organization_id = ANY(${organizations}::text[]) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
-      ORDER BY organization_id, expires_at ASC NULLS LAST, id FOR UPDATE`;
+      ORDER BY organization_id, ${fefo(sql)} FOR UPDATE`;
     const debit = sql<Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(
@@ -979,11 +988,11 @@ export class PostgresStore implements Store {
       locked AS (
         SELECT id, organization_id, remaining, expires_at FROM credit_buckets
         WHERE organization_id IN (SELECT held_organization_id FROM uncapped) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
-        ORDER BY organization_id, expires_at ASC NULLS LAST, id
+        ORDER BY organization_id, ${fefo(sql)}
         FOR UPDATE
       ),
       supply AS (
-        SELECT id, organization_id, remaining, (sum(remaining) OVER (PARTITION BY organization_id ORDER BY expires_at ASC NULLS LAST, id) - remaining)::bigint AS before
+        SELECT id, organization_id, remaining, (sum(remaining) OVER (PARTITION BY organization_id ORDER BY ${fefo(sql)}) - remaining)::bigint AS before
         FROM locked
       ),
       spendable AS (SELECT organization_id, sum(remaining)::bigint AS credits FROM locked GROUP BY organization_id),
@@ -1097,7 +1106,7 @@ export class PostgresStore implements Store {
     const buckets = sql<Array<{ id: string; organization_id: string; remaining: string }>>`
       SELECT id, organization_id, remaining FROM credit_buckets
       WHERE organization_id = ANY(${organizations}::text[]) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
-      ORDER BY organization_id, expires_at ASC NULLS LAST, id FOR UPDATE`;
+      ORDER BY organization_id, ${fefo(sql)} FOR UPDATE`;
     // The sums are locked as an UPDATE locks them (not blocking foreign-key checks of other inserts).
     const sums = sql<Array<{ id: string; ledger_balance: string; low_credit_threshold: string | null }>>`
       SELECT id, ledger_balance, low_credit_threshold FROM organizations WHERE id = ANY(${organizations}::text[]) ORDER BY id FOR NO KEY UPDATE`;
@@ -1223,7 +1232,7 @@ export class PostgresStore implements Store {
         owing AS (
           SELECT credit_buckets.id, least(credit_buckets.clawback_owed, given.amount) AS paid
           FROM credit_buckets JOIN given ON given.bucket_id = credit_buckets.id
-          ORDER BY credit_buckets.expires_at ASC NULLS LAST, credit_buckets.id
+          ORDER BY ${fefo(sql, "credit_buckets")}
           FOR UPDATE OF credit_buckets
         ),
         restored AS (

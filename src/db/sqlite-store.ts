@@ -22,6 +22,7 @@ import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./sqlite-webhooks";
 import { balanceEventData, balanceEventTypes, keyEventData, type ClaimedDelivery, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import { DISPUTED } from "./ledger/reversals";
+import { fefoOrder, takeInOrder } from "./ledger/allocation";
 import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
 import { type LedgerPort, runSync } from "./ledger/port";
 import { invoiceColumns, sqliteLedgerPort } from "./ledger/sqlite";
@@ -117,7 +118,7 @@ const bucketColumns = {
 };
 
 // Soonest-expiring first; buckets that never expire last; then oldest first.
-const FEFO = [sql`${creditBuckets.expiresAt} IS NULL`, asc(creditBuckets.expiresAt), asc(creditBuckets.id)] as const;
+const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
 
 const PRODUCT_CACHE_SIZE = 100_000;
 
@@ -768,15 +769,8 @@ export class SQLiteStore implements Store {
     if (keyLimit !== null && this.keySpentIn(keyLine!, utcMonth(input.now)) + (this.keyHolds.get(keyLine!) ?? 0) + input.amount > keyLimit) {
       return { ok: false, available, keyLimit };
     }
-    const allocations: Array<{ bucketId: string; amount: number }> = [];
-    let missing = input.amount;
-    for (const bucket of buckets) {
-      if (missing === 0) break;
-      const take = Math.min(bucket.free, missing);
-      this.changeHold(bucket.id, take);
-      allocations.push({ bucketId: bucket.id, amount: take });
-      missing -= take;
-    }
+    const allocations = takeInOrder(buckets, input.amount);
+    for (const allocation of allocations) this.changeHold(allocation.bucketId, allocation.amount);
     const reservationId = newId("res", input.now);
     this.heldReservations.set(reservationId, { organizationId: input.organizationId, amount: input.amount, allocations, keyId: input.keyId, requestId: input.requestId });
     this.changeKeyHold(input.keyId, input.amount);

@@ -66,6 +66,12 @@ export function invoiceNumber(sequence: number): string {
   return `INV-${String(sequence).padStart(6, "0")}`;
 }
 
+/** The columns of an invoices table that make an InvoiceRecord (all but the sequence). */
+export function invoiceColumnsOf<T extends Record<keyof InvoiceRecord, unknown>>(table: T): Pick<T, keyof InvoiceRecord> {
+  const fields: Array<keyof InvoiceRecord> = ["id", "organizationId", "number", "status", "amount", "currency", "description", "orderId", "subscriptionId", "periodStart", "periodEnd", "createdAt", "paidAt"];
+  return Object.fromEntries(fields.map((field) => [field, table[field]])) as Pick<T, keyof InvoiceRecord>;
+}
+
 /** One port call an operation asks for. */
 export interface LedgerCall {
   method: keyof LedgerPort;

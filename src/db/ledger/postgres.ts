@@ -6,7 +6,7 @@ import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { newId } from "../../lib/ids";
 import { emitPostgres } from "../postgres-webhooks";
 import * as schema from "../schema/postgres";
-import { invoiceNumber, type AsyncLedgerPort, type LedgerEntry } from "./port";
+import { invoiceColumnsOf, invoiceNumber, type AsyncLedgerPort, type LedgerEntry } from "./port";
 
 const { orders, subscriptions, invoices, payments, paymentReversals, providerEvents, creditBuckets, creditTransactions, reservations } = schema;
 
@@ -17,21 +17,7 @@ const INVOICE_LOCK_NAMESPACE = 0x696e7673;
 /** First key of a payment's advisory lock ("pays"); the second is the schema and the payment ref. */
 const PAYMENT_LOCK_NAMESPACE = 0x70617973;
 
-export const invoiceColumns = {
-  id: invoices.id,
-  organizationId: invoices.organizationId,
-  number: invoices.number,
-  status: invoices.status,
-  amount: invoices.amount,
-  currency: invoices.currency,
-  description: invoices.description,
-  orderId: invoices.orderId,
-  subscriptionId: invoices.subscriptionId,
-  periodStart: invoices.periodStart,
-  periodEnd: invoices.periodEnd,
-  createdAt: invoices.createdAt,
-  paidAt: invoices.paidAt,
-};
+export const invoiceColumns = invoiceColumnsOf(invoices);
 
 /** What the PostgreSQL store lends its ledger port: the ledger sum's one writer and the per-bucket write-off. */
 export interface PostgresLedgerDeps {

@@ -6,25 +6,11 @@ import { newId } from "../../lib/ids";
 import type { InvoiceRecord } from "../billing-records";
 import * as schema from "../schema/sqlite";
 import type { NewWebhookEvent } from "../webhook-records";
-import { invoiceNumber, type LedgerEntry, type LedgerPort } from "./port";
+import { invoiceColumnsOf, invoiceNumber, type LedgerEntry, type LedgerPort } from "./port";
 
 const { orders, subscriptions, invoices, payments, paymentReversals, providerEvents, creditBuckets, creditTransactions } = schema;
 
-export const invoiceColumns = {
-  id: invoices.id,
-  organizationId: invoices.organizationId,
-  number: invoices.number,
-  status: invoices.status,
-  amount: invoices.amount,
-  currency: invoices.currency,
-  description: invoices.description,
-  orderId: invoices.orderId,
-  subscriptionId: invoices.subscriptionId,
-  periodStart: invoices.periodStart,
-  periodEnd: invoices.periodEnd,
-  createdAt: invoices.createdAt,
-  paidAt: invoices.paidAt,
-};
+export const invoiceColumns = invoiceColumnsOf(invoices);
 
 /** What the SQLite store lends its ledger port: its connection and the parts that touch its memory (holds, caches). */
 export interface SQLiteLedgerDeps {
