@@ -8,12 +8,9 @@ import { page, toKeyRecord } from "./rows";
 import type {
   CompleteOrderInput,
   CompleteOrderResult,
-  CreditGrant,
-  InvoiceInput,
   InvoiceRecord,
   NewOrder,
   Order,
-  PaymentInput,
   ProviderEvent,
   RenewSubscriptionInput,
   SubscriptionRecord,
@@ -22,13 +19,17 @@ import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feed-writers";
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applyPostgresMigrations } from "./migrate";
-import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
-import { type DebitPlan, type HeldDebit, planHeldDebits } from "./debit-plan";
-import { PostgresWatches } from "./watches/postgres";
+import { DISPUTED } from "./ledger/reversals";
+import { fefoOrder } from "./ledger/allocation";
+import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
+import { type AsyncLedgerPort, type LedgerStep, runAsync } from "./ledger/port";
+import { invoiceColumns, postgresLedgerPort } from "./ledger/postgres";
+import { type DebitPlan, type HeldDebit, planHeldDebits } from "./ledger/debit-plan";
 import { errorCode, isConnectionLost } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
-import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { balanceEventData, balanceEventTypes, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { PostgresWatches } from "./watches/postgres";
 import { PostgresHistory } from "./history/postgres";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/postgres";
@@ -64,7 +65,7 @@ import type {
 
 const { organizations, users, sessions, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
 const { invitations, idempotencyRecords } = schema;
-const { orders, subscriptions, invoices, payments, paymentReversals, providerEvents } = schema;
+const { orders, subscriptions, invoices, payments } = schema;
 const { feedSources, feedRuns, feedTokens, feedSourceFiles, offerPriceHistory, catalogVersion } = schema;
 
 const feedTokenColumns = {
@@ -116,7 +117,15 @@ const bucketColumns = {
 
 // Soonest-expiring first; buckets that never expire last; then oldest first (reserveCredits
 // spells the same order in SQL, and locks buckets in it).
-const FEFO = [sql`${creditBuckets.expiresAt} ASC NULLS LAST`, asc(creditBuckets.id)] as const;
+const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
+/**
+ * The same order inside postgres.js statements: a fragment of constant text (a template call with
+ * no parameters, as `sql` written inline would make), so each statement's text and plan stay one.
+ */
+function fefo(sql: postgres.Sql | postgres.TransactionSql, table?: string): postgres.PendingQuery<postgres.Row[]> {
+  const text = fefoOrder(table);
+  return sql(Object.assign([text], { raw: [text] }) as unknown as TemplateStringsArray);
+}
 
 /** An organization's buckets with credits to spend at `now` (a placeholder); the organization's id is one too unless given. */
 const spendableBuckets = (organizationId: SQL = sql`${sql.placeholder("organizationId")}`) =>
@@ -134,10 +143,6 @@ const CAPPED_KEY = sql`(monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE')`
 const INSERT_CHUNK = 1000;
 /** A transaction that lost a deadlock or a serialization check is run again, this many times at most. */
 const TRANSACTION_ATTEMPTS = 3;
-/** First key of the invoice-numbering advisory lock ("invs"); the second is the schema. */
-const INVOICE_LOCK_NAMESPACE = 0x696e7673;
-/** First key of a payment's advisory lock ("pays"); the second is the schema and the payment ref. */
-const PAYMENT_LOCK_NAMESPACE = 0x70617973;
 /** Debits per group-commit statement at most; more wait for the next one. */
 const COMMIT_BATCH_LIMIT = 500;
 /** Products whose last rows the store remembers (see productFromRows). */
@@ -654,27 +659,19 @@ export class PostgresStore implements Store {
     return moved.ledgerBalance;
   }
 
-  /** Inserts a bucket and its ledger row inside `tx`. */
-  private async insertGrant(tx: Tx, organizationId: string, grant: CreditGrant, now: number): Promise<Bucket> {
-    const bucket: Bucket = {
-      id: newId("bkt", now),
-      organizationId,
-      source: grant.source,
-      granted: grant.amount,
-      remaining: grant.amount,
-      expiresAt: grant.expiresAt,
-      createdAt: now,
-    };
-    await tx.insert(creditBuckets).values(bucket);
-    const balance = await this.appendLedger(tx, { organizationId, type: grant.type, amount: grant.amount, bucketId: bucket.id, description: grant.description, createdAt: now });
-    await emitPostgres(tx, [{ id: newId("msg", now), organizationId, type: "credits.granted", data: grantEventData(bucket, grant.type, balance), createdAt: now }]);
-    return bucket;
+  /** The ledger port on `tx`, for the money operations (ledger/operations.ts). */
+  private ledger(tx: Tx): AsyncLedgerPort {
+    return postgresLedgerPort(tx, { appendLedger: (on, entry) => this.appendLedger(on, entry), writeOffBucket: (on, id, now) => this.writeOffBucket(on, id, now) });
   }
 
-  // Invariant: a bucket and its ledger row are written together; ledger sum = available + reserved.
+  /** Runs a money operation in one transaction (retried whole after a deadlock or a serialization failure). */
+  private money<T>(operation: () => LedgerStep<T>): Promise<T> {
+    return this.transaction((tx) => runAsync(operation(), this.ledger(tx)));
+  }
+
   async grantCredits(input: Parameters<Store["grantCredits"]>[0]): Promise<Bucket> {
-    const { organizationId, now, ...grant } = input;
-    return this.transaction((tx) => this.insertGrant(tx, organizationId, grant, now));
+    const { organizationId, now, ...credits } = input;
+    return this.money(() => grant(organizationId, credits, now));
   }
 
   /**
@@ -800,13 +797,13 @@ export class PostgresStore implements Store {
         WITH locked AS (
           SELECT id, remaining, expires_at FROM credit_buckets
           WHERE organization_id = ${input.organizationId} AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${input.now})
-          ORDER BY expires_at ASC NULLS LAST, id
+          ORDER BY ${fefo(tx)}
           FOR UPDATE
         ),
         total AS (SELECT coalesce(sum(remaining), 0)::bigint AS available FROM locked),
         fefo AS (
           SELECT id, remaining, row_number() OVER w AS position, (sum(remaining) OVER w - remaining)::bigint AS before
-          FROM locked WINDOW w AS (ORDER BY expires_at ASC NULLS LAST, id)
+          FROM locked WINDOW w AS (ORDER BY ${fefo(tx)})
         ),
         taken AS (
           SELECT id, position, least(remaining, ${input.amount}::bigint - before) AS amount
@@ -966,7 +963,7 @@ export class PostgresStore implements Store {
     const organizations = [...new Set(items.flatMap((item) => (item.held === null ? [] : [item.held.organizationId])))].sort();
     const locks = sql`
       SELECT 1 FROM credit_buckets WHERE organization_id = ANY(${organizations}::text[]) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
-      ORDER BY organization_id, expires_at ASC NULLS LAST, id FOR UPDATE`;
+      ORDER BY organization_id, ${fefo(sql)} FOR UPDATE`;
     const debit = sql<Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(
@@ -1004,11 +1001,11 @@ export class PostgresStore implements Store {
       locked AS (
         SELECT id, organization_id, remaining, expires_at FROM credit_buckets
         WHERE organization_id IN (SELECT held_organization_id FROM uncapped) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
-        ORDER BY organization_id, expires_at ASC NULLS LAST, id
+        ORDER BY organization_id, ${fefo(sql)}
         FOR UPDATE
       ),
       supply AS (
-        SELECT id, organization_id, remaining, (sum(remaining) OVER (PARTITION BY organization_id ORDER BY expires_at ASC NULLS LAST, id) - remaining)::bigint AS before
+        SELECT id, organization_id, remaining, (sum(remaining) OVER (PARTITION BY organization_id ORDER BY ${fefo(sql)}) - remaining)::bigint AS before
         FROM locked
       ),
       spendable AS (SELECT organization_id, sum(remaining)::bigint AS credits FROM locked GROUP BY organization_id),
@@ -1122,7 +1119,7 @@ export class PostgresStore implements Store {
     const buckets = sql<Array<{ id: string; organization_id: string; remaining: string }>>`
       SELECT id, organization_id, remaining FROM credit_buckets
       WHERE organization_id = ANY(${organizations}::text[]) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
-      ORDER BY organization_id, expires_at ASC NULLS LAST, id FOR UPDATE`;
+      ORDER BY organization_id, ${fefo(sql)} FOR UPDATE`;
     // The sums are locked as an UPDATE locks them (not blocking foreign-key checks of other inserts).
     const sums = sql<Array<{ id: string; ledger_balance: string; low_credit_threshold: string | null }>>`
       SELECT id, ledger_balance, low_credit_threshold FROM organizations WHERE id = ANY(${organizations}::text[]) ORDER BY id FOR NO KEY UPDATE`;
@@ -1248,7 +1245,7 @@ export class PostgresStore implements Store {
         owing AS (
           SELECT credit_buckets.id, least(credit_buckets.clawback_owed, given.amount) AS paid
           FROM credit_buckets JOIN given ON given.bucket_id = credit_buckets.id
-          ORDER BY credit_buckets.expires_at ASC NULLS LAST, credit_buckets.id
+          ORDER BY ${fefo(sql, "credit_buckets")}
           FOR UPDATE OF credit_buckets
         ),
         restored AS (
@@ -1439,7 +1436,7 @@ export class PostgresStore implements Store {
             organizationId = newId("org", input.now);
             await tx.insert(organizations).values({ id: organizationId, name: input.newOrganizationName, createdAt: input.now });
             if (input.trialCredits > 0) {
-              await this.insertGrant(tx, organizationId, { source: "trial", type: "trial", amount: input.trialCredits, expiresAt: null, description: "Trial credits" }, input.now);
+              await runAsync(grant(organizationId, { source: "trial", type: "trial", amount: input.trialCredits, expiresAt: null, description: "Trial credits" }, input.now), this.ledger(tx));
             }
           }
           const user: User = {
@@ -1594,102 +1591,12 @@ export class PostgresStore implements Store {
     return page(rows, query.limit);
   }
 
-  /**
-   * Inserts the event row inside `tx`; false when it was already there (the event was applied
-   * before). An instance inserting the same id meanwhile makes this wait for its outcome.
-   */
-  private async claimEvent(tx: Tx, event: ProviderEvent | null, now: number): Promise<boolean> {
-    if (event === null) return true;
-    const inserted = await tx.insert(providerEvents).values({ id: event.id, type: event.type, receivedAt: now }).onConflictDoNothing().returning({ id: providerEvents.id });
-    return inserted.length === 1;
-  }
-
-  private async insertPayment(tx: Tx, organizationId: string, bucket: Bucket, payment: PaymentInput, now: number): Promise<void> {
-    await tx
-      .insert(payments)
-      .values({ ref: payment.ref, organizationId, bucketId: bucket.id, credits: bucket.granted, amount: payment.amount, currency: payment.currency, createdAt: now })
-      .onConflictDoNothing();
-  }
-
-  /**
-   * A paid invoice with the next number. Numbers have no gaps: the sequence is taken under a
-   * transaction-scoped advisory lock (per schema), held until commit, so instances take turns and
-   * each reads the previous holder's committed invoice; the unique index backs it.
-   */
-  private async insertInvoice(tx: Tx, organizationId: string, input: InvoiceInput & { orderId: string | null; subscriptionId: string | null }, now: number): Promise<InvoiceRecord> {
-    await tx.execute(sql`SELECT pg_advisory_xact_lock(${INVOICE_LOCK_NAMESPACE}, hashtext(current_schema()))`);
-    const [last] = await tx.select({ last: sql<number>`coalesce(max(${invoices.sequence}), 0)`.mapWith(Number) }).from(invoices);
-    const sequence = last!.last + 1;
-    const [invoice] = await tx
-      .insert(invoices)
-      .values({ id: newId("inv", now), organizationId, sequence, number: `INV-${String(sequence).padStart(6, "0")}`, status: "paid", ...input, createdAt: now, paidAt: now })
-      .returning(this.invoiceColumns);
-    await emitPostgres(tx, [{ id: newId("msg", now), organizationId, type: "invoice.created", data: invoiceEventData(invoice!), createdAt: now }]);
-    return invoice!;
-  }
-
-  // Invariant: an order is completed once. The conditional pending → completed update (and, for a
-  // provider event, the event row) commit with the grant, so a second completion, on any instance,
-  // waits for the first and then writes nothing.
   async completeOrder(input: CompleteOrderInput): Promise<CompleteOrderResult> {
-    const { now } = input;
-    return this.transaction(async (tx): Promise<CompleteOrderResult> => {
-      const unchanged = async () => {
-        const [current] = await tx.select().from(orders).where(eq(orders.id, input.orderId));
-        return { applied: false, order: current ?? null, bucket: null, invoice: null, subscription: null };
-      };
-      if (input.payment !== null) await this.lockPayment(tx, input.payment.ref);
-      if (!(await this.claimEvent(tx, input.event, now))) return unchanged();
-      const [order] = await tx
-        .update(orders)
-        .set({ status: "completed", completedAt: now })
-        .where(and(eq(orders.id, input.orderId), eq(orders.status, "pending")))
-        .returning();
-      if (order === undefined) return unchanged();
-      const bucket = input.grant === null ? null : await this.insertGrant(tx, order.organizationId, input.grant, now);
-      if (bucket !== null && input.payment !== null) {
-        await this.insertPayment(tx, order.organizationId, bucket, input.payment, now);
-        await this.settlePayment(tx, input.payment.ref, REVERSED_BEFORE_PAID, now);
-      }
-      let subscription: SubscriptionRecord | null = null;
-      if (input.subscription !== null) {
-        const [created] = await tx
-          .insert(subscriptions)
-          .values({
-            id: newId("sub", now),
-            organizationId: order.organizationId,
-            orderId: order.id,
-            planId: order.itemId,
-            planName: order.itemName,
-            creditsPerPeriod: order.credits,
-            interval: order.interval ?? "month",
-            amount: order.amount,
-            currency: order.currency,
-            status: "active",
-            startedAt: now,
-            currentPeriodStart: now,
-            currentPeriodEnd: input.subscription.periodEnd,
-            createdAt: now,
-          })
-          .returning();
-        subscription = created!;
-      }
-      const invoice =
-        input.invoice === null ? null : await this.insertInvoice(tx, order.organizationId, { ...input.invoice, orderId: order.id, subscriptionId: subscription?.id ?? null }, now);
-      return { applied: true, order, bucket, invoice, subscription };
-    });
+    return this.money(() => completeOrder(input));
   }
 
-  // Invariant: the event row and the grant commit together, so a redelivered event grants nothing.
-  async applyPaidGrant(input: { event: ProviderEvent; organizationId: string; grant: CreditGrant; payment: PaymentInput; now: number }): Promise<{ applied: boolean; bucket: Bucket | null }> {
-    return this.transaction(async (tx) => {
-      await this.lockPayment(tx, input.payment.ref);
-      if (!(await this.claimEvent(tx, input.event, input.now))) return { applied: false, bucket: null };
-      const bucket = await this.insertGrant(tx, input.organizationId, input.grant, input.now);
-      await this.insertPayment(tx, input.organizationId, bucket, input.payment, input.now);
-      await this.settlePayment(tx, input.payment.ref, REVERSED_BEFORE_PAID, input.now);
-      return { applied: true, bucket };
-    });
+  async applyPaidGrant(input: Parameters<Store["applyPaidGrant"]>[0]): Promise<{ applied: boolean; bucket: Bucket | null }> {
+    return this.money(() => applyPaidGrant(input));
   }
 
   async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<PaymentReversalResult> {
@@ -1700,81 +1607,8 @@ export class PostgresStore implements Store {
     return this.reversePayment(input.event, input.ref, { dispute: input.dispute }, DISPUTED, input.now);
   }
 
-  /**
-   * Takes the transaction-scoped advisory lock of a payment ref, before anything else of the
-   * payment or its organization is locked: a reversal and the grant recording the payment take turns
-   * on it, so whichever commits second sees the other (READ COMMITTED), in either order.
-   */
-  private async lockPayment(tx: Tx, ref: string): Promise<void> {
-    await tx.execute(sql`SELECT pg_advisory_xact_lock(${PAYMENT_LOCK_NAMESPACE}, hashtext(current_schema() || ':' || ${ref}))`);
-  }
-
-  /** Records a refund or dispute report under its payment ref (known yet or not) and settles the payment, with the event row. */
   private async reversePayment(event: ProviderEvent | null, ref: string, report: { refundedAmount?: number; dispute?: DisputeReport }, description: string, now: number): Promise<PaymentReversalResult> {
-    return this.transaction(async (tx): Promise<PaymentReversalResult> => {
-      await this.lockPayment(tx, ref);
-      const [payment] = await tx.select({ organizationId: payments.organizationId }).from(payments).where(eq(payments.ref, ref));
-      const unchanged = { applied: false, clawedBack: 0, reinstated: 0, organizationId: payment?.organizationId ?? null };
-      if (!(await this.claimEvent(tx, event, now))) return unchanged;
-      const [current] = await tx.select().from(paymentReversals).where(eq(paymentReversals.ref, ref));
-      const next = mergeReversal(current, report);
-      if (next === null) return unchanged;
-      await tx.insert(paymentReversals).values({ ref, ...next, updatedAt: now }).onConflictDoUpdate({ target: paymentReversals.ref, set: { ...next, updatedAt: now } });
-      return { applied: true, ...(await this.settlePayment(tx, ref, description, now)) };
-    });
-  }
-
-  // Invariant: a payment's bucket gives up (or gets back) exactly what its reversal claims beyond (or
-  // below) what was claimed before, with one ledger row, never below zero; credits reserved by
-  // requests in flight are already out of the bucket. Runs under the payment's lock (lockPayment);
-  // grants call it too, so a reversal that came first settles with them.
-  private async settlePayment(tx: Tx, ref: string, description: string, now: number): Promise<{ clawedBack: number; reinstated: number; organizationId: string | null }> {
-    const [payment] = await tx.select().from(payments).where(eq(payments.ref, ref));
-    if (payment === undefined) return { clawedBack: 0, reinstated: 0, organizationId: null };
-    const [reversal] = await tx.select().from(paymentReversals).where(eq(paymentReversals.ref, ref));
-    const target = reversal === undefined ? { amount: 0, credits: 0 } : creditsTakenBack(payment, reversal);
-    const unchanged = { clawedBack: 0, reinstated: 0, organizationId: payment.organizationId };
-    if (target.credits === payment.refundedCredits) return unchanged;
-    await tx.update(payments).set({ refundedAmount: target.amount, refundedCredits: target.credits }).where(eq(payments.ref, ref));
-    // Credits past their expiry are not the customer's any more: write them off first, as expiry.
-    const expired = await tx
-      .select({ id: creditBuckets.id })
-      .from(creditBuckets)
-      .where(and(eq(creditBuckets.organizationId, payment.organizationId), gt(creditBuckets.remaining, 0), lte(creditBuckets.expiresAt, now)))
-      .orderBy(asc(creditBuckets.id));
-    for (const { id } of expired) await this.writeOffBucket(tx, id, now);
-    const [bucket] = await tx
-      .select({ remaining: creditBuckets.remaining, owed: creditBuckets.clawbackOwed, expiresAt: creditBuckets.expiresAt })
-      .from(creditBuckets)
-      .where(eq(creditBuckets.id, payment.bucketId))
-      .for("update");
-    // With the bucket locked, no reservation of it can start or be given back meanwhile.
-    const [reserved] = await tx
-      .select({ held: sql<number>`coalesce(sum((allocation->>'amount')::bigint), 0)`.mapWith(Number) })
-      .from(sql`${reservations}, jsonb_array_elements(${reservations.allocations}) AS allocation`)
-      .where(and(eq(reservations.organizationId, payment.organizationId), sql`allocation->>'bucketId' = ${payment.bucketId}`));
-    const [taken] = await tx
-      .select({ taken: sql<number>`coalesce(-sum(${creditTransactions.amount}), 0)`.mapWith(Number) })
-      .from(creditTransactions)
-      .where(and(eq(creditTransactions.bucketId, payment.bucketId), inArray(creditTransactions.type, ["refund", "adjustment"])));
-    const { delta, owed } = settleBucket({
-      previous: payment.refundedCredits,
-      target: target.credits,
-      free: bucket!.remaining,
-      held: reserved!.held,
-      owed: bucket!.owed,
-      taken: taken!.taken,
-      expired: bucket!.expiresAt !== null && bucket!.expiresAt <= now,
-    });
-    await tx
-      .update(creditBuckets)
-      .set({ remaining: sql`${creditBuckets.remaining} + ${delta}`, clawbackOwed: owed })
-      .where(eq(creditBuckets.id, payment.bucketId));
-    if (delta !== 0) {
-      const row = delta < 0 ? { type: "refund" as const, description } : { type: "adjustment" as const, description: REINSTATED };
-      await this.appendLedger(tx, { organizationId: payment.organizationId, amount: delta, bucketId: payment.bucketId, createdAt: now, ...row });
-    }
-    return { clawedBack: Math.max(-delta, 0), reinstated: Math.max(delta, 0), organizationId: payment.organizationId };
+    return this.money(() => reversePayment({ event, ref, report, description, now }));
   }
 
   async hasPayment(ref: string): Promise<boolean> {
@@ -1783,28 +1617,12 @@ export class PostgresStore implements Store {
   }
 
   async recordProviderEvent(event: ProviderEvent, now: number): Promise<boolean> {
-    return this.transaction((tx) => this.claimEvent(tx, event, now));
+    return this.transaction((tx) => this.ledger(tx).claimEvent(event, now));
   }
-
-  private readonly invoiceColumns = {
-    id: invoices.id,
-    organizationId: invoices.organizationId,
-    number: invoices.number,
-    status: invoices.status,
-    amount: invoices.amount,
-    currency: invoices.currency,
-    description: invoices.description,
-    orderId: invoices.orderId,
-    subscriptionId: invoices.subscriptionId,
-    periodStart: invoices.periodStart,
-    periodEnd: invoices.periodEnd,
-    createdAt: invoices.createdAt,
-    paidAt: invoices.paidAt,
-  };
 
   async listInvoices(organizationId: string, query: { limit: number; after?: string }): Promise<Page<InvoiceRecord>> {
     const rows = await this.db
-      .select(this.invoiceColumns)
+      .select(invoiceColumns)
       .from(invoices)
       .where(and(eq(invoices.organizationId, organizationId), query.after ? lt(invoices.id, query.after) : undefined))
       .orderBy(desc(invoices.id))
@@ -1813,7 +1631,7 @@ export class PostgresStore implements Store {
   }
 
   async getInvoice(id: string): Promise<InvoiceRecord | null> {
-    const [invoice] = await this.db.select(this.invoiceColumns).from(invoices).where(eq(invoices.id, id));
+    const [invoice] = await this.db.select(invoiceColumns).from(invoices).where(eq(invoices.id, id));
     return invoice ?? null;
   }
 
@@ -1830,22 +1648,8 @@ export class PostgresStore implements Store {
       .limit(limit);
   }
 
-  // Invariant: a period is granted and invoiced once: the conditional move from the period end the
-  // caller saw commits with the grant, the invoice and its payment row; a second instance renewing
-  // the same period waits on the row and then finds the period end moved.
   async renewSubscription(input: RenewSubscriptionInput): Promise<{ applied: boolean; bucket: Bucket | null; invoice: InvoiceRecord | null }> {
-    return this.transaction(async (tx) => {
-      const [subscription] = await tx
-        .update(subscriptions)
-        .set({ currentPeriodStart: input.periodStart, currentPeriodEnd: input.periodEnd })
-        .where(and(eq(subscriptions.id, input.subscriptionId), eq(subscriptions.status, "active"), eq(subscriptions.currentPeriodEnd, input.expectedPeriodEnd)))
-        .returning();
-      if (subscription === undefined) return { applied: false, bucket: null, invoice: null };
-      const bucket = await this.insertGrant(tx, subscription.organizationId, input.grant, input.now);
-      const invoice = await this.insertInvoice(tx, subscription.organizationId, { ...input.invoice, orderId: null, subscriptionId: subscription.id }, input.now);
-      await this.insertPayment(tx, subscription.organizationId, bucket, { ref: invoice.id, amount: invoice.amount, currency: invoice.currency }, input.now);
-      return { applied: true, bucket, invoice };
-    });
+    return this.money(() => renewSubscription(input));
   }
 
   async cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null> {

@@ -1,6 +1,6 @@
 import { checkpointOnWorker } from "./sqlite-checkpointer";
 import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
-import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
@@ -8,12 +8,9 @@ import { page, toKeyRecord } from "./rows";
 import type {
   CompleteOrderInput,
   CompleteOrderResult,
-  CreditGrant,
-  InvoiceInput,
   InvoiceRecord,
   NewOrder,
   Order,
-  PaymentInput,
   ProviderEvent,
   RenewSubscriptionInput,
   SubscriptionRecord,
@@ -23,11 +20,15 @@ import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpd
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./sqlite-webhooks";
+import { balanceEventData, balanceEventTypes, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { DISPUTED } from "./ledger/reversals";
+import { fefoOrder, takeInOrder } from "./ledger/allocation";
+import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
+import { type LedgerPort, runSync } from "./ledger/port";
+import { invoiceColumns, sqliteLedgerPort } from "./ledger/sqlite";
 import { SQLiteWatches } from "./watches/sqlite";
-import { balanceEventData, balanceEventTypes, grantEventData, invoiceEventData, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import { SQLiteHistory } from "./history/sqlite";
 import type { HistoryQuery } from "./history/records";
-import { creditsTakenBack, DISPUTED, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./payment-reversals";
 import * as schema from "./schema/sqlite";
 import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, SYSTEM_USER_ID, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
 import type {
@@ -61,7 +62,7 @@ import type {
 
 const { organizations, users, sessions, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions } = schema;
 const { invitations, idempotencyRecords } = schema;
-const { orders, subscriptions, invoices, payments, paymentReversals, providerEvents } = schema;
+const { orders, subscriptions, invoices, payments } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
 
@@ -120,7 +121,7 @@ const bucketColumns = {
 };
 
 // Soonest-expiring first; buckets that never expire last; then oldest first.
-const FEFO = [sql`${creditBuckets.expiresAt} IS NULL`, asc(creditBuckets.expiresAt), asc(creditBuckets.id)] as const;
+const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
 
 const PRODUCT_CACHE_SIZE = 100_000;
 
@@ -197,6 +198,13 @@ export class SQLiteStore implements Store {
     this.webhooks = new SQLiteWebhooks(database);
     this.watches = new SQLiteWatches(database, (organizationId, now) => this.spendableBuckets(organizationId, now));
     this.history = new SQLiteHistory(database);
+    this.ledger = sqliteLedgerPort({
+      db: this.db,
+      appendLedger: (entry) => this.appendLedger(entry),
+      emit: (events) => this.webhooks.emit(events),
+      writeOffExpired: (organizationId, now) => void this.writeOffExpired(organizationId, now),
+      heldIn: (bucketId) => this.holds.get(bucketId) ?? 0,
+    });
   }
 
   private readonly watches: SQLiteWatches;
@@ -632,27 +640,12 @@ export class SQLiteStore implements Store {
     return row;
   }
 
-  /** Inserts a bucket and its ledger row inside `tx`. */
-  private insertGrant(tx: DB, organizationId: string, grant: CreditGrant, now: number): Bucket {
-    const bucket: Bucket = {
-      id: newId("bkt", now),
-      organizationId,
-      source: grant.source,
-      granted: grant.amount,
-      remaining: grant.amount,
-      expiresAt: grant.expiresAt,
-      createdAt: now,
-    };
-    tx.insert(creditBuckets).values(bucket).run();
-    const balance = this.appendLedger({ organizationId, type: grant.type, amount: grant.amount, bucketId: bucket.id, description: grant.description, createdAt: now });
-    this.webhooks.emit([{ id: newId("msg", now), organizationId, type: "credits.granted", data: grantEventData(bucket, grant.type, balance), createdAt: now }]);
-    return bucket;
-  }
+  /** The ledger port on this connection, for the money operations (ledger/operations.ts). */
+  private readonly ledger: LedgerPort;
 
-  // Invariant: a bucket and its ledger row are written together; ledger sum = available + reserved.
   async grantCredits(input: Parameters<Store["grantCredits"]>[0]): Promise<Bucket> {
-    const { organizationId, now, ...grant } = input;
-    return this.write((tx) => this.insertGrant(tx, organizationId, grant, now));
+    const { organizationId, now, ...credits } = input;
+    return this.write(() => runSync(grant(organizationId, credits, now), this.ledger));
   }
 
   /**
@@ -789,15 +782,8 @@ export class SQLiteStore implements Store {
     if (keyLimit !== null && this.keySpentIn(keyLine!, utcMonth(input.now)) + (this.keyHolds.get(keyLine!) ?? 0) + input.amount > keyLimit) {
       return { ok: false, available, keyLimit };
     }
-    const allocations: Array<{ bucketId: string; amount: number }> = [];
-    let missing = input.amount;
-    for (const bucket of buckets) {
-      if (missing === 0) break;
-      const take = Math.min(bucket.free, missing);
-      this.changeHold(bucket.id, take);
-      allocations.push({ bucketId: bucket.id, amount: take });
-      missing -= take;
-    }
+    const allocations = takeInOrder(buckets, input.amount);
+    for (const allocation of allocations) this.changeHold(allocation.bucketId, allocation.amount);
     const reservationId = newId("res", input.now);
     this.heldReservations.set(reservationId, { organizationId: input.organizationId, amount: input.amount, allocations, keyId: input.keyId, requestId: input.requestId });
     this.changeKeyHold(input.keyId, input.amount);
@@ -1223,7 +1209,7 @@ export class SQLiteStore implements Store {
 
   // The same bucket, ledger row and credits.granted event as grantCredits, inside the sign-in transaction (SQLite has no nested transactions).
   private insertTrialGrant(tx: DB, organizationId: string, amount: number, now: number): void {
-    this.insertGrant(tx, organizationId, { source: "trial", type: "trial", amount, expiresAt: null, description: "Trial credits" }, now);
+    runSync(grant(organizationId, { source: "trial", type: "trial", amount, expiresAt: null, description: "Trial credits" }, now), this.ledger);
   }
 
   async getUserByEmail(email: string): Promise<User | null> {
@@ -1362,89 +1348,12 @@ export class SQLiteStore implements Store {
     return page(rows, query.limit);
   }
 
-  /** Inserts the event row inside `tx`; false when it was already there (the event was applied before). */
-  private claimEvent(tx: DB, event: ProviderEvent | null, now: number): boolean {
-    if (event === null) return true;
-    const inserted = tx.insert(providerEvents).values({ id: event.id, type: event.type, receivedAt: now }).onConflictDoNothing().returning({ id: providerEvents.id }).all();
-    return inserted.length === 1;
-  }
-
-  private insertPayment(tx: DB, organizationId: string, bucket: Bucket, payment: PaymentInput, now: number): void {
-    tx.insert(payments)
-      .values({ ref: payment.ref, organizationId, bucketId: bucket.id, credits: bucket.granted, amount: payment.amount, currency: payment.currency, createdAt: now })
-      .onConflictDoNothing()
-      .run();
-  }
-
-  /** A paid invoice with the next number. Numbers have no gaps: the sequence is taken inside the write lock. */
-  private insertInvoice(tx: DB, organizationId: string, input: InvoiceInput & { orderId: string | null; subscriptionId: string | null }, now: number): InvoiceRecord {
-    const sequence = tx.select({ last: sql<number>`coalesce(max(${invoices.sequence}), 0)` }).from(invoices).get()!.last + 1;
-    const invoice = tx
-      .insert(invoices)
-      .values({ id: newId("inv", now), organizationId, sequence, number: `INV-${String(sequence).padStart(6, "0")}`, status: "paid", ...input, createdAt: now, paidAt: now })
-      .returning(this.invoiceColumns)
-      .get();
-    this.webhooks.emit([{ id: newId("msg", now), organizationId, type: "invoice.created", data: invoiceEventData(invoice), createdAt: now }]);
-    return invoice;
-  }
-
-  // Invariant: an order is completed once. The conditional pending → completed update (and, for a
-  // provider event, the event row) commit with the grant, so a second completion writes nothing.
   async completeOrder(input: CompleteOrderInput): Promise<CompleteOrderResult> {
-    const { now } = input;
-    return this.write((tx): CompleteOrderResult => {
-      const unchanged = { applied: false, order: tx.select().from(orders).where(eq(orders.id, input.orderId)).get() ?? null, bucket: null, invoice: null, subscription: null };
-      if (!this.claimEvent(tx, input.event, now)) return unchanged;
-      const order = tx
-        .update(orders)
-        .set({ status: "completed", completedAt: now })
-        .where(and(eq(orders.id, input.orderId), eq(orders.status, "pending")))
-        .returning()
-        .get();
-      if (order === undefined) return unchanged;
-      const bucket = input.grant === null ? null : this.insertGrant(tx, order.organizationId, input.grant, now);
-      if (bucket !== null && input.payment !== null) {
-        this.insertPayment(tx, order.organizationId, bucket, input.payment, now);
-        this.settlePayment(tx, input.payment.ref, REVERSED_BEFORE_PAID, now);
-      }
-      let subscription: SubscriptionRecord | null = null;
-      if (input.subscription !== null) {
-        subscription = tx
-          .insert(subscriptions)
-          .values({
-            id: newId("sub", now),
-            organizationId: order.organizationId,
-            orderId: order.id,
-            planId: order.itemId,
-            planName: order.itemName,
-            creditsPerPeriod: order.credits,
-            interval: order.interval ?? "month",
-            amount: order.amount,
-            currency: order.currency,
-            status: "active",
-            startedAt: now,
-            currentPeriodStart: now,
-            currentPeriodEnd: input.subscription.periodEnd,
-            createdAt: now,
-          })
-          .returning()
-          .get();
-      }
-      const invoice =
-        input.invoice === null ? null : this.insertInvoice(tx, order.organizationId, { ...input.invoice, orderId: order.id, subscriptionId: subscription?.id ?? null }, now);
-      return { applied: true, order, bucket, invoice, subscription };
-    });
+    return this.write(() => runSync(completeOrder(input), this.ledger));
   }
 
-  // Invariant: the event row and the grant commit together, so a redelivered event grants nothing.
-  async applyPaidGrant(input: { event: ProviderEvent; organizationId: string; grant: CreditGrant; payment: PaymentInput; now: number }): Promise<{ applied: boolean; bucket: Bucket | null }> {
-    return this.write((tx) => {
-      if (!this.claimEvent(tx, input.event, input.now)) return { applied: false, bucket: null };
-      const bucket = this.insertGrant(tx, input.organizationId, input.grant, input.now);
-      this.insertPayment(tx, input.organizationId, bucket, input.payment, input.now);
-      this.settlePayment(tx, input.payment.ref, REVERSED_BEFORE_PAID, input.now);
-      return { applied: true, bucket };
-    });
+  async applyPaidGrant(input: Parameters<Store["applyPaidGrant"]>[0]): Promise<{ applied: boolean; bucket: Bucket | null }> {
+    return this.write(() => runSync(applyPaidGrant(input), this.ledger));
   }
 
   async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<PaymentReversalResult> {
@@ -1455,59 +1364,8 @@ export class SQLiteStore implements Store {
     return this.reversePayment(input.event, input.ref, { dispute: input.dispute }, DISPUTED, input.now);
   }
 
-  /** Records a refund or dispute report under its payment ref (known yet or not) and settles the payment, with the event row. */
   private reversePayment(event: ProviderEvent | null, ref: string, report: { refundedAmount?: number; dispute?: DisputeReport }, description: string, now: number): PaymentReversalResult {
-    return this.write((tx): PaymentReversalResult => {
-      const payment = tx.select({ organizationId: payments.organizationId }).from(payments).where(eq(payments.ref, ref)).get();
-      const unchanged = { applied: false, clawedBack: 0, reinstated: 0, organizationId: payment?.organizationId ?? null };
-      if (!this.claimEvent(tx, event, now)) return unchanged;
-      const current = tx.select().from(paymentReversals).where(eq(paymentReversals.ref, ref)).get();
-      const next = mergeReversal(current, report);
-      if (next === null) return unchanged;
-      tx.insert(paymentReversals).values({ ref, ...next, updatedAt: now }).onConflictDoUpdate({ target: paymentReversals.ref, set: { ...next, updatedAt: now } }).run();
-      return { applied: true, ...this.settlePayment(tx, ref, description, now) };
-    });
-  }
-
-  // Invariant: a payment's bucket gives up (or gets back) exactly what its reversal claims beyond (or
-  // below) what was claimed before, with one ledger row, never below zero and never the credits held
-  // by requests in flight; grants call this too, so a reversal that came first settles with them.
-  private settlePayment(tx: DB, ref: string, description: string, now: number): { clawedBack: number; reinstated: number; organizationId: string | null } {
-    const payment = tx.select().from(payments).where(eq(payments.ref, ref)).get();
-    if (payment === undefined) return { clawedBack: 0, reinstated: 0, organizationId: null };
-    const reversal = tx.select().from(paymentReversals).where(eq(paymentReversals.ref, ref)).get();
-    const target = reversal === undefined ? { amount: 0, credits: 0 } : creditsTakenBack(payment, reversal);
-    const unchanged = { clawedBack: 0, reinstated: 0, organizationId: payment.organizationId };
-    if (target.credits === payment.refundedCredits) return unchanged;
-    tx.update(payments).set({ refundedAmount: target.amount, refundedCredits: target.credits }).where(eq(payments.ref, ref)).run();
-    // Credits past their expiry are not the customer's any more: write them off first, as expiry.
-    this.writeOffExpired(payment.organizationId, now);
-    const bucket = tx
-      .select({ remaining: creditBuckets.remaining, owed: creditBuckets.clawbackOwed, expiresAt: creditBuckets.expiresAt })
-      .from(creditBuckets)
-      .where(eq(creditBuckets.id, payment.bucketId))
-      .get()!;
-    const held = this.holds.get(payment.bucketId) ?? 0;
-    const taken = tx
-      .select({ taken: sql<number>`coalesce(-sum(${creditTransactions.amount}), 0)` })
-      .from(creditTransactions)
-      .where(and(eq(creditTransactions.bucketId, payment.bucketId), inArray(creditTransactions.type, ["refund", "adjustment"])))
-      .get()!.taken;
-    const { delta, owed } = settleBucket({
-      previous: payment.refundedCredits,
-      target: target.credits,
-      free: bucket.remaining - held,
-      held,
-      owed: bucket.owed,
-      taken,
-      expired: bucket.expiresAt !== null && bucket.expiresAt <= now,
-    });
-    tx.update(creditBuckets).set({ remaining: bucket.remaining + delta, clawbackOwed: owed }).where(eq(creditBuckets.id, payment.bucketId)).run();
-    if (delta !== 0) {
-      const row = delta < 0 ? { type: "refund" as const, description } : { type: "adjustment" as const, description: REINSTATED };
-      this.appendLedger({ organizationId: payment.organizationId, amount: delta, bucketId: payment.bucketId, createdAt: now, ...row });
-    }
-    return { clawedBack: Math.max(-delta, 0), reinstated: Math.max(delta, 0), organizationId: payment.organizationId };
+    return this.write(() => runSync(reversePayment({ event, ref, report, description, now }), this.ledger));
   }
 
   async hasPayment(ref: string): Promise<boolean> {
@@ -1515,28 +1373,12 @@ export class SQLiteStore implements Store {
   }
 
   async recordProviderEvent(event: ProviderEvent, now: number): Promise<boolean> {
-    return this.write((tx) => this.claimEvent(tx, event, now));
+    return this.write(() => this.ledger.claimEvent(event, now));
   }
-
-  private readonly invoiceColumns = {
-    id: invoices.id,
-    organizationId: invoices.organizationId,
-    number: invoices.number,
-    status: invoices.status,
-    amount: invoices.amount,
-    currency: invoices.currency,
-    description: invoices.description,
-    orderId: invoices.orderId,
-    subscriptionId: invoices.subscriptionId,
-    periodStart: invoices.periodStart,
-    periodEnd: invoices.periodEnd,
-    createdAt: invoices.createdAt,
-    paidAt: invoices.paidAt,
-  };
 
   async listInvoices(organizationId: string, query: { limit: number; after?: string }): Promise<Page<InvoiceRecord>> {
     const rows = this.db
-      .select(this.invoiceColumns)
+      .select(invoiceColumns)
       .from(invoices)
       .where(and(eq(invoices.organizationId, organizationId), query.after ? lt(invoices.id, query.after) : undefined))
       .orderBy(desc(invoices.id))
@@ -1546,7 +1388,7 @@ export class SQLiteStore implements Store {
   }
 
   async getInvoice(id: string): Promise<InvoiceRecord | null> {
-    return this.db.select(this.invoiceColumns).from(invoices).where(eq(invoices.id, id)).get() ?? null;
+    return this.db.select(invoiceColumns).from(invoices).where(eq(invoices.id, id)).get() ?? null;
   }
 
   async listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]> {
@@ -1563,22 +1405,8 @@ export class SQLiteStore implements Store {
       .all();
   }
 
-  // Invariant: a period is granted and invoiced once: the conditional move from the period end the
-  // caller saw commits with the grant, the invoice and its payment row.
   async renewSubscription(input: RenewSubscriptionInput): Promise<{ applied: boolean; bucket: Bucket | null; invoice: InvoiceRecord | null }> {
-    return this.write((tx) => {
-      const subscription = tx
-        .update(subscriptions)
-        .set({ currentPeriodStart: input.periodStart, currentPeriodEnd: input.periodEnd })
-        .where(and(eq(subscriptions.id, input.subscriptionId), eq(subscriptions.status, "active"), eq(subscriptions.currentPeriodEnd, input.expectedPeriodEnd)))
-        .returning()
-        .get();
-      if (subscription === undefined) return { applied: false, bucket: null, invoice: null };
-      const bucket = this.insertGrant(tx, subscription.organizationId, input.grant, input.now);
-      const invoice = this.insertInvoice(tx, subscription.organizationId, { ...input.invoice, orderId: null, subscriptionId: subscription.id }, input.now);
-      this.insertPayment(tx, subscription.organizationId, bucket, { ref: invoice.id, amount: invoice.amount, currency: invoice.currency }, input.now);
-      return { applied: true, bucket, invoice };
-    });
+    return this.write(() => runSync(renewSubscription(input), this.ledger));
   }
 
   async cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null> {

@@ -2,7 +2,8 @@ import type { SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import type postgres from "postgres";
 import { emitPostgres } from "../postgres-webhooks";
-import { planHeldDebits } from "../debit-plan";
+import { fefoOrder } from "../ledger/allocation";
+import { planHeldDebits } from "../ledger/debit-plan";
 import { page } from "../rows";
 import type { Page } from "../store";
 import { balanceEventData, balanceEventTypes, type NewWebhookEvent } from "../webhook-records";
@@ -175,7 +176,7 @@ export class PostgresWatches {
       const bucketRows = await tx<Array<{ id: string; organization_id: string; remaining: string }>>`
         SELECT id, organization_id, remaining FROM credit_buckets
         WHERE organization_id = ANY(${organizations}::text[]) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${input.now})
-        ORDER BY organization_id, expires_at ASC NULLS LAST, id FOR UPDATE`;
+        ORDER BY organization_id, ${tx.unsafe(fefoOrder())} FOR UPDATE`;
       const sumRows = await tx<Array<{ id: string; ledger_balance: string; low_credit_threshold: string | null }>>`
         SELECT id, ledger_balance, low_credit_threshold FROM organizations WHERE id = ANY(${organizations}::text[]) ORDER BY id FOR NO KEY UPDATE`;
       const plan = planHeldDebits(

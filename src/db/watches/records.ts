@@ -1,6 +1,6 @@
 // Price watches as both stores keep them, and the rules that decide when one fires: pure functions,
 // so the SQLite and the PostgreSQL evaluator apply them alike.
-import type { HeldDebit } from "../debit-plan";
+import type { HeldDebit } from "../ledger/debit-plan";
 import { utcMonth } from "../../lib/clock";
 import { newId } from "../../lib/ids";
 import type { NewWebhookEvent } from "../webhook-records";

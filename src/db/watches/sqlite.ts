@@ -1,5 +1,5 @@
 import type { Database } from "bun:sqlite";
-import { planHeldDebits } from "../debit-plan";
+import { planHeldDebits } from "../ledger/debit-plan";
 import { page } from "../rows";
 import { SQLiteWebhooks } from "../sqlite-webhooks";
 import { USAGE_PERIODS_MS, type Page } from "../store";

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { creditsTakenBack, mergeReversal, settleBucket } from "../../src/db/payment-reversals";
+import { creditsTakenBack, mergeReversal, settleBucket } from "./reversals";
 
 const open = { id: "dp_1", amount: 1000, status: "open" as const };
 

@@ -1,5 +1,6 @@
-import { DAY_MS, HOUR_MS } from "./store";
-import { balanceEventTypes } from "./webhook-records";
+import { DAY_MS, HOUR_MS } from "../store";
+import { balanceEventTypes } from "../webhook-records";
+import { soleBucket, takeInOrder } from "./allocation";
 
 /** A look-up whose credits this instance holds in memory, in batch order. */
 export interface HeldDebit {
@@ -56,8 +57,8 @@ export function planHeldDebits(debits: HeldDebit[], locked: LockedState): DebitP
   }
   const granted: Array<HeldDebit & { bucketId: string | null }> = [];
   for (const [organizationId, queue] of [...byOrganization].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    const supply = locked.buckets.filter((bucket) => bucket.organizationId === organizationId);
-    const spendable = supply.reduce((sum, bucket) => sum + bucket.remaining, 0);
+    const supply = locked.buckets.filter((bucket) => bucket.organizationId === organizationId).map((bucket) => ({ id: bucket.id, free: bucket.remaining }));
+    const spendable = supply.reduce((sum, bucket) => sum + bucket.free, 0);
     let demanded = 0;
     let given = 0;
     const grants: typeof granted = [];
@@ -65,23 +66,12 @@ export function planHeldDebits(debits: HeldDebit[], locked: LockedState): DebitP
       demanded += debit.amount;
       if (supply.length === 0 || demanded > spendable) continue;
       // The ledger row names a bucket when the look-up's credits all came from one.
-      let before = 0;
-      let bucketId: string | null = null;
-      for (const bucket of supply) {
-        if (before <= given && given + debit.amount <= before + bucket.remaining) bucketId = bucket.id;
-        before += bucket.remaining;
-      }
-      grants.push({ ...debit, bucketId });
+      grants.push({ ...debit, bucketId: soleBucket(supply, given, debit.amount) });
       given += debit.amount;
     }
     for (const debit of queue.slice(grants.length)) plan.spent.push({ reservationId: debit.reservationId, available: Math.max(0, spendable - given) });
     if (grants.length === 0) continue;
-    let before = 0;
-    for (const bucket of supply) {
-      if (before >= given) break;
-      plan.buckets.push({ id: bucket.id, amount: Math.min(bucket.remaining, given - before) });
-      before += bucket.remaining;
-    }
+    for (const part of takeInOrder(supply, given)) plan.buckets.push({ id: part.bucketId, amount: part.amount });
     const organization = locked.organizations.get(organizationId);
     if (organization === undefined) throw new Error(`organization ${organizationId} was not locked`);
     const after = organization.ledgerBalance - given;

@@ -1,4 +1,4 @@
-import type { DisputeReport } from "./store";
+import type { DisputeReport } from "../store";
 
 /** What the provider took back from a payment so far (a payment_reversals row). */
 export interface Reversal {
