@@ -18,7 +18,7 @@ import { startStripeStandIn, stripeEvent, WEBHOOK_SECRET, type StripeStandIn } f
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ageReservations, createTestSchema, packOrder, dropTestSchema, queryRows, type TestDatabase } from "../helpers";
+import { ageReservations, createTestSchema, packOrder, dropTestSchema, queryRows, testApplicationName, type TestDatabase } from "../helpers";
 
 export type StoreKind = "sqlite" | "postgres";
 
@@ -445,7 +445,8 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
           for (let attempt = 0; attempt < 20; attempt++) {
             const [ended] = await queryRows<{ count: number }>(
               observer,
-              "SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity WHERE application_name = 'price-service' AND pid <> pg_backend_pid() AND xact_start IS NOT NULL AND state <> 'idle'",
+              "SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid() AND xact_start IS NOT NULL AND state <> 'idle'",
+              [testApplicationName(database.url)],
             );
             if (ended!.count > 0) {
               trace.push(`  ${ended!.count} connection(s) ended`);
@@ -459,7 +460,8 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
             for (const until = performance.now() + 1_500; performance.now() < until; await Bun.sleep(5)) {
               const [count] = await queryRows<{ count: number }>(
                 observer,
-                "SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity WHERE application_name = 'price-service' AND pid <> pg_backend_pid()",
+                "SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid()",
+                [testApplicationName(database.url)],
               );
               ended += count!.count;
             }
