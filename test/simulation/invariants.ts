@@ -1,5 +1,6 @@
 // The money invariants, checked after every step (and, once everything has settled, the stricter
 // end state): per organization, per key line and per request.
+import { IDEMPOTENCY_ABANDONED_MS } from "../../src/http/idempotency";
 import { queryRows } from "../helpers";
 import type { SentRequest } from "./model";
 import type { World } from "./world";
@@ -72,6 +73,13 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
       const fresh = answer.freshItems;
       if (answer.creditsConsumed !== cost * fresh) violation(`look-up #${request.id} answered ${fresh} fresh item(s) with creditsConsumed ${answer.creditsConsumed}`);
       if (answer.creditsRemaining === null || answer.creditsRemaining < 0) violation(`look-up #${request.id} answered creditsRemaining ${answer.creditsRemaining}`);
+    }
+    // A retry while the first request with its Idempotency-Key still runs (stalled, holding the
+    // claim) is answered 409, unless the claim was abandoned: 60 s by the instance's clock on SQLite;
+    // on PostgreSQL by the database's, which the simulation never lets pass.
+    for (const first of request.stillBlockedBy) {
+      if (world.store === "sqlite" && request.sentAt - first.sentAt >= IDEMPOTENCY_ABANDONED_MS) continue;
+      if (answer.status !== 409 && answer.status !== 401) violation(`retry #${request.id} (Idempotency-Key ${request.idempotencyKey}) answered ${answer.status} while #${first.id} with the same key still ran`);
     }
     if (answer.creditsConsumed === 0) continue;
     const rows = usageRows.get(answer.requestId ?? "") ?? [];

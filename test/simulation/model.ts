@@ -151,6 +151,12 @@ export interface SentRequest {
   /** Set when the instance answered. */
   answer: Answer | null;
   settled: Promise<void>;
+  /** Its instance's clock when it was sent. */
+  sentAt: number;
+  /** Requests with the same Idempotency-Key stalled inside their work (holding its claim) when this one was sent. */
+  blockedBy: SentRequest[];
+  /** Those of them still running, on a live instance, when this one was answered. */
+  stillBlockedBy: SentRequest[];
 }
 
 export interface Purchase {

@@ -100,7 +100,8 @@ export class World {
   }
 
   sendLookUp(instance: Instance, shape: LookUpShape, key: SimKey, idempotencyKey: string | null): SentRequest {
-    const request: SentRequest = { id: ++this.sequence, shape, key, idempotencyKey, instance, stalled: false, answer: null, settled: Promise.resolve() };
+    const blockedBy = idempotencyKey === null ? [] : this.requests.filter((other) => other.idempotencyKey === idempotencyKey && other.stalled && other.instance.alive);
+    const request: SentRequest = { id: ++this.sequence, shape, key, idempotencyKey, instance, stalled: false, answer: null, settled: Promise.resolve(), sentAt: instance.clock.now(), blockedBy, stillBlockedBy: [] };
     const headers: Record<string, string> = { authorization: `Bearer ${key.clearKey}` };
     if (idempotencyKey !== null) headers["idempotency-key"] = idempotencyKey;
     const http =
@@ -125,6 +126,7 @@ export class World {
         freshItems: new Set(items.filter((item) => item.reason === "fresh-offer").map((item) => item.gtin)).size,
       };
       request.answer = answer;
+      request.stillBlockedBy = request.blockedBy.filter((other) => other.answer === null && other.instance.alive);
       this.trace.push(
         `  answer #${request.id} ${response.status} consumed=${answer.creditsConsumed} remaining=${answer.creditsRemaining ?? "-"} ${answer.requestId}${answer.replayed ? " (replayed)" : ""}${answer.debitInDoubt ? " (debit in doubt)" : ""}`,
       );
