@@ -6,7 +6,8 @@ import { SQLiteStore } from "../../src/db/sqlite-store";
 import { lockDatabaseForServing } from "../../src/db/sqlite-serve-lock";
 import type { Store } from "../../src/db/store";
 import { queryRows, testApplicationName } from "../helpers";
-import { FRESH, type LookUpShape } from "./model";
+import { stripeEvent } from "../billing/stripe-stand-in";
+import { FRESH, MISSING, STALE, STALLING, type LookUpShape, type Purchase } from "./model";
 import type { Operation } from "./operations";
 import type { World } from "./world";
 
@@ -141,6 +142,65 @@ export function faultOperations(world: World): Operation[] {
         world.lockReleased = next("released").then(() => holder.terminate());
         holder.postMessage({ path, ms: world.pick([20, 100, 300]) });
         await locked;
+      },
+    ],
+    [
+      faults.stall ? 3 : 0,
+      "claim taken over",
+      async () => {
+        // A keyed look-up stalls past its claim's age (60 s), and its client retries: the retry takes
+        // the claim over and runs; the first, when it goes on, is fenced out of billing.
+        world.faultsInjected++;
+        const organization = world.pick(world.organizations);
+        const shape: LookUpShape = world.chance(0.5) ? { kind: "single", organizationId: organization.id, gtins: [STALLING] } : { kind: "batch", organizationId: organization.id, gtins: [FRESH, STALLING, MISSING] };
+        const idempotencyKey = `sim-${world.seed}-${++world.sequence}`;
+        world.idempotencyKeys.set(idempotencyKey, shape);
+        const first = await world.send(world.pick(world.alive()), shape, world.pick(world.activeKeys(organization)), idempotencyKey, true);
+        if (!first.stalled) return;
+        await world.advance(61_000);
+        const retry = await world.send(world.pick(world.alive()), shape, world.pick(world.activeKeys(organization)), idempotencyKey, false);
+        await Promise.race([retry.settled, Bun.sleep(0)]);
+      },
+    ],
+    [
+      faults.stall ? 2 : 0,
+      "expiry during a stall",
+      async () => {
+        // A look-up holds credits of a bucket that expires while it is stalled, and the expiry job runs.
+        world.faultsInjected++;
+        const organization = world.pick(world.organizations);
+        const instance = world.pick(world.alive());
+        const amount = 1 + Math.floor(world.random() * 4);
+        await instance.store
+          .grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount, expiresAt: instance.clock.now() + 10_000, description: "sim grant", now: instance.clock.now() })
+          .catch((error: unknown) => world.trace.push(`  grant failed: ${error}`));
+        world.trace.push(`  ${amount} credits granted to ${organization.id}, expiring in 10 s`);
+        const request = await world.send(instance, { kind: "single", organizationId: organization.id, gtins: [STALLING] }, world.pick(world.activeKeys(organization)), null, true);
+        if (!request.stalled) return;
+        await world.advance(61_000);
+        const by = world.pick(world.alive());
+        const written = await by.store.expireBuckets(by.clock.now()).catch((error: unknown) => world.trace.push(`  expiry failed: ${error}`));
+        world.trace.push(`  ${by.name} wrote off ${written} bucket(s)`);
+      },
+    ],
+    [
+      faults.stall ? 2 : 0,
+      "refund during a stall",
+      async () => {
+        // A look-up holds credits of a paid pack (spent before credits that never expire) when the pack is refunded.
+        const paid: Purchase[] = [];
+        for (const purchase of world.purchases) if (purchase.refunded === 0 && purchase.dispute === "none" && (await observer.hasPayment(purchase.paymentIntent))) paid.push(purchase);
+        if (paid.length === 0) return;
+        world.faultsInjected++;
+        const target = world.pick(paid);
+        const instance = world.pick(world.alive());
+        const organization = world.organizations.find((candidate) => candidate.id === target.organizationId)!;
+        const request = await world.send(instance, { kind: "batch", organizationId: organization.id, gtins: [FRESH, STALLING, STALE, MISSING] }, world.pick(world.activeKeys(organization)), null, true);
+        if (!request.stalled) return;
+        target.refunded = target.amount;
+        const n = ++world.sequence;
+        const charge = { id: `ch_${target.paymentIntent}`, object: "charge", payment_intent: target.paymentIntent, amount: target.amount, amount_refunded: target.amount, refunded: true, currency: "eur" };
+        await world.deliver(world.pick(world.alive()), target.orderId, { id: `evt_refund_${n}`, payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge) });
       },
     ],
     [

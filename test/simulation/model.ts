@@ -97,6 +97,8 @@ export interface Instance {
   /** The SQLite serve lock it holds (one serve per file); a crash lets go of it with the process. */
   serveLock: ServeLock | null;
   stalls: Array<() => void>;
+  /** How many more reads of STALLING stall (a look-up chosen to stall adds one; its retries do not). */
+  stallsLeft: number;
   /** Called when a request starts waiting at the stall gate. */
   onStall: () => void;
 }
@@ -151,7 +153,7 @@ export interface SentRequest {
   /** Set when the instance answered. */
   answer: Answer | null;
   settled: Promise<void>;
-  /** Its instance's clock when it was sent. */
+  /** The simulated time that had passed (World.elapsed) when it was sent. */
   sentAt: number;
   /** Requests with the same Idempotency-Key stalled inside their work (holding its claim) when this one was sent. */
   blockedBy: SentRequest[];

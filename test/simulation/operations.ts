@@ -63,14 +63,7 @@ export function operations(world: World): Operation[] {
     // Now and then a key that no longer works (rotated or revoked): 401, nothing billed.
     const retired = organization.keys.filter((key) => key.status !== "ACTIVE");
     const key: SimKey = retired.length > 0 && world.chance(0.05) ? world.pick(retired) : world.pick(world.activeKeys(organization));
-    const mayStall = shape.gtins.includes(STALLING);
-    if (mayStall) world.faultsInjected++;
-    const arrived = mayStall ? new Promise<void>((resolve) => (instance.onStall = resolve)) : null;
-    const request = world.sendLookUp(instance, shape, key, idempotencyKey);
-    world.trace.push(`look-up #${request.id} ${shape.kind} ${shape.gtins.join(",")} on ${instance.name} by ${key.id}${key.monthlyLimit === null ? "" : ` (cap ${key.monthlyLimit})`}${key.status === "ACTIVE" ? "" : ` (${key.status})`} key=${idempotencyKey ?? "-"}${mayStall ? " (may stall)" : ""}`);
-    // It stalls only if it gets as far as the product read (a 402 or a 409 never does).
-    if (arrived !== null) request.stalled = await Promise.race([arrived.then(() => true), request.settled.then(() => false)]);
-    if (request.stalled) world.trace.push(`  #${request.id} stalls`);
+    const request = await world.send(instance, shape, key, idempotencyKey, stalls);
     if (world.chance(0.5)) await Promise.race([request.settled, Bun.sleep(0)]);
   };
 
@@ -90,7 +83,7 @@ export function operations(world: World): Operation[] {
     const spent = Number(line?.spent ?? 0);
     const asked = creditsAsked(shape, world.config.creditCost);
     const request = world.sendLookUp(instance, shape, key, null);
-    world.trace.push(`solo look-up #${request.id} ${shape.kind} ${shape.gtins.join(",")} on ${instance.name} by ${key.id}: ${before.available} available, ${before.reserved} held, ${spent} spent of ${key.monthlyLimit ?? "no cap"}, asks ${asked}`);
+    world.trace.push(`  solo look-up #${request.id} ${shape.kind} ${shape.gtins.join(",")} on ${instance.name} by ${key.id}: ${before.available} available, ${before.reserved} held, ${spent} spent of ${key.monthlyLimit ?? "no cap"}, asks ${asked}`);
     await request.settled;
     const answer = request.answer!;
     const violation = (text: string) => world.violations.push(`step ${world.trace.length}: solo look-up #${request.id}: ${text}`);
@@ -123,9 +116,11 @@ export function operations(world: World): Operation[] {
     const n = ++world.sequence;
     const credits = 3 + Math.floor(world.random() * 8);
     const bought: Purchase = { organizationId: organization.id, orderId: newId("ord", START + n), sessionId: `cs_sim_${n}`, paymentIntent: `pi_sim_${n}`, credits, amount: credits * 100, pending: [], refunded: 0, dispute: "none" };
-    await world.observer.createOrder(
-      packOrder({ id: bought.orderId, organizationId: organization.id, credits, amount: bought.amount, now: world.first.clock.now(), provider: "stripe", providerRef: bought.sessionId }),
-    );
+    // Valid 30 days, so its credits are spent before those that never expire (and refunds meet held credits).
+    await world.observer.createOrder({
+      ...packOrder({ id: bought.orderId, organizationId: organization.id, credits, amount: bought.amount, now: world.first.clock.now(), provider: "stripe", providerRef: bought.sessionId }),
+      validityDays: 30,
+    });
     const session = { id: bought.sessionId, object: "checkout.session", mode: "payment", client_reference_id: bought.orderId, payment_intent: bought.paymentIntent, amount_total: bought.amount, currency: "eur", payment_status: "paid", status: "complete", metadata: { orderId: bought.orderId, organizationId: organization.id } };
     bought.pending.push({ id: `evt_paid_${n}`, payload: stripeEvent(`evt_paid_${n}`, "checkout.session.completed", session) });
     world.purchases.push(bought);

@@ -9,7 +9,6 @@ import Stripe from "stripe";
 import { SYSTEM_USER_ID, STALE_RESERVATION_MS } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { startStripeStandIn, type StripeStandIn } from "../billing/stripe-stand-in";
-import { ageReservations } from "../helpers";
 import { faultOperations, installWriteFault, setWriteFault } from "./faults";
 import { checkInvariants } from "./invariants";
 import { ALL_FAULTS, createDatabase, DEFAULT_POSTGRES_URL, openStore, prng, START, type Faults, type SimOrganization, type SimulationReport, type StoreKind } from "./model";
@@ -82,8 +81,7 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
       await world.quiesce(writeFault);
       for (const purchase of world.purchases) for (const event of purchase.pending.splice(0)) await world.deliver(world.pick(world.alive()), purchase.orderId, event);
       await world.quiesce(writeFault);
-      world.advance(STALE_RESERVATION_MS + 1_000);
-      await ageReservations(observer, STALE_RESERVATION_MS + 1_000);
+      await world.advance(STALE_RESERVATION_MS + 1_000);
       for (const instance of world.alive()) await instance.store.releaseStaleReservations(instance.clock.now());
       // Expired credits count in the ledger until the expiry job writes them off; the balance leaves
       // them out. The instance whose clock runs furthest ahead writes off what any instance sees expired.

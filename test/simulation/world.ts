@@ -12,7 +12,7 @@ import { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createServices } from "../../src/services";
 import { WEBHOOK_SECRET } from "../billing/stripe-stand-in";
-import type { TestDatabase } from "../helpers";
+import { ageReservations, queryRows, type TestDatabase } from "../helpers";
 import { STALLING, type Answer, type Faults, type Instance, type LookUpShape, type Purchase, type SentRequest, type SimKey, type SimOrganization, type StoreKind, openStore } from "./model";
 
 export const STRIPE = { key: "sk_test_standin" };
@@ -29,6 +29,8 @@ export class World {
   /** Each Idempotency-Key used, with the request it stands for (a retry sends the same). */
   readonly idempotencyKeys = new Map<string, LookUpShape>();
   sequence = 0;
+  /** Simulated time passed since the start, by every clock (and, on PostgreSQL, by the database's). */
+  elapsed = 0;
   /** Resolves when the lock holder (SQLite) has let go. */
   lockReleased: Promise<void> = Promise.resolve();
   /** The instance whose clock is the reference (every clock advances together); kept after it crashes. */
@@ -59,8 +61,16 @@ export class World {
     return this.instances.filter((instance) => instance.alive);
   }
 
-  advance(ms: number): void {
+  /**
+   * Time passes: every instance's clock moves on, and on PostgreSQL the rows dated by the database's
+   * clock (reservations, Idempotency-Key claims) age as much.
+   */
+  async advance(ms: number): Promise<void> {
     for (const instance of this.instances) instance.clock.advance(ms);
+    this.elapsed += ms;
+    if (this.store !== "postgres") return;
+    await ageReservations(this.observer, ms);
+    await queryRows(this.observer, "UPDATE idempotency_records SET created_at = created_at - ? WHERE status = 'in-progress'", [ms]);
   }
 
   activeKeys(organization: SimOrganization): SimKey[] {
@@ -81,7 +91,7 @@ export class World {
     // debits in doubt (answered 503, maybe committed) and the checks see their answers.
     if (inner instanceof PostgresStore && this.seed % 3 !== 1) inner.lostConnectionPatienceMs = 500;
     const clock = new FakeClock(now);
-    const instance = { name, clock, alive: true, stalls: [], onStall: () => {}, inner, serveLock } as unknown as Instance;
+    const instance = { name, clock, alive: true, stalls: [], stallsLeft: 0, onStall: () => {}, inner, serveLock } as unknown as Instance;
     instance.store = instanceStore(inner, () => instance);
     const services = createServices({ config: this.config, store: instance.store, clock, logger: this.logger, stripe: this.stripe });
     instance.app = createApp(services);
@@ -101,7 +111,7 @@ export class World {
 
   sendLookUp(instance: Instance, shape: LookUpShape, key: SimKey, idempotencyKey: string | null): SentRequest {
     const blockedBy = idempotencyKey === null ? [] : this.requests.filter((other) => other.idempotencyKey === idempotencyKey && other.stalled && other.instance.alive);
-    const request: SentRequest = { id: ++this.sequence, shape, key, idempotencyKey, instance, stalled: false, answer: null, settled: Promise.resolve(), sentAt: instance.clock.now(), blockedBy, stillBlockedBy: [] };
+    const request: SentRequest = { id: ++this.sequence, shape, key, idempotencyKey, instance, stalled: false, answer: null, settled: Promise.resolve(), sentAt: this.elapsed, blockedBy, stillBlockedBy: [] };
     const headers: Record<string, string> = { authorization: `Bearer ${key.clearKey}` };
     if (idempotencyKey !== null) headers["idempotency-key"] = idempotencyKey;
     const http =
@@ -135,6 +145,27 @@ export class World {
     return request;
   }
 
+  /**
+   * Sends a look-up; one chosen to stall waits at the stall gate once it reaches its product read
+   * (a 402 or 409 never does). Resolves when it has stalled or been answered, or after a tick.
+   */
+  async send(instance: Instance, shape: LookUpShape, key: SimKey, idempotencyKey: string | null, stall: boolean): Promise<SentRequest> {
+    if (stall) instance.stallsLeft++;
+    let arrived!: () => void;
+    const stalledAt = new Promise<void>((resolve) => (arrived = resolve));
+    instance.onStall = arrived;
+    const request = this.sendLookUp(instance, shape, key, idempotencyKey);
+    this.trace.push(
+      `look-up #${request.id} ${shape.kind} ${shape.gtins.join(",")} on ${instance.name} by ${key.id}${key.monthlyLimit === null ? "" : ` (cap ${key.monthlyLimit})`}${key.status === "ACTIVE" ? "" : ` (${key.status})`} key=${idempotencyKey ?? "-"}${stall ? " (to stall)" : ""}`,
+    );
+    if (stall) {
+      request.stalled = await Promise.race([stalledAt.then(() => true), request.settled.then(() => false)]);
+      if (request.stalled) this.trace.push(`  #${request.id} stalls`);
+      else instance.stallsLeft = Math.max(0, instance.stallsLeft - 1);
+    }
+    return request;
+  }
+
   async deliver(instance: Instance, label: string, event: { id: string; payload: string }): Promise<void> {
     const signature = await this.stripe.webhooks.generateTestHeaderStringAsync({ payload: event.payload, secret: WEBHOOK_SECRET });
     const response = await instance.app.handle(
@@ -144,7 +175,10 @@ export class World {
   }
 
   unstall(): void {
-    for (const instance of this.instances) for (const open of instance.stalls.splice(0)) open();
+    for (const instance of this.instances) {
+      instance.stallsLeft = 0;
+      for (const open of instance.stalls.splice(0)) open();
+    }
     for (const request of this.requests) request.stalled = false;
   }
 
@@ -187,7 +221,8 @@ function instanceStore(inner: Store, instance: () => Instance): Store {
         if (!owner.alive) return new Promise(() => {});
         const stalls =
           (property === "findProductWithOffers" && args[0] === STALLING) || (property === "findProductsWithOffers" && (args[0] as readonly string[]).includes(STALLING));
-        if (stalls) {
+        if (stalls && owner.stallsLeft > 0) {
+          owner.stallsLeft--;
           return new Promise((resolve, reject) => {
             owner.stalls.push(() => (value as Function).apply(target, args).then(resolve, reject));
             owner.onStall();
