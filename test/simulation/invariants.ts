@@ -1,6 +1,7 @@
 // The money invariants, checked after every step (and, once everything has settled, the stricter
 // end state): per organization, per key line and per request.
 import { IDEMPOTENCY_ABANDONED_MS } from "../../src/http/idempotency";
+import { SQLiteStore } from "../../src/db/sqlite-store";
 import { queryRows } from "../helpers";
 import type { SentRequest } from "./model";
 import type { World } from "./world";
@@ -57,6 +58,17 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
       if (spent !== used) violation(`key line ${line}: monthly spending ${spent} ≠ its usage rows ${used}`);
       const limit = keys[0]!.monthlyLimit;
       if (limit !== null && used + held > limit) violation(`key line ${line}: ${used} spent + ${held} held > its monthly cap ${limit}`);
+    }
+  }
+
+  // SQLite holds credits in each instance's memory, per bucket: a bucket never holds more than it has
+  // (an expiry, a refund or a debit that took held credits would let two parties spend them). Read
+  // in one synchronous step with the holds, so no commit falls in between.
+  if (observer instanceof SQLiteStore) {
+    const remaining = new Map(observer.connection.query("SELECT id, remaining FROM credit_buckets").all().map((row) => [(row as { id: string }).id, (row as { remaining: number }).remaining]));
+    for (const instance of world.alive()) {
+      const holds = (instance.inner as unknown as { holds: Map<string, number> }).holds;
+      for (const [bucketId, held] of holds) if (held > (remaining.get(bucketId) ?? 0)) violation(`${instance.name} holds ${held} credits of bucket ${bucketId}, which has ${remaining.get(bucketId) ?? 0}`);
     }
   }
 
