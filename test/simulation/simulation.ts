@@ -29,7 +29,9 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
   const random = prng(options.seed);
 
   const database = await createDatabase(options.store, options.postgresUrl ?? DEFAULT_POSTGRES_URL);
-  const observer = await openStore(database, options.store);
+  // The harness's own connections (the observer's, the operator CLI's on PostgreSQL) carry another
+  // application_name than the instances': the connection fault ends only the instances'.
+  const observer = await openStore(options.store === "postgres" ? { ...database, url: harnessURL(database.url) } : database, options.store);
   const cli = options.store === "sqlite" ? await openStore(database, "sqlite") : observer;
   const standIn: StripeStandIn = startStripeStandIn();
   const stripe = new Stripe(STRIPE.key, { host: "127.0.0.1", port: standIn.port, protocol: "http", maxNetworkRetries: 0 });
@@ -100,4 +102,10 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
     for (const connection of world.openConnections) await connection.close().catch(() => {});
     await database.drop();
   }
+}
+
+function harnessURL(url: string): string {
+  const harness = new URL(url);
+  harness.searchParams.set("application_name", `${harness.searchParams.get("application_name")}.harness`);
+  return harness.toString();
 }
