@@ -68,7 +68,11 @@ export function createSQLiteTestDatabase(): TestDatabase {
   return { url: `sqlite:${join(directory, "test.db")}`, drop: async () => rmSync(directory, { recursive: true, force: true }) };
 }
 
-/** Creates an empty schema and returns TEST_DATABASE_URL with it as the search_path. */
+/**
+ * Creates an empty schema and returns TEST_DATABASE_URL with it as the search_path, and an
+ * application_name of its own (`price-service.<schema>`), so a test that ends backends ends only its
+ * own (testApplicationName) and never another run's on the same server.
+ */
 export async function createTestSchema(databaseUrl: string): Promise<string> {
   const name = `test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
   const admin = openPostgresClient(databaseUrl, { max: 1 });
@@ -79,13 +83,22 @@ export async function createTestSchema(databaseUrl: string): Promise<string> {
   }
   const url = new URL(databaseUrl);
   url.searchParams.set("search_path", name);
+  url.searchParams.set("application_name", `price-service.${name}`);
   return url.toString();
+}
+
+/** The application_name of the connections opened on a test schema's URL (createTestSchema). */
+export function testApplicationName(schemaURL: string): string {
+  const name = new URL(schemaURL).searchParams.get("application_name");
+  if (name === null) throw new Error("testApplicationName: not a test schema's URL");
+  return name;
 }
 
 export async function dropTestSchema(schemaURL: string): Promise<void> {
   const url = new URL(schemaURL);
   const name = url.searchParams.get("search_path")!;
   url.searchParams.delete("search_path");
+  url.searchParams.delete("application_name");
   const admin = openPostgresClient(url.toString(), { max: 1 });
   try {
     await admin.unsafe(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);

@@ -5,7 +5,7 @@ import { SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { hashSecret } from "../../src/lib/crypto";
 import { openDebitConnection } from "../../src/db/postgres-client";
-import { createTestDatabase, ledgerSum, queryRows, type TestDatabase } from "../helpers";
+import { createTestDatabase, ledgerSum, queryRows, testApplicationName, type TestDatabase } from "../helpers";
 import { startCommitAnswerLoss, startRelay } from "../postgres-relay";
 
 // An uncapped key's look-up holds its credits in the instance's memory and its debit takes them
@@ -270,7 +270,7 @@ test("a debit whose connection dies after it locked and read its rows writes not
       const lost = async (rows: unknown) => {
         let debit: { pid: number } | undefined;
         while (debit === undefined) {
-          [debit] = await other<[{ pid: number }?]>`SELECT pid FROM pg_stat_activity WHERE application_name = 'price-service' AND state = 'idle in transaction'`;
+          [debit] = await other<[{ pid: number }?]>`SELECT pid FROM pg_stat_activity WHERE application_name = ${testApplicationName(database.url)} AND state = 'idle in transaction'`;
         }
         await other`SELECT pg_terminate_backend(${debit.pid})`;
         while ((await other`SELECT 1 FROM pg_stat_activity WHERE pid = ${debit.pid}`).length > 0) await Bun.sleep(5);

@@ -107,6 +107,28 @@ describe("an instance whose clock runs 61 s ahead", () => {
     expect(await usageRows()).toBe(1);
   });
 
+  test("never sweeps a capped key's reservation row while its request runs on another instance: the sweep judges ages by the database's clock", async () => {
+    const org = await setUp(3);
+    // A capped key's look-up holds its credits in a reservation row, which every instance's sweep sees.
+    await a.raw.updateApiKeyControls(org.organizationId, org.keyId, { monthlyCreditLimit: 100 });
+    const held = a.hold();
+    const first = a.request(`/api/v1/products/${FRESH}/price`, { headers: org.auth });
+    await held.arrived;
+    expect(await queryRows(a.raw, "SELECT id FROM reservations")).toHaveLength(1);
+
+    expect(await b.store.releaseStaleReservations(b.clock.now())).toBe(0);
+    expect(await queryRows(a.raw, "SELECT id FROM reservations")).toHaveLength(1);
+    expect(await b.store.getBalance(org.organizationId, b.clock.now())).toMatchObject({ available: 2, reserved: 1 });
+
+    held.open();
+    const answer = await first;
+    expect(answer.status).toBe(200);
+    expect((await json(answer)).meta).toMatchObject({ creditsConsumed: 1, creditsRemaining: 2 });
+    expect(await usageRows()).toBe(1);
+    expect(await ledgerSum(a.store, org.organizationId)).toBe(2);
+    expect(await a.store.getBalance(org.organizationId, a.clock.now())).toMatchObject({ available: 2, reserved: 0 });
+  });
+
   test("a request stalled past the claim's age loses its claim to the retry and is not billed: the claim fences its debit", async () => {
     const org = await setUp(3);
     const headers = { ...org.auth, "idempotency-key": "stalled" };

@@ -1,8 +1,9 @@
-// `npm run simulate -- [--seeds N | --seed S] [--store sqlite|postgres] [--steps N] [--from S] [--trace]`:
+// `npm run simulate -- [--seeds N | --seed S] [--store sqlite|postgres] [--steps N] [--from S] [--trace] [--first-failing]`:
 // runs the seeded money simulation (simulation.ts) and prints, per store, the seeds,
 // operations, faults injected and violations. A failing seed prints its trace; `--seed S` replays it.
+// `--first-failing` stops each store at its first failing seed (to see which seed first catches a defect).
 import { parseArgs } from "node:util";
-import { DEFAULT_POSTGRES_URL, simulate, type StoreKind } from "./simulation";
+import { DEFAULT_POSTGRES_URL, DEFAULT_STEPS, simulate, type StoreKind } from "./simulation";
 
 const { values } = parseArgs({
   options: {
@@ -10,8 +11,9 @@ const { values } = parseArgs({
     seed: { type: "string" },
     from: { type: "string", default: "1" },
     store: { type: "string", multiple: true },
-    steps: { type: "string", default: "40" },
+    steps: { type: "string", default: String(DEFAULT_STEPS) },
     trace: { type: "boolean", default: false },
+    "first-failing": { type: "boolean", default: false },
   },
 });
 const stores = (values.store ?? (process.env.TEST_DATABASE_URL ? ["sqlite", "postgres"] : ["sqlite"])) as StoreKind[];
@@ -38,6 +40,10 @@ for (const store of stores) {
       if (values.trace || values.seed !== undefined) console.log(report.trace.join("\n"));
     }
     if (report.violations.length > 0) failed++;
+    if (report.violations.length > 0 && values["first-failing"]) {
+      console.log(`${store}: first failing seed ${seed}`);
+      break;
+    }
   }
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   console.log(`${store}: ${seeds.length} seeds, ${operations} operations, ${faults} faults injected, ${debitsInDoubt} look-ups answered with their debit in doubt, ${violations} violations, ${failed} failing seeds, ${seconds} s`);

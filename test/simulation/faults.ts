@@ -1,0 +1,234 @@
+// The simulation's faults as operations: an instance crashes, a write inside the money transactions
+// fails, PostgreSQL ends connections (or stays away a while), another connection holds the SQLite
+// write lock, a second `serve` tries to start on the SQLite file.
+import { PostgresStore } from "../../src/db/postgres-store";
+import { SQLiteStore } from "../../src/db/sqlite-store";
+import { lockDatabaseForServing } from "../../src/db/sqlite-serve-lock";
+import type { Store } from "../../src/db/store";
+import { queryRows, testApplicationName } from "../helpers";
+import { stripeEvent } from "../billing/stripe-stand-in";
+import { FRESH, MISSING, STALE, STALLING, type LookUpShape, type Purchase } from "./model";
+import type { Operation } from "./operations";
+import type { World } from "./world";
+
+/** A trigger that makes ledger inserts fail while the sim_faults row says so. */
+export async function installWriteFault(store: Store): Promise<void> {
+  if (store instanceof SQLiteStore) {
+    store.connection.exec("CREATE TABLE sim_faults (fail INTEGER NOT NULL)");
+    store.connection.exec("INSERT INTO sim_faults VALUES (0)");
+    store.connection.exec(
+      "CREATE TRIGGER sim_fail_ledger BEFORE INSERT ON credit_transactions WHEN (SELECT fail FROM sim_faults) > 0 BEGIN SELECT RAISE(ABORT, 'injected write failure'); END",
+    );
+    return;
+  }
+  const sql = (store as PostgresStore).connection;
+  await sql.unsafe("CREATE TABLE sim_faults (fail INTEGER NOT NULL)");
+  await sql.unsafe("INSERT INTO sim_faults VALUES (0)");
+  await sql.unsafe(
+    "CREATE FUNCTION sim_fail_ledger() RETURNS trigger AS $$ BEGIN IF (SELECT fail FROM sim_faults) > 0 THEN RAISE EXCEPTION 'injected write failure'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql",
+  );
+  await sql.unsafe("CREATE TRIGGER sim_fail_ledger BEFORE INSERT ON credit_transactions FOR EACH ROW EXECUTE FUNCTION sim_fail_ledger()");
+}
+
+export async function setWriteFault(observer: Store, on: boolean): Promise<void> {
+  await execute(observer, `UPDATE sim_faults SET fail = ${on ? 1 : 0}`);
+}
+
+/** A statement of the harness itself; on SQLite it waits out a lock another connection holds, as the stores do. */
+async function execute(store: Store, text: string): Promise<void> {
+  if (!(store instanceof SQLiteStore)) return void (await (store as PostgresStore).connection.unsafe(text));
+  for (;;) {
+    try {
+      return void store.connection.exec(text);
+    } catch (error) {
+      if ((error as { code?: string }).code !== "SQLITE_BUSY") throw error;
+      await Bun.sleep(5);
+    }
+  }
+}
+
+export function faultOperations(world: World): Operation[] {
+  const { faults, observer } = world;
+  /**
+   * A look-up of FRESH by one of the organization's active keys (half of them capped); `uncapped`:
+   * only keys without a cap. A capped key's reservation is a transaction, and postgres.js 3.4.9
+   * sends the ROLLBACK of a transaction whose connection PostgreSQL ended on the dead connection,
+   * which then waits 30 s (the connect timeout) before it serves again (docs/testing-simulation.md):
+   * the connection fault's look-ups use uncapped keys (their debits are the transactions it is for).
+   */
+  const freshLookUp = (instance = world.pick(world.alive()), uncapped = false) => {
+    const organization = world.pick(world.organizations);
+    const keys = world.activeKeys(organization).filter((key) => !uncapped || key.monthlyLimit === null);
+    const key = world.pick(keys.length > 0 ? keys : world.activeKeys(organization));
+    const shape: LookUpShape = world.chance(0.3) ? { kind: "batch", organizationId: organization.id, gtins: [FRESH, "05012345678900"] } : { kind: "single", organizationId: organization.id, gtins: [FRESH] };
+    let idempotencyKey: string | null = null;
+    if (world.chance(0.3)) {
+      idempotencyKey = `sim-${world.seed}-${++world.sequence}`;
+      world.idempotencyKeys.set(idempotencyKey, shape);
+    }
+    return world.sendLookUp(instance, shape, key, idempotencyKey);
+  };
+
+  return [
+    [
+      faults.crash ? 2 : 0,
+      "crash",
+      async () => {
+        const victim = world.pick(world.alive());
+        world.kill(victim);
+        world.faultsInjected++;
+        const replacement = await world.startInstance(`${victim.name}'`, victim.clock.now());
+        world.trace.push(`  ${victim.name} crashed; ${replacement.name} started`);
+      },
+    ],
+    [
+      faults.failedWrite ? 3 : 0,
+      "failed write",
+      async () => {
+        world.faultsInjected++;
+        await setWriteFault(observer, true);
+        const request = freshLookUp();
+        world.trace.push(`  look-up #${request.id} while writes fail`);
+        await request.settled;
+        await setWriteFault(observer, false);
+      },
+    ],
+    [
+      faults.connectionLost ? 4 : 0,
+      "connection lost",
+      async () => {
+        world.faultsInjected++;
+        const instance = world.pick(world.alive());
+        const sent = [1, 2, 3].map(() => freshLookUp(instance, true));
+        world.trace.push(`  look-ups #${sent.map((request) => request.id).join(", #")} while connections are ended`);
+        // Only this run's backends (its schema's application_name): other runs share the server.
+        const ours = testApplicationName(world.database.url);
+        // Whatever transactions of the instances are in flight at that moment (a debit between its two
+        // steps, with luck; a new connection fetching postgres.js's array types, at times).
+        for (let attempt = 0; attempt < 20; attempt++) {
+          const [ended] = await queryRows<{ count: number }>(
+            observer,
+            "SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid() AND xact_start IS NOT NULL AND state <> 'idle'",
+            [ours],
+          );
+          if (ended!.count > 0) {
+            world.trace.push(`  ${ended!.count} connection(s) ended`);
+            break;
+          }
+        }
+        // At times PostgreSQL then stays away for a while (a restart): every connection the
+        // instances open again is ended too, so debits in doubt wait for it to come back.
+        if (world.chance(0.4)) {
+          let ended = 0;
+          for (const until = performance.now() + 1_500; performance.now() < until; await Bun.sleep(5)) {
+            const [count] = await queryRows<{ count: number }>(observer, "SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid()", [ours]);
+            ended += count!.count;
+          }
+          world.trace.push(`  database away 1.5 s: ${ended} connection(s) ended`);
+        }
+        await Promise.all(sent.map((request) => request.settled));
+      },
+    ],
+    [
+      faults.lockHeld ? 2 : 0,
+      "lock held",
+      async () => {
+        world.faultsInjected++;
+        await world.lockReleased;
+        const holder = new Worker(new URL("./lock-holder.ts", import.meta.url));
+        const path = world.database.url.slice("sqlite:".length);
+        const next = (text: string) =>
+          new Promise<void>((resolve) =>
+            holder.addEventListener("message", function listen(event) {
+              if ((event as MessageEvent).data !== text) return;
+              holder.removeEventListener("message", listen);
+              resolve();
+            }),
+          );
+        const locked = next("locked");
+        world.lockReleased = next("released").then(() => holder.terminate());
+        holder.postMessage({ path, ms: world.pick([20, 100, 300]) });
+        await locked;
+      },
+    ],
+    [
+      faults.stall ? 3 : 0,
+      "retry during a stall",
+      async () => {
+        // A keyed look-up stalls and its client retries, on any instance (on PostgreSQL one may run
+        // 61 s ahead): at once, when the retry must answer 409, or once the claim's age (60 s) has
+        // passed, when the retry takes the claim over and runs, and the first, when it goes on, is
+        // fenced out of billing.
+        world.faultsInjected++;
+        const abandoned = world.chance(0.5);
+        const organization = world.pick(world.organizations);
+        const shape: LookUpShape = world.chance(0.5) ? { kind: "single", organizationId: organization.id, gtins: [STALLING] } : { kind: "batch", organizationId: organization.id, gtins: [FRESH, STALLING, MISSING] };
+        const idempotencyKey = `sim-${world.seed}-${++world.sequence}`;
+        world.idempotencyKeys.set(idempotencyKey, shape);
+        const first = await world.send(world.pick(world.alive()), shape, world.pick(world.activeKeys(organization)), idempotencyKey, true);
+        if (!first.stalled) return;
+        if (abandoned) await world.advance(61_000);
+        const retry = await world.send(world.pick(world.alive()), shape, world.pick(world.activeKeys(organization)), idempotencyKey, false);
+        await Promise.race([retry.settled, Bun.sleep(0)]);
+      },
+    ],
+    [
+      faults.stall ? 2 : 0,
+      "expiry during a stall",
+      async () => {
+        // A look-up holds credits of a bucket that expires while it is stalled, and the expiry job runs.
+        world.faultsInjected++;
+        const organization = world.pick(world.organizations);
+        const instance = world.pick(world.alive());
+        const amount = 1 + Math.floor(world.random() * 4);
+        await instance.store
+          .grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount, expiresAt: instance.clock.now() + 10_000, description: "sim grant", now: instance.clock.now() })
+          .catch((error: unknown) => world.trace.push(`  grant failed: ${error}`));
+        world.trace.push(`  ${amount} credits granted to ${organization.id}, expiring in 10 s`);
+        const request = await world.send(instance, { kind: "single", organizationId: organization.id, gtins: [STALLING] }, world.pick(world.activeKeys(organization)), null, true);
+        if (!request.stalled) return;
+        await world.advance(61_000);
+        const by = world.pick(world.alive());
+        const written = await by.store.expireBuckets(by.clock.now()).catch((error: unknown) => world.trace.push(`  expiry failed: ${error}`));
+        world.trace.push(`  ${by.name} wrote off ${written} bucket(s)`);
+      },
+    ],
+    [
+      faults.stall ? 2 : 0,
+      "refund during a stall",
+      async () => {
+        // A look-up holds credits of a paid pack (spent before credits that never expire) when the pack is refunded.
+        const paid: Purchase[] = [];
+        for (const purchase of world.purchases) if (purchase.refunded === 0 && purchase.dispute === "none" && (await observer.hasPayment(purchase.paymentIntent))) paid.push(purchase);
+        if (paid.length === 0) return;
+        world.faultsInjected++;
+        const target = world.pick(paid);
+        const instance = world.pick(world.alive());
+        const organization = world.organizations.find((candidate) => candidate.id === target.organizationId)!;
+        const request = await world.send(instance, { kind: "batch", organizationId: organization.id, gtins: [FRESH, STALLING, STALE, MISSING] }, world.pick(world.activeKeys(organization)), null, true);
+        if (!request.stalled) return;
+        target.refunded = target.amount;
+        const n = ++world.sequence;
+        const charge = { id: `ch_${target.paymentIntent}`, object: "charge", payment_intent: target.paymentIntent, amount: target.amount, amount_refunded: target.amount, refunded: true, currency: "eur" };
+        await world.deliver(world.pick(world.alive()), target.orderId, { id: `evt_refund_${n}`, payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge) });
+      },
+    ],
+    [
+      faults.secondServe ? 1 : 0,
+      "second serve",
+      async () => {
+        world.faultsInjected++;
+        // A second serve on the file would spend what the first holds in memory: it must be refused.
+        let lock: ReturnType<typeof lockDatabaseForServing> = null;
+        try {
+          lock = lockDatabaseForServing(world.database.url);
+        } catch (error) {
+          world.trace.push(`  refused: ${(error as Error).message.slice(0, 40)}…`);
+          return;
+        }
+        lock?.release();
+        world.violations.push(`step ${world.trace.length}: a second serve started on the SQLite file that ${world.alive().map((instance) => instance.name).join(", ")} serve(s)`);
+      },
+    ],
+  ];
+}

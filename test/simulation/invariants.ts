@@ -1,0 +1,131 @@
+// The money invariants, checked after every step (and, once everything has settled, the stricter
+// end state): per organization, per key line and per request.
+import { IDEMPOTENCY_ABANDONED_MS } from "../../src/http/idempotency";
+import { SQLiteStore } from "../../src/db/sqlite-store";
+import { queryRows } from "../helpers";
+import type { SentRequest } from "./model";
+import type { World } from "./world";
+
+export async function checkInvariants(world: World, settled: boolean): Promise<void> {
+  const { observer } = world;
+  const violation = (text: string) => world.violations.push(`step ${world.trace.length}: ${text}`);
+  const cost = world.config.creditCost;
+  // The answers as they stand before any query: requests still running may answer while this
+  // awaits, and an answer given after the usage rows were read must not look unbilled.
+  const answered = world.requests.map((request) => ({ ...request, answer: request.answer === null ? null : { ...request.answer } }));
+
+  for (const organization of world.organizations) {
+    const id = organization.id;
+    // One statement, so PostgreSQL reads every sum from one snapshot while requests run.
+    const [sums] = await queryRows<Record<string, number | null>>(
+      observer,
+      `SELECT (SELECT sum(amount) FROM credit_transactions WHERE organization_id = ?) AS ledger,
+              (SELECT ledger_balance FROM organizations WHERE id = ?) AS running,
+              (SELECT sum(remaining) FROM credit_buckets WHERE organization_id = ?) AS remaining,
+              (SELECT sum(CASE WHEN remaining < 0 THEN 1 ELSE 0 END) FROM credit_buckets WHERE organization_id = ?) AS negative,
+              (SELECT sum(amount) FROM reservations WHERE organization_id = ?) AS reserved,
+              (SELECT -sum(amount) FROM credit_transactions WHERE organization_id = ? AND type = 'usage') AS used,
+              (SELECT sum(credits) FROM usage_counters WHERE organization_id = ? AND period_ms = (SELECT min(period_ms) FROM usage_counters)) AS counted,
+              (SELECT sum(CASE WHEN balance_after - amount > 0 AND balance_after <= 0 THEN 1 ELSE 0 END) FROM credit_transactions WHERE organization_id = ?) AS depletions,
+              (SELECT sum(CASE WHEN balance_after - amount >= ? AND balance_after < ? THEN 1 ELSE 0 END) FROM credit_transactions WHERE organization_id = ?) AS lows,
+              (SELECT count(*) FROM webhook_events WHERE organization_id = ? AND type = 'credits.depleted') AS depleted_events,
+              (SELECT count(*) FROM webhook_events WHERE organization_id = ? AND type = 'credits.low') AS low_events`,
+      [id, id, id, id, id, id, id, id, organization.lowCreditThreshold, organization.lowCreditThreshold, id, id, id],
+    );
+    const n = (name: string) => Number(sums?.[name] ?? 0);
+    if (n("negative") > 0) violation(`${id}: a bucket is below zero`);
+    // SQLite holds credits in memory (they stay in their buckets); PostgreSQL moves a capped key's into reservation rows.
+    if (n("ledger") !== n("remaining") + n("reserved")) violation(`${id}: ledger sum ${n("ledger")} ≠ buckets ${n("remaining")} + reserved ${n("reserved")}`);
+    if (n("running") !== n("ledger")) violation(`${id}: running balance ${n("running")} ≠ ledger sum ${n("ledger")}`);
+    if (n("counted") !== n("used")) violation(`${id}: usage counters count ${n("counted")} credits, the usage rows ${n("used")}`);
+    if (n("depleted_events") !== n("depletions")) violation(`${id}: ${n("depleted_events")} credits.depleted events for ${n("depletions")} times the balance fell to 0`);
+    if (n("low_events") !== n("lows")) violation(`${id}: ${n("low_events")} credits.low events for ${n("lows")} times the balance fell below ${organization.lowCreditThreshold}`);
+
+    // Per key line (a key and its rotations): its monthly spending is what its usage rows add up to, within its cap.
+    const lines = new Map(organization.keys.map((key) => [key.line, organization.keys.filter((other) => other.line === key.line)]));
+    for (const [line, keys] of lines) {
+      const marks = keys.map(() => "?").join(", ");
+      const [row] = await queryRows<Record<string, number | null>>(
+        observer,
+        `SELECT (SELECT sum(spent) FROM api_key_monthly_usage WHERE key_id = ?) AS spent,
+                (SELECT -sum(amount) FROM credit_transactions WHERE type = 'usage' AND key_id IN (${marks})) AS used,
+                (SELECT sum(amount) FROM reservations WHERE key_id IN (${marks})) AS held`,
+        [line, ...keys.map((key) => key.id), ...keys.map((key) => key.id)],
+      );
+      const spent = Number(row?.spent ?? 0);
+      const used = Number(row?.used ?? 0);
+      const held = Number(row?.held ?? 0);
+      if (spent !== used) violation(`key line ${line}: monthly spending ${spent} ≠ its usage rows ${used}`);
+      const limit = keys[0]!.monthlyLimit;
+      if (limit !== null && used + held > limit) violation(`key line ${line}: ${used} spent + ${held} held > its monthly cap ${limit}`);
+    }
+  }
+
+  // SQLite holds credits in each instance's memory, per bucket: a bucket never holds more than it has
+  // (an expiry, a refund or a debit that took held credits would let two parties spend them). Read
+  // in one synchronous step with the holds, so no commit falls in between.
+  if (observer instanceof SQLiteStore) {
+    const remaining = new Map(observer.connection.query("SELECT id, remaining FROM credit_buckets").all().map((row) => [(row as { id: string }).id, (row as { remaining: number }).remaining]));
+    for (const instance of world.alive()) {
+      const holds = (instance.inner as unknown as { holds: Map<string, number> }).holds;
+      for (const [bucketId, held] of holds) if (held > (remaining.get(bucketId) ?? 0)) violation(`${instance.name} holds ${held} credits of bucket ${bucketId}, which has ${remaining.get(bucketId) ?? 0}`);
+    }
+  }
+
+  const usage = await queryRows<{ request_id: string; amount: number }>(observer, "SELECT request_id, amount FROM credit_transactions WHERE type = 'usage'");
+  const usageRows = new Map<string, number[]>();
+  for (const row of usage) usageRows.set(row.request_id, [...(usageRows.get(row.request_id) ?? []), Number(row.amount)]);
+  const answeredIds = new Map<string, SentRequest[]>();
+  for (const request of answered) {
+    const answer = request.answer;
+    if (answer === null) continue;
+    if (answer.requestId) answeredIds.set(answer.requestId, [...(answeredIds.get(answer.requestId) ?? []), request]);
+    if (request.shape.kind === "head" && answer.status !== 405) violation(`HEAD #${request.id} answered ${answer.status}, not 405`);
+    if (answer.status === 200 && request.shape.kind !== "head") {
+      const fresh = answer.freshItems;
+      if (answer.creditsConsumed !== cost * fresh) violation(`look-up #${request.id} answered ${fresh} fresh item(s) with creditsConsumed ${answer.creditsConsumed}`);
+      if (answer.creditsRemaining === null || answer.creditsRemaining < 0) violation(`look-up #${request.id} answered creditsRemaining ${answer.creditsRemaining}`);
+    }
+    // A retry while the first request with its Idempotency-Key still runs (stalled, holding the
+    // claim) is answered 409, unless the claim was abandoned (60 s passed since the first was sent).
+    // A 401 (a retired key) or a 503 (the database away) comes before the claim.
+    for (const first of request.stillBlockedBy) {
+      if (request.sentAt - first.sentAt >= IDEMPOTENCY_ABANDONED_MS) continue;
+      if (answer.status !== 409 && answer.status !== 401 && answer.status !== 503) violation(`retry #${request.id} (Idempotency-Key ${request.idempotencyKey}) answered ${answer.status} while #${first.id} with the same key still ran`);
+    }
+    if (answer.creditsConsumed === 0) continue;
+    const rows = usageRows.get(answer.requestId ?? "") ?? [];
+    if (rows.length !== 1) violation(`look-up #${request.id} answered ${answer.status} with creditsConsumed ${answer.creditsConsumed}, but ${rows.length} usage rows for ${answer.requestId}`);
+    else if (-rows[0]! !== answer.creditsConsumed) violation(`look-up #${request.id} answered creditsConsumed ${answer.creditsConsumed}, but its usage row took ${-rows[0]!}`);
+  }
+  for (const [requestId, rows] of usageRows) {
+    if (rows.length > 1) violation(`${rows.length} usage rows for one request ${requestId}`);
+    const answers = answeredIds.get(requestId);
+    // A usage row with no answer belongs to a request still running, or to an instance that died;
+    // one whose answer said its debit was in doubt (the database away) may have committed.
+    if (answers !== undefined && answers.every((request) => request.answer!.creditsConsumed === 0 && !request.answer!.debitInDoubt)) {
+      violation(`request ${requestId} was debited but answered ${answers.map((request) => request.answer!.status).join(",")} without claiming the credit`);
+    }
+  }
+  for (const idempotencyKey of world.idempotencyKeys.keys()) {
+    const billed = new Set(answered.filter((request) => request.idempotencyKey === idempotencyKey && request.answer && request.answer.creditsConsumed > 0).map((request) => request.answer!.requestId));
+    const debited = [...billed].filter((requestId) => usageRows.has(requestId ?? ""));
+    if (debited.length > 1) violation(`Idempotency-Key ${idempotencyKey} was billed ${debited.length} times`);
+  }
+  if (!settled) return;
+
+  // Everything has settled: no instance holds anything, and each one's balance is the ledger's.
+  for (const organization of world.organizations) {
+    const [ledger] = await queryRows<{ sum: number | null }>(observer, "SELECT sum(amount) AS sum FROM credit_transactions WHERE organization_id = ?", [organization.id]);
+    const ledgerSum = Number(ledger?.sum ?? 0);
+    for (const instance of world.alive()) {
+      const balance = await instance.store.getBalance(organization.id, instance.clock.now());
+      if (balance.reserved !== 0) violation(`${instance.name}: ${balance.reserved} credits of ${organization.id} still held after every request settled`);
+      if (balance.available + balance.reserved !== ledgerSum) violation(`${instance.name}: balance ${balance.available} + ${balance.reserved} of ${organization.id} ≠ ledger sum ${ledgerSum}`);
+    }
+  }
+  for (const purchase of world.purchases.filter((candidate) => candidate.refunded === candidate.amount || candidate.dispute === "open")) {
+    const rows = await queryRows<{ remaining: number }>(observer, "SELECT b.remaining AS remaining FROM payments p JOIN credit_buckets b ON b.id = p.bucket_id WHERE p.ref = ?", [purchase.paymentIntent]);
+    for (const row of rows) if (Number(row.remaining) !== 0) violation(`${row.remaining} credits of ${purchase.refunded === purchase.amount ? "refunded" : "disputed"} purchase ${purchase.orderId} are still spendable`);
+  }
+}

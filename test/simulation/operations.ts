@@ -1,0 +1,259 @@
+// The simulation's operations other than faults: look-ups of every kind (single, batch, HEAD, keyed,
+// stalling, solo ones checked against the balance before them), the clock, sweeps, expiry, grants,
+// purchases and what the provider sends about them (payments, full and partial refunds, disputes
+// lost and won, subscription renewals), key rotation and revocation, and feed imports.
+import { newId } from "../../src/lib/ids";
+import { rotateApiKey, revokeApiKey } from "../../src/modules/keys/service";
+import { SYSTEM_USER_ID } from "../../src/db/store";
+import { stripeEvent } from "../billing/stripe-stand-in";
+import { packOrder, queryRows } from "../helpers";
+import { FRESH, FRESH_TOO, MISSING, STALE, STALLING, START, type LookUpShape, type Purchase, type SimKey, type SimOrganization } from "./model";
+import type { World } from "./world";
+
+export type Operation = [weight: number, name: string, run: () => Promise<void>];
+
+const INVALID = "4006381333932";
+
+/** The offers of the catalogue's products: FRESH and FRESH_TOO stay fresh for a year, STALE is a month old. */
+export function catalogue(observedAt: number) {
+  const offer = (at: number, price: number) => ({ merchantId: "m-1", merchantName: "Shop", priceAmount: price, currency: "EUR", shippingAmount: null, availability: "in_stock" as const, condition: "new" as const, url: null, observedAt: at });
+  const price = 150 + (observedAt % 100);
+  return [
+    { product: { gtin: FRESH, title: "Fresh" }, offer: offer(START + 365 * 86_400_000, price) },
+    { product: { gtin: FRESH_TOO, title: "Fresh too" }, offer: offer(START + 365 * 86_400_000, price + 1) },
+    { product: { gtin: STALE, title: "Stale" }, offer: offer(START - 30 * 86_400_000, price) },
+    { product: { gtin: STALLING, title: "Slow" }, offer: offer(START + 365 * 86_400_000, price) },
+  ];
+}
+
+/** How many credits a request asks to hold: one per distinct valid GTIN. */
+export function creditsAsked(shape: LookUpShape, cost: number): number {
+  return cost * new Set(shape.gtins.filter((gtin) => gtin !== INVALID && gtin.length === 14)).size;
+}
+
+export function operations(world: World): Operation[] {
+  const { faults } = world;
+
+  const newShape = (organization: SimOrganization, stalls: boolean): LookUpShape => {
+    const roll = world.random();
+    if (roll < 0.1) return { kind: "head", organizationId: organization.id, gtins: [world.pick([FRESH, MISSING])] };
+    if (roll < 0.4) {
+      const gtins = Array.from({ length: 2 + Math.floor(world.random() * 3) }, () => world.pick([FRESH, FRESH, FRESH_TOO, STALE, MISSING, INVALID]));
+      if (stalls) gtins.push(STALLING);
+      return { kind: "batch", organizationId: organization.id, gtins };
+    }
+    return { kind: "single", organizationId: organization.id, gtins: [stalls ? STALLING : world.pick([FRESH, FRESH, FRESH, FRESH_TOO, STALE, MISSING, INVALID])] };
+  };
+
+  const lookUp = async () => {
+    const instance = world.pick(world.alive());
+    let organization = world.pick(world.organizations);
+    let idempotencyKey: string | null = null;
+    let shape: LookUpShape | null = null;
+    if (world.chance(0.35)) {
+      if (world.idempotencyKeys.size > 0 && world.chance(0.5)) {
+        idempotencyKey = world.pick([...world.idempotencyKeys.keys()]);
+        shape = world.idempotencyKeys.get(idempotencyKey)!;
+        organization = world.organizations.find((candidate) => candidate.id === shape!.organizationId)!;
+      } else idempotencyKey = `sim-${world.seed}-${++world.sequence}`;
+    }
+    const stalls = shape === null && faults.stall && world.chance(0.12);
+    shape ??= newShape(organization, stalls);
+    if (idempotencyKey !== null && !world.idempotencyKeys.has(idempotencyKey)) world.idempotencyKeys.set(idempotencyKey, shape);
+    // Now and then a key that no longer works (rotated or revoked): 401, nothing billed.
+    const retired = organization.keys.filter((key) => key.status !== "ACTIVE");
+    const key: SimKey = retired.length > 0 && world.chance(0.05) ? world.pick(retired) : world.pick(world.activeKeys(organization));
+    const request = await world.send(instance, shape, key, idempotencyKey, stalls);
+    if (world.chance(0.5)) await Promise.race([request.settled, Bun.sleep(0)]);
+  };
+
+  /**
+   * A look-up while nothing else runs: its answer is known from the balance and the key's monthly
+   * spending before it. No false 402 or 503, and its creditsConsumed and creditsRemaining are exact.
+   */
+  const soloLookUp = async () => {
+    if (world.inFlight().length > 0 || world.requests.some((request) => request.stalled && request.instance.alive)) return;
+    const instance = world.pick(world.alive());
+    const organization = world.pick(world.organizations);
+    const key = world.pick(world.activeKeys(organization));
+    const shape = newShape(organization, false);
+    if (shape.kind === "head") shape.kind = "single";
+    const before = await instance.store.getBalance(organization.id, instance.clock.now());
+    const [line] = await queryRows<{ spent: number | null }>(world.observer, "SELECT sum(spent) AS spent FROM api_key_monthly_usage WHERE key_id = ?", [key.line]);
+    const spent = Number(line?.spent ?? 0);
+    const asked = creditsAsked(shape, world.config.creditCost);
+    const request = world.sendLookUp(instance, shape, key, null);
+    world.trace.push(`  solo look-up #${request.id} ${shape.kind} ${shape.gtins.join(",")} on ${instance.name} by ${key.id}: ${before.available} available, ${before.reserved} held, ${spent} spent of ${key.monthlyLimit ?? "no cap"}, asks ${asked}`);
+    await request.settled;
+    const answer = request.answer!;
+    const violation = (text: string) => world.violations.push(`step ${world.trace.length}: solo look-up #${request.id}: ${text}`);
+    const affordable = before.available >= asked && (key.monthlyLimit === null || spent + asked <= key.monthlyLimit);
+    if (asked === 0) return;
+    if (answer.status === 402 && affordable) violation(`402 although ${before.available} credits were available and the key had spent ${spent} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
+    if (answer.status === 200 && !affordable) violation(`200 although ${before.available} credits were available and the key had spent ${spent} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
+    if (answer.status === 503) violation(`503 with nothing failing`);
+    if (answer.status === 200 && answer.creditsRemaining !== before.available - answer.creditsConsumed) {
+      violation(`creditsRemaining ${answer.creditsRemaining} ≠ ${before.available} available before − ${answer.creditsConsumed} consumed`);
+    }
+    if (answer.status === 402 && answer.creditsRemaining !== before.available) violation(`402 with creditsRemaining ${answer.creditsRemaining}, but ${before.available} were available`);
+    const after = await instance.store.getBalance(organization.id, instance.clock.now());
+    if (answer.status === 200 && after.available !== answer.creditsRemaining) violation(`answered creditsRemaining ${answer.creditsRemaining}, but the balance after it is ${after.available}`);
+  };
+
+  const grant = async () => {
+    const organization = world.pick(world.organizations);
+    const by = faults.cliProcess && world.chance(0.5) ? world.cli : world.pick(world.alive()).store;
+    const expiresAt = world.chance(0.5) ? world.pick(world.alive()).clock.now() + world.pick([10_000, 60_000, 3_600_000]) : null;
+    const amount = 1 + Math.floor(world.random() * 5);
+    world.trace.push(`grant of ${amount} to ${organization.id}${expiresAt === null ? "" : ` expiring at +${expiresAt - world.first.clock.now()} ms`}`);
+    await by
+      .grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount, expiresAt, description: "sim grant", now: world.first.clock.now() })
+      .catch((error: unknown) => world.trace.push(`  grant failed: ${error}`));
+  };
+
+  const purchase = async () => {
+    const organization = world.pick(world.organizations);
+    const n = ++world.sequence;
+    const credits = 3 + Math.floor(world.random() * 8);
+    const bought: Purchase = { organizationId: organization.id, orderId: newId("ord", START + n), sessionId: `cs_sim_${n}`, paymentIntent: `pi_sim_${n}`, credits, amount: credits * 100, pending: [], refunded: 0, dispute: "none" };
+    // Valid 30 days, so its credits are spent before those that never expire (and refunds meet held credits).
+    await world.observer.createOrder({
+      ...packOrder({ id: bought.orderId, organizationId: organization.id, credits, amount: bought.amount, now: world.first.clock.now(), provider: "stripe", providerRef: bought.sessionId }),
+      validityDays: 30,
+    });
+    const session = { id: bought.sessionId, object: "checkout.session", mode: "payment", client_reference_id: bought.orderId, payment_intent: bought.paymentIntent, amount_total: bought.amount, currency: "eur", payment_status: "paid", status: "complete", metadata: { orderId: bought.orderId, organizationId: organization.id } };
+    bought.pending.push({ id: `evt_paid_${n}`, payload: stripeEvent(`evt_paid_${n}`, "checkout.session.completed", session) });
+    world.purchases.push(bought);
+    world.trace.push(`purchase ${bought.orderId} of ${credits} credits by ${organization.id}`);
+  };
+
+  /** A refund (full or partial) or a dispute of a purchase; a dispute opened may later be won (funds reinstated). */
+  const reverse = async () => {
+    const candidates = world.purchases.filter((candidate) => candidate.refunded < candidate.amount && candidate.dispute !== "won");
+    if (candidates.length === 0) return;
+    const target = world.pick(candidates);
+    const n = ++world.sequence;
+    const chargeId = `ch_${target.paymentIntent}`;
+    if (target.dispute === "open") {
+      const dispute = { id: `dp_${target.paymentIntent}`, object: "dispute", charge: chargeId, payment_intent: target.paymentIntent, amount: target.amount, currency: "eur", status: "won" };
+      target.pending.push({ id: `evt_won_${n}`, payload: stripeEvent(`evt_won_${n}`, "charge.dispute.funds_reinstated", dispute) });
+      target.dispute = "won";
+      world.trace.push(`dispute of ${target.orderId} won (queued)`);
+      return;
+    }
+    const roll = world.random();
+    if (roll < 0.3 && target.refunded === 0) {
+      const dispute = { id: `dp_${target.paymentIntent}`, object: "dispute", charge: chargeId, payment_intent: target.paymentIntent, amount: target.amount, currency: "eur", status: "needs_response" };
+      target.pending.push({ id: `evt_dispute_${n}`, payload: stripeEvent(`evt_dispute_${n}`, "charge.dispute.funds_withdrawn", dispute) });
+      target.dispute = "open";
+      world.trace.push(`dispute of ${target.orderId} opened (queued)`);
+      return;
+    }
+    if (target.dispute !== "none") return;
+    // Stripe reports the charge's whole refunded amount so far; a partial refund is a share of it.
+    target.refunded = roll < 0.65 ? Math.min(target.amount, target.refunded + 100 * (1 + Math.floor(world.random() * (target.credits - 1)))) : target.amount;
+    const charge = { id: chargeId, object: "charge", payment_intent: target.paymentIntent, amount: target.amount, amount_refunded: target.refunded, refunded: target.refunded === target.amount, currency: "eur" };
+    target.pending.push({ id: `evt_refund_${n}`, payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge) });
+    world.trace.push(`refund of ${target.refunded} of ${target.amount} of ${target.orderId} queued`);
+  };
+
+  const deliverEvent = async () => {
+    const waiting = world.purchases.filter((candidate) => candidate.pending.length > 0);
+    if (waiting.length === 0) return;
+    const target = world.pick(waiting);
+    const index = faults.providerDisorder ? Math.floor(world.random() * target.pending.length) : 0;
+    const event = target.pending[index]!;
+    // Stripe may deliver the same event again later: sometimes keep it queued.
+    if (!(faults.providerDisorder && world.chance(0.3))) target.pending.splice(index, 1);
+    else world.faultsInjected++;
+    await world.deliver(world.pick(world.alive()), target.orderId, event);
+  };
+
+  /** A subscription's period paid (its first or a renewal): credits that expire when the period ends. */
+  const renewal = async () => {
+    const organization = world.pick(world.organizations);
+    const n = ++world.sequence;
+    const now = world.first.clock.now();
+    const credits = 2 + Math.floor(world.random() * 6);
+    const periodEnd = Math.floor((now + world.pick([30_000, 120_000, 30 * 86_400_000])) / 1000);
+    const invoice = {
+      id: `in_sim_${n}`,
+      object: "invoice",
+      customer: `cus_${organization.id}`,
+      billing_reason: world.chance(0.5) ? "subscription_cycle" : "subscription_create",
+      amount_paid: credits * 100,
+      currency: "eur",
+      parent: { type: "subscription_details", subscription_details: { subscription: `sub_${organization.id}`, metadata: { organizationId: organization.id, creditsPerPeriod: String(credits), amountPerPeriod: String(credits * 100), planName: "Sim" } } },
+      lines: { object: "list", data: [{ id: `il_${n}`, period: { start: Math.floor(now / 1000), end: periodEnd } }] },
+    };
+    const event = { id: `evt_invoice_${n}`, payload: stripeEvent(`evt_invoice_${n}`, "invoice.paid", invoice) };
+    world.trace.push(`renewal of ${credits} credits for ${organization.id} until +${periodEnd * 1000 - now} ms`);
+    await world.deliver(world.pick(world.alive()), organization.id, event);
+    // Stripe sends it again at times: granted once.
+    if (faults.providerDisorder && world.chance(0.3)) await world.deliver(world.pick(world.alive()), organization.id, event);
+  };
+
+  const rotate = async () => {
+    const organization = world.pick(world.organizations);
+    const key = world.pick(world.activeKeys(organization));
+    const now = world.pick(world.alive()).clock.now();
+    const rotated = await rotateApiKey(world.observer, { organizationId: organization.id, id: key.id, createdBy: SYSTEM_USER_ID, keyPrefix: world.config.keyPrefix, now }).catch((error: unknown) => {
+      world.trace.push(`  rotation failed: ${error}`);
+      return null;
+    });
+    if (rotated === null) return;
+    key.status = "ROTATED";
+    organization.keys.push({ id: rotated.key.id, organizationId: organization.id, clearKey: rotated.clearKey, line: key.line, monthlyLimit: key.monthlyLimit, status: "ACTIVE" });
+    world.trace.push(`key ${key.id} rotated into ${rotated.key.id}`);
+  };
+
+  const revoke = async () => {
+    const organization = world.pick(world.organizations);
+    const active = world.activeKeys(organization);
+    if (active.length < 2) return;
+    const key = world.pick(active);
+    await revokeApiKey(world.observer, { organizationId: organization.id, id: key.id, now: world.first.clock.now() });
+    key.status = "REVOKED";
+    world.trace.push(`key ${key.id} revoked`);
+  };
+
+  const feedImport = async () => {
+    const by = faults.cliProcess && world.chance(0.5) ? world.cli : world.observer;
+    world.trace.push("feed import");
+    await by.applyFeedRecords(catalogue(world.first.clock.now() + world.sequence), world.first.clock.now()).catch((error: unknown) => world.trace.push(`  import failed: ${error}`));
+  };
+
+  return [
+    [30, "look-up", lookUp],
+    [5, "solo look-up", soloLookUp],
+    [8, "settle", async () => void (await Promise.all(world.requests.filter((request) => request.instance.alive && !request.stalled).map((request) => request.settled)))],
+    [6, "advance clock", async () => world.advance(world.pick([1_000, 5_000, 30_000, 61_000]))],
+    [
+      5,
+      "stale sweep",
+      async () => {
+        const instance = world.pick(world.alive());
+        const released = await instance.store.releaseStaleReservations(instance.clock.now()).catch((error: unknown) => world.trace.push(`  sweep failed: ${error}`));
+        world.trace.push(`  ${instance.name} swept ${released}`);
+      },
+    ],
+    [4, "unstall", async () => world.unstall()],
+    [4, "grant", grant],
+    [
+      3,
+      "expiry",
+      async () => {
+        const instance = world.pick(world.alive());
+        await instance.store.expireBuckets(instance.clock.now()).catch((error: unknown) => world.trace.push(`  expiry failed: ${error}`));
+      },
+    ],
+    [faults.cliProcess ? 3 : 0, "cli balance", async () => void (await world.cli.getBalance(world.pick(world.organizations).id, world.first.clock.now()))],
+    [4, "purchase", purchase],
+    [4, "refund or dispute", reverse],
+    [6, "deliver event", deliverEvent],
+    [2, "renewal", renewal],
+    [1, "rotate key", rotate],
+    [1, "revoke key", revoke],
+    [2, "feed import", feedImport],
+  ];
+}
