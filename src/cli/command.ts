@@ -52,7 +52,7 @@ export function parseCommandArgs<O extends Options>(context: CommandContext, com
     const arg = context.args[index]!;
     const name = arg.startsWith("--") ? arg.slice(2) : null;
     const next = context.args[index + 1];
-    if (name !== null && all[name]?.type === "string" && next !== undefined && next.startsWith("-") && next !== "-") {
+    if (name !== null && all[name]?.type === "string" && next?.startsWith("-") && next !== "-") {
       args.push(`${arg}=${next}`);
       index++;
     } else args.push(arg);

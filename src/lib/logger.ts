@@ -27,7 +27,7 @@ export function createLogger(options: { level: LogLevel; write?: (chunk: string)
   };
   const log = (level: Exclude<LogLevel, "silent">, message: string, fields?: Record<string, unknown>): void => {
     if (RANK[level] < threshold) return;
-    buffer += JSON.stringify({ time: new Date().toISOString(), level, message, ...fields }) + "\n";
+    buffer += `${JSON.stringify({ time: new Date().toISOString(), level, message, ...fields })}\n`;
     if (!scheduled) {
       scheduled = true;
       setImmediate(flush);

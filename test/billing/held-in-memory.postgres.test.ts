@@ -196,7 +196,7 @@ test("a batch of held look-ups writes what the general debit statement writes: b
       outcomes,
       buckets: buckets.map((bucket) => bucket.remaining),
       sum: await ledgerSum(store, organization.id),
-      ledger: (await rows("SELECT id, amount::int, balance_after::int, bucket_id, key_id, request_id, gtin, description, created_at::bigint - " + now + " AS at FROM credit_transactions WHERE organization_id = $org AND type = 'usage' ORDER BY id")).map((row) => ({ ...row, bucket_id: row.bucket_id === null ? null : bucketNames.get(row.bucket_id as string) })),
+      ledger: (await rows(`SELECT id, amount::int, balance_after::int, bucket_id, key_id, request_id, gtin, description, created_at::bigint - ${now} AS at FROM credit_transactions WHERE organization_id = $org AND type = 'usage' ORDER BY id`)).map((row) => ({ ...row, bucket_id: row.bucket_id === null ? null : bucketNames.get(row.bucket_id as string) })),
       counters: await rows("SELECT period_ms, period_start::bigint, key_id, reason, requests, credits::int FROM usage_counters WHERE organization_id = $org ORDER BY period_ms, key_id"),
       spending: await rows(`SELECT key_id, month, spent::int FROM api_key_monthly_usage WHERE key_id IN (SELECT id FROM api_keys WHERE organization_id = $org) ORDER BY key_id`),
       events: await rows("SELECT type, payload FROM webhook_events WHERE organization_id = $org AND type LIKE 'credits.%' AND type <> 'credits.granted' ORDER BY created_at, type"),

@@ -136,7 +136,7 @@ describe("credit reservations", () => {
 
   test("a partial commit (shrink, then commit) debits what is kept, from the soonest-expiring credits, and gives the rest back", async () => {
     const never = await grant(5);
-    const soon = await grant(2, clock.now() + HOUR);
+    await grant(2, clock.now() + HOUR);
     const id = reservationId(await reserve(5));
     expect(await store.shrinkReservation(id, 3, clock.now())).toBe(true);
     expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 4, reserved: 3 });

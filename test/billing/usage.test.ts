@@ -37,7 +37,7 @@ describe("GET /api/v1/customer/billing/usage", () => {
     expect(await lookUp(FRESH)).toBe(200);
     expect(await lookUp(FRESH)).toBe(200);
     expect(await lookUp(STALE)).toBe(200);
-    expect(await lookUp(UNKNOWN.slice(0, 13) + "0")).toBe(404);
+    expect(await lookUp(`${UNKNOWN.slice(0, 13)}0`)).toBe(404);
     expect(await lookUp("123")).toBe(400);
     await fx.context.services.usageCounters.flush();
 

@@ -88,6 +88,7 @@ describe("operator CLI", () => {
     const printed: string[] = [];
     expect(await main(["import", feed, "--allow-rejects", "--database-url", databaseUrl], (line) => printed.push(line), () => {}, tty)).toBe(0);
     // The first batch's line is drawn at once; later ones only after the redraw interval.
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the progress line starts with the terminal's erase-line sequence
     expect(tty.writes[0]).toMatch(/^\r\x1b\[Kimporting: 1001 records, 1000 offers, 1 rejected, \d+ records\/s, \d+\.\d kB read$/);
     expect(tty.writes.at(-1)).toBe("\r\x1b[K");
     expect(printed.join("\n")).toStartWith("read 2500, products 1, offers 2499, rejected 1");

@@ -87,6 +87,7 @@ describe("price-service feeds and history", () => {
       await cli("feeds", "add", "inbox", "--directory", inbox, "--merchants", "shop-p");
       const writes: string[] = [];
       expect(await main(["feeds", "run", "inbox", "--database-url", database.url], () => {}, () => {}, { isTTY: true, write: (text: string) => writes.push(text) })).toBe(0);
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the progress line starts with the terminal's erase-line sequence
       expect(writes).toEqual([expect.stringMatching(/^\r\x1b\[Kinbox a\.ndjson: 2 records, 1 offers, 1 rejected, \d+ records\/s, \d+ B read$/), "\r\x1b[K"]);
 
       writeFileSync(join(inbox, "b.ndjson"), offerLine(PEN, "shop-p", "4.00", Date.now() - 2000));

@@ -10,7 +10,7 @@ beforeAll(async () => {
   context = await createTestContext();
   org = await createOrganization(context, 10);
   session = await signIn(context, "contract@example.org");
-  await addProduct(context, "0" + GTIN, [{ merchantId: "m-1", price: 1299, ageMs: 60_000 }]);
+  await addProduct(context, `0${GTIN}`, [{ merchantId: "m-1", price: 1299, ageMs: 60_000 }]);
   document = await json(await context.request("/openapi.json"));
 });
 afterAll(async () => {

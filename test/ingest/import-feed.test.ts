@@ -23,7 +23,7 @@ function streamOf(text: string): ReadableStream<Uint8Array> {
 }
 
 function ndjson(...records: Array<Record<string, unknown> | string>): string {
-  return records.map((record) => (typeof record === "string" ? record : JSON.stringify(record))).join("\n") + "\n";
+  return `${records.map((record) => (typeof record === "string" ? record : JSON.stringify(record))).join("\n")}\n`;
 }
 
 function importNDJSON(text: string, batchSize?: number): Promise<ImportReport> {

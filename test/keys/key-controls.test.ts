@@ -147,7 +147,7 @@ describe("PATCH /api/v1/customer/api-keys/{id}", () => {
     expect((await listed(ada, key.id)).monthlyCreditLimit).toBeNull();
   });
 
-  let securityKeyId = "key_doesnotexist";
+  const securityKeyId = "key_doesnotexist";
   securityTests({ method: "PATCH", path: () => `${KEYS}/${securityKeyId}`, body: () => ({ rateLimit: 1 }), accepts: "session" }, () => context);
 });
 

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { SYSTEM_USER_ID, type Store } from "../../src/db/store";
-import { FakeClock } from "../../src/lib/clock";
+import type { FakeClock } from "../../src/lib/clock";
 import { createApiKey } from "../../src/modules/keys/service";
 import { ledgerSum, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../helpers";
 

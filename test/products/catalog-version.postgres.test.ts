@@ -87,7 +87,7 @@ test("a batch reads only the products not in memory, and all of them after an im
   await setPriceBehindTheImports(1199);
   await queryRows(importing, "UPDATE offers SET price_amount = 600 WHERE gtin = ?", ["00000000000017"]);
   const batch = await serving.findProductsWithOffers([GTIN, "00000000000017", "00000000000024"]);
-  expect(batch.map((found) => found?.offers[0]!.priceAmount ?? null)).toEqual([1299, 600, null]);
+  expect(batch.map((found) => (found === null || found === undefined ? null : found.offers[0]!.priceAmount))).toEqual([1299, 600, null]);
   await importing.applyFeedRecords([offer("00000000000031", 700)], Date.now());
   expect(await serving.findKeyCredential(keyHash)).not.toBeNull();
   const after = await serving.findProductsWithOffers([GTIN, "00000000000017"]);

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
-import { PostgresStore } from "../../src/db/postgres-store";
+import type { PostgresStore } from "../../src/db/postgres-store";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import type { Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
@@ -11,7 +11,6 @@ import { addProduct, createOrganization, createSQLiteTestDatabase, json, ledgerS
 
 // An answer may claim a debit only when the debit committed.
 const FRESH = "04006381333931";
-const DAY = 86_400_000;
 
 /** The store with a gate on the product read: `hold()` makes the next look-up wait inside its work. */
 function withGate(store: Store) {

@@ -206,7 +206,7 @@ describe("GET /api/v1/products/{gtin}/price", () => {
       ["a non-Bearer scheme", () => ({ authorization: `Basic ${btoa("a:b")}` }), "required"],
       ["a malformed key", () => ({ authorization: "Bearer not-a-key" }), "invalid"],
       ["a key with a bad checksum", () => ({ authorization: `Bearer ${org.clearKey.slice(0, -1)}${org.clearKey.endsWith("0") ? "1" : "0"}` }), "invalid"],
-      ["a well-formed unknown key", () => ({ authorization: `Bearer ${"pps_" + "A".repeat(32)}${checksumOf("pps_" + "A".repeat(32))}` }), "invalid"],
+      ["a well-formed unknown key", () => ({ authorization: `Bearer ${`pps_${"A".repeat(32)}`}${checksumOf(`pps_${"A".repeat(32)}`)}` }), "invalid"],
     ];
     test.each(cases)("with %s it answers 401 with WWW-Authenticate and bills nothing", async (_name, headers, word) => {
       const response = await price(FRESH, { headers: headers() });

@@ -11,7 +11,7 @@ const RUNS = Number(process.env.FUZZ_RUNS ?? 150);
 const hostileString = fc.oneof(
   fc.string({ maxLength: 40 }),
   fc.string({ unit: "grapheme", maxLength: 40 }),
-  fc.constantFrom("' OR 1=1 --", "../../etc/passwd", "%00", "<script>alert(1)</script>", "${jndi:ldap://x}", "\u0000", "\uFFFF", "🙂".repeat(50), "9".repeat(5000), "%", "%%", "%E0%A4%A"),
+  fc.constantFrom("' OR 1=1 --", "../../etc/passwd", "%00", "<script>alert(1)</script>", "$" + "{jndi:ldap://x}", "\u0000", "\uFFFF", "🙂".repeat(50), "9".repeat(5000), "%", "%%", "%E0%A4%A"),
 );
 
 describe("the GTIN parser", () => {
@@ -103,7 +103,7 @@ describe("the data endpoint under hostile requests", () => {
   });
 
   test("raw malformed paths never crash the router", async () => {
-    for (const raw of ["/api/v1/products/%/price", "/api/v1/products/%E0%A4%A/price", "/api/v1/products//price", "/api/v1/products/" + "9".repeat(10_000) + "/price", "/api/v1/products/..%2F..%2F/price"]) {
+    for (const raw of ["/api/v1/products/%/price", "/api/v1/products/%E0%A4%A/price", "/api/v1/products//price", `/api/v1/products/${"9".repeat(10_000)}/price`, "/api/v1/products/..%2F..%2F/price"]) {
       const response = await context.request(raw, { headers: org.auth });
       expect(response.status).toBeLessThan(500);
     }
@@ -134,7 +134,7 @@ describe("JSON endpoints under hostile bodies and headers", () => {
   const body = fc.oneof(
     fc.json().map((text) => text),
     hostileString,
-    fc.constantFrom("{", "[]", "null", '{"name":' + '"x"'.repeat(1000) + "}", '{"__proto__":{"admin":true},"name":"x"}', '{"name":"a","name":"b"}', "\uFEFF{}", '{"packId":{"$ne":null}}'),
+    fc.constantFrom("{", "[]", "null", `{"name":${'"x"'.repeat(1000)}}`, '{"__proto__":{"admin":true},"name":"x"}', '{"name":"a","name":"b"}', "\uFEFF{}", '{"packId":{"$ne":null}}'),
   );
   const header = fc.string({ maxLength: 300 }).map((value) => value.replace(/[^\t\x20-\x7e]/g, ""));
 

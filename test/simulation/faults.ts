@@ -1,7 +1,7 @@
 // The simulation's faults as operations: an instance crashes, a write inside the money transactions
 // fails, PostgreSQL ends connections (or stays away a while), another connection holds the SQLite
 // write lock, a second `serve` tries to start on the SQLite file.
-import { PostgresStore } from "../../src/db/postgres-store";
+import type { PostgresStore } from "../../src/db/postgres-store";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { lockDatabaseForServing } from "../../src/db/sqlite-serve-lock";
 import type { Store } from "../../src/db/store";

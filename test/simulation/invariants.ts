@@ -103,7 +103,7 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
     const answers = answeredIds.get(requestId);
     // A usage row with no answer belongs to a request still running, or to an instance that died;
     // one whose answer said its debit was in doubt (the database away) may have committed.
-    if (answers !== undefined && answers.every((request) => request.answer!.creditsConsumed === 0 && !request.answer!.debitInDoubt)) {
+    if (answers?.every((request) => request.answer!.creditsConsumed === 0 && !request.answer!.debitInDoubt)) {
       violation(`request ${requestId} was debited but answered ${answers.map((request) => request.answer!.status).join(",")} without claiming the credit`);
     }
   }

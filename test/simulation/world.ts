@@ -1,7 +1,7 @@
 // The running simulation: its database, instances, organizations and keys, the requests it sent and
 // the provider events it holds, and the helpers every operation uses (send a look-up, deliver an
 // event, let stalled requests go, wait for everything to settle).
-import Stripe from "stripe";
+import type Stripe from "stripe";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { PostgresStore } from "../../src/db/postgres-store";
@@ -224,11 +224,11 @@ function instanceStore(inner: Store, instance: () => Instance): Store {
         if (stalls && owner.stallsLeft > 0) {
           owner.stallsLeft--;
           return new Promise((resolve, reject) => {
-            owner.stalls.push(() => (value as Function).apply(target, args).then(resolve, reject));
+            owner.stalls.push(() => (value as (...args: unknown[]) => Promise<unknown>).apply(target, args).then(resolve, reject));
             owner.onStall();
           });
         }
-        return (value as Function).apply(target, args);
+        return (value as (...args: unknown[]) => unknown).apply(target, args);
       };
     },
   }) as Store;

@@ -45,7 +45,7 @@ export const ordersCommand: Command = {
       case "complete": {
         const id = positionals[1];
         if (id === undefined) throw new UsageError("orders complete needs the checkout id (ord_…)");
-        let result;
+        let result: Awaited<ReturnType<typeof completeLocalOrder>>;
         try {
           result = await completeLocalOrder({ store, clock: systemClock }, id);
         } catch (error) {

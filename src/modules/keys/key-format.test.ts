@@ -10,7 +10,7 @@ describe("API key format", () => {
   });
 
   test("the checksum is the CRC-32 of the text before it in base62, zero-padded", () => {
-    const body = "pps_" + "a".repeat(32);
+    const body = `pps_${"a".repeat(32)}`;
     let crc = Bun.hash.crc32(body);
     let encoded = "";
     const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -26,7 +26,7 @@ describe("API key format", () => {
     const flipped = key.slice(0, 10) + (key[10] === "a" ? "b" : "a") + key.slice(11);
     expect(isWellFormedKey(flipped, "pps_")).toBe(false);
     expect(isWellFormedKey(key, "abc_")).toBe(false);
-    expect(isWellFormedKey(key + "0", "pps_")).toBe(false);
+    expect(isWellFormedKey(`${key}0`, "pps_")).toBe(false);
     expect(isWellFormedKey(key.slice(0, -1), "pps_")).toBe(false);
     expect(isWellFormedKey("", "pps_")).toBe(false);
   });

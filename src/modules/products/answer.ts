@@ -8,7 +8,7 @@ import { nextUTCMonthStart, toISO } from "../../lib/clock";
 import { joinUTF8 } from "../../lib/utf8";
 import { normalizeGTIN } from "./gtin";
 import { ITEM_REASONS, type BatchItemValue, type BatchMetaValue, type ItemReason, type PriceDataValue, type PriceMetaValue, type Reason } from "./model";
-import type { BatchLookup, Lookup, SingleLookup } from "./parse";
+import type { BatchLookup, Lookup, } from "./parse";
 import type { PriceLookupDeps, PriceLookupResult } from "./service";
 
 const DEBIT_FAILED = {
@@ -167,7 +167,10 @@ function countUsage(call: PriceCall, reason: string): void {
 }
 
 function countAnswer(call: PriceCall, answer: PriceAnswer): void {
-  if (!Array.isArray(answer.data)) return countUsage(call, (answer.meta as PriceMetaValue).reason);
+  if (!Array.isArray(answer.data)) {
+    countUsage(call, (answer.meta as PriceMetaValue).reason);
+    return;
+  }
   for (const item of answer.data) countUsage(call, item.reason);
 }
 

@@ -1,4 +1,4 @@
-import Stripe from "stripe";
+import type Stripe from "stripe";
 import type { InvoiceStatus, NewOrder, Order, ProviderEvent } from "../../../db/billing-records";
 import type { DisputeReport, Store } from "../../../db/store";
 import type { Clock } from "../../../lib/clock";

@@ -16,7 +16,7 @@ function loading(): HTMLParagraphElement {
   return h("p", { class: "muted" }, t("loading"));
 }
 
-async function showBalance(context: PageContext, body: HTMLElement): Promise<void> {
+async function showBalance(body: HTMLElement): Promise<void> {
   const balance = await call<Balance>("GET", "/customer/billing/balance");
   const buckets =
     balance.buckets.length === 0
@@ -233,5 +233,5 @@ export async function renderBilling(context: PageContext, root: HTMLElement, url
     section("invoices-title", t("invoicesTitle"), invoices.element),
   );
   const report = (error: unknown) => context.fail(error);
-  await Promise.all([showBalance(context, balance).catch(report), showUsage(usage).catch(report), showOffers(context, packs, plans).catch(report)]);
+  await Promise.all([showBalance(balance).catch(report), showUsage(usage).catch(report), showOffers(context, packs, plans).catch(report)]);
 }

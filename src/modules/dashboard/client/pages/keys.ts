@@ -11,7 +11,10 @@ import { confirmAction, newIdempotencyKey, type PagedTable, pagedTable, secretPa
 let shownSecret: { name: string; clearKey: string } | null = null;
 
 function showSecret(context: PageContext, region: HTMLElement, focus: boolean): void {
-  if (shownSecret === null) return replace(region);
+  if (shownSecret === null) {
+    replace(region);
+    return;
+  }
   secretPanel({
     region,
     announce: (message) => context.announce(message),

@@ -12,7 +12,7 @@ const VARIABLE = "PRICE_SERVICE_KEY";
  * The shell commands of the quickstart for one key: reading the secret into a variable (it is shown
  * only once, so the command asks for it rather than showing a placeholder), a price look-up, the balance.
  */
-export function quickstartCommands(key: Pick<APIKey, "name" | "keyPrefix">, origin: string, lang: string, comment: string): [string, string, string] {
+export function quickstartCommands(_key: Pick<APIKey, "name" | "keyPrefix">, origin: string, lang: string, comment: string): [string, string, string] {
   return [
     `# ${comment}\nread -rs ${VARIABLE} && export ${VARIABLE}`,
     `curl -sS "${origin}/api/v1/products/${EXAMPLE_GTIN}/price?language=${lang}" \\\n  -H "Authorization: Bearer $${VARIABLE}"`,

@@ -10,7 +10,10 @@ const EVENT_TYPES = ["credits.low", "credits.depleted", "credits.granted", "key.
 let shownSecret: { url: string; secret: string } | null = null;
 
 function showSecret(context: PageContext, region: HTMLElement, focus: boolean): void {
-  if (shownSecret === null) return replace(region);
+  if (shownSecret === null) {
+    replace(region);
+    return;
+  }
   secretPanel({
     region,
     announce: (message) => context.announce(message),
