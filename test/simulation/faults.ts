@@ -49,17 +49,10 @@ async function execute(store: Store, text: string): Promise<void> {
 
 export function faultOperations(world: World): Operation[] {
   const { faults, observer } = world;
-  /**
-   * A look-up of FRESH by one of the organization's active keys (half of them capped); `uncapped`:
-   * only keys without a cap. A capped key's reservation is a transaction, and postgres.js 3.4.9
-   * sends the ROLLBACK of a transaction whose connection PostgreSQL ended on the dead connection,
-   * which then waits 30 s (the connect timeout) before it serves again (docs/testing-simulation.md):
-   * the connection fault's look-ups use uncapped keys (their debits are the transactions it is for).
-   */
-  const freshLookUp = (instance = world.pick(world.alive()), uncapped = false) => {
+  /** A look-up of FRESH by one of the organization's active keys (half of them capped). */
+  const freshLookUp = (instance = world.pick(world.alive())) => {
     const organization = world.pick(world.organizations);
-    const keys = world.activeKeys(organization).filter((key) => !uncapped || key.monthlyLimit === null);
-    const key = world.pick(keys.length > 0 ? keys : world.activeKeys(organization));
+    const key = world.pick(world.activeKeys(organization));
     const shape: LookUpShape = world.chance(0.3) ? { kind: "batch", organizationId: organization.id, gtins: [FRESH, "05012345678900"] } : { kind: "single", organizationId: organization.id, gtins: [FRESH] };
     let idempotencyKey: string | null = null;
     if (world.chance(0.3)) {
@@ -99,7 +92,7 @@ export function faultOperations(world: World): Operation[] {
       async () => {
         world.faultsInjected++;
         const instance = world.pick(world.alive());
-        const sent = [1, 2, 3].map(() => freshLookUp(instance, true));
+        const sent = [1, 2, 3].map(() => freshLookUp(instance));
         world.trace.push(`  look-ups #${sent.map((request) => request.id).join(", #")} while connections are ended`);
         // Only this run's backends (its schema's application_name): other runs share the server.
         const ours = testApplicationName(world.database.url);
