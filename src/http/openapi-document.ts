@@ -60,11 +60,23 @@ function isCoercionUnion(schema: JSONObject): JSONObject | undefined {
   return text !== undefined && number !== undefined ? number : undefined;
 }
 
+/**
+ * The generator writes a nullable constant (`t.Union([t.Literal(x), t.Null()])`) as
+ * `{ const: x, type: [string, null] }`, which null does not satisfy: it is `enum: [x, null]`.
+ */
+function nullableConstant(schema: JSONObject): JSONObject | undefined {
+  if (!("const" in schema) || !Array.isArray(schema.type) || !schema.type.includes("null")) return undefined;
+  const { const: constant, ...rest } = schema;
+  return { ...rest, enum: [constant, null] };
+}
+
 function plainSchemas(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(plainSchemas);
   if (value === null || typeof value !== "object") return value;
   const number = isCoercionUnion(value as JSONObject);
   if (number !== undefined) return plainSchemas(number);
+  const nullable = nullableConstant(value as JSONObject);
+  if (nullable !== undefined) return plainSchemas(nullable);
   // `noValidate` tells Elysia a schema is documentation only; it is no JSON Schema keyword.
   return Object.fromEntries(Object.entries(value).filter(([key]) => key !== "noValidate").map(([key, item]) => [key, plainSchemas(item)]));
 }

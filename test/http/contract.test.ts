@@ -31,6 +31,19 @@ function* schemas(value: unknown, where = ""): Generator<[string, any]> {
 }
 
 describe("the OpenAPI document, as a generated client or a contract tool reads it", () => {
+  test("a nullable constant is an enum that includes null (a `const` would refuse the null the service sends)", () => {
+    const refusingNull: string[] = [];
+    const walk = (value: unknown, path: string): void => {
+      if (value === null || typeof value !== "object") return;
+      const schema = value as Record<string, unknown>;
+      if ("const" in schema && Array.isArray(schema.type) && schema.type.includes("null")) refusingNull.push(path);
+      for (const [key, item] of Object.entries(schema)) walk(item, `${path}/${key}`);
+    };
+    walk(document, "#");
+    expect(refusingNull).toEqual([]);
+    expect(JSON.stringify(document)).toContain('"enum":["insufficient-credits",null]');
+  });
+
   test("integers are plain `type: integer`, with no string alternative and no default 0", () => {
     const coerced = [...schemas(document.paths)].filter(([, schema]) => schema.format === "integer" || schema.format === "numeric").map(([where]) => where);
     expect(coerced).toEqual([]);
