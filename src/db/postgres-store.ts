@@ -4,7 +4,7 @@ import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
 import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
-import { page, toKeyRecord } from "./rows";
+import { page } from "./rows";
 import type {
   CompleteOrderInput,
   CompleteOrderResult,
@@ -28,14 +28,14 @@ import { type DebitPlan, type HeldDebit, planHeldDebits } from "./ledger/debit-p
 import { errorCode, isConnectionLost } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
-import { balanceEventData, balanceEventTypes, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { CAPPED_KEY, PostgresKeys, SPENDABLE_BUCKETS } from "./keys/postgres";
 import { PostgresWatches } from "./watches/postgres";
 import { PostgresHistory } from "./history/postgres";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/postgres";
 import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
 import type {
-  ApiKeyRecord,
   Balance,
   BalanceAtKeyRead,
   DisputeReport,
@@ -43,11 +43,7 @@ import type {
   FeedRecord,
   IdempotencyClaim,
   Invitation,
-  KeyControls,
-  KeyCredential,
-  KeyReplacement,
   LedgerTransaction,
-  NewApiKey,
   OfferRecord,
   Organization,
   Page,
@@ -87,24 +83,6 @@ type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
 // instances is a row lock or a conditional write inside one transaction, never a read followed by
 // a write in the app.
 
-const keyRecordColumns = {
-  id: apiKeys.id,
-  organizationId: apiKeys.organizationId,
-  name: apiKeys.name,
-  keyPrefix: apiKeys.keyPrefix,
-  status: apiKeys.status,
-  replacedBy: apiKeys.replacedBy,
-  createdAt: apiKeys.createdAt,
-  lastUsedAt: apiKeys.lastUsedAt,
-  expiresAt: apiKeys.expiresAt,
-  monthlyCreditLimit: apiKeys.monthlyCreditLimit,
-  rateLimit: apiKeys.rateLimit,
-  createdById: users.id,
-  createdByName: users.name,
-  createdByEmail: users.email,
-};
-
-
 const bucketColumns = {
   id: creditBuckets.id,
   organizationId: creditBuckets.organizationId,
@@ -127,17 +105,6 @@ function fefo(sql: postgres.Sql | postgres.TransactionSql, table?: string): post
   return sql(Object.assign([text], { raw: [text] }) as unknown as TemplateStringsArray);
 }
 
-/** An organization's buckets with credits to spend at `now` (a placeholder); the organization's id is one too unless given. */
-const spendableBuckets = (organizationId: SQL = sql`${sql.placeholder("organizationId")}`) =>
-  and(
-    eq(creditBuckets.organizationId, organizationId),
-    gt(creditBuckets.remaining, 0),
-    or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, sql.placeholder("now"))),
-  );
-const SPENDABLE_BUCKETS = spendableBuckets();
-
-/** Of an api_keys row: its requests take the capped path (a monthly credit limit, or no longer ACTIVE: its line's limit is the live key's). */
-const CAPPED_KEY = sql`(monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE')`;
 
 /** Rows per multi-row INSERT: well under PostgreSQL's 65 535 parameters per statement. */
 const INSERT_CHUNK = 1000;
@@ -231,7 +198,22 @@ export class PostgresStore implements Store {
     this.webhooks = new PostgresWebhooks(client);
     this.watches = new PostgresWatches(client);
     this.history = new PostgresHistory(client);
+    this.keys = new PostgresKeys(this.db, {
+      transaction: (work, config) => this.transaction(work, config),
+      seeCatalogVersion: (version) => this.seeCatalogVersion(version),
+    });
   }
+
+  private readonly keys: PostgresKeys;
+  insertApiKey: Store["insertApiKey"] = (key) => this.keys.insertApiKey(key);
+  findKeyCredential: Store["findKeyCredential"] = (keyHash, now) => this.keys.findKeyCredential(keyHash, now);
+  getApiKey: Store["getApiKey"] = (organizationId, id) => this.keys.getApiKey(organizationId, id);
+  getApiKeyById: Store["getApiKeyById"] = (id) => this.keys.getApiKeyById(id);
+  listApiKeys: Store["listApiKeys"] = (organizationId, query) => this.keys.listApiKeys(organizationId, query);
+  revokeApiKey: Store["revokeApiKey"] = (organizationId, id, now) => this.keys.revokeApiKey(organizationId, id, now);
+  rotateApiKey: Store["rotateApiKey"] = (organizationId, id, replacement) => this.keys.rotateApiKey(organizationId, id, replacement);
+  updateApiKeyControls: Store["updateApiKeyControls"] = (organizationId, id, controls) => this.keys.updateApiKeyControls(organizationId, id, controls);
+  touchApiKeys: Store["touchApiKeys"] = (lastUsed) => this.keys.touchApiKeys(lastUsed);
 
   private readonly watches: PostgresWatches;
   createWatch: Store["createWatch"] = (watch, rules) => this.watches.create(watch, rules);
@@ -318,121 +300,6 @@ export class PostgresStore implements Store {
     return row ? { session: row.sessions, user: row.users } : null;
   }
 
-  private keyQuery() {
-    return this.db.select(keyRecordColumns).from(apiKeys).innerJoin(users, eq(users.id, apiKeys.createdBy));
-  }
-
-  async insertApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
-    await this.transaction(async (tx) => {
-      await tx.insert(apiKeys).values({ ...key, status: "ACTIVE" });
-      await emitPostgres(tx, [{ id: newId("msg", key.createdAt), organizationId: key.organizationId, type: "key.created", data: keyEventData(key), createdAt: key.createdAt }]);
-    });
-    return (await this.getApiKeyById(key.id))!;
-  }
-
-  private readonly credentialByHash = this.lazy(() =>
-    this.db
-      .select({
-        id: apiKeys.id,
-        lineId: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})`,
-        organizationId: apiKeys.organizationId,
-        keyPrefix: apiKeys.keyPrefix,
-        keyHash: apiKeys.keyHash,
-        status: apiKeys.status,
-        expiresAt: apiKeys.expiresAt,
-        monthlyCreditLimit: apiKeys.monthlyCreditLimit,
-        rateLimit: apiKeys.rateLimit,
-        catalogVersion: sql<number>`(SELECT coalesce(max(${catalogVersion.version}), 0) FROM ${catalogVersion})`.mapWith(Number),
-        spendable: sql<number>`(SELECT coalesce(sum(${creditBuckets.remaining}), 0) FROM ${creditBuckets} WHERE ${spendableBuckets(sql`api_keys.organization_id`)})`.mapWith(Number),
-        capped: sql<boolean>`${CAPPED_KEY}`,
-      })
-      .from(apiKeys)
-      .where(eq(apiKeys.keyHash, sql.placeholder("hash")))
-      .prepare("key_credential_by_hash"),
-  );
-
-  /**
-   * Read on every data request, never cached: a key revoked or rotated by any instance is refused at
-   * once. The same statement reads the catalog's version, so a look-up reads products at least as new
-   * as every import committed before its request began (see findProductWithOffers), and the
-   * organization's balance, which reserveCredits then does not read again.
-   */
-  async findKeyCredential(keyHash: string, now: number = Date.now()): Promise<KeyCredential | null> {
-    const [row] = await this.credentialByHash().execute({ hash: keyHash, now });
-    if (row === undefined) return null;
-    const { catalogVersion: version, spendable, capped, ...credential } = row;
-    this.seeCatalogVersion(version);
-    return { ...credential, balance: { spendable, capped } };
-  }
-
-  async getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
-    const [row] = await this.keyQuery().where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId)));
-    return row ? toKeyRecord(row) : null;
-  }
-
-  async getApiKeyById(id: string): Promise<ApiKeyRecord | null> {
-    const [row] = await this.keyQuery().where(eq(apiKeys.id, id));
-    return row ? toKeyRecord(row) : null;
-  }
-
-  async listApiKeys(organizationId: string, query: { limit: number; after?: string }): Promise<Page<ApiKeyRecord>> {
-    const rows = await this.keyQuery()
-      .where(and(eq(apiKeys.organizationId, organizationId), query.after ? lt(apiKeys.id, query.after) : undefined))
-      .orderBy(desc(apiKeys.id))
-      .limit(query.limit + 1);
-    return page(rows.map(toKeyRecord), query.limit);
-  }
-
-  async revokeApiKey(organizationId: string, id: string, now: number = Date.now()): Promise<ApiKeyRecord | null> {
-    const revoked = await this.transaction(async (tx) => {
-      const [key] = await tx
-        .update(apiKeys)
-        .set({ status: "REVOKED" })
-        .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({ id: apiKeys.id, organizationId: apiKeys.organizationId, name: apiKeys.name, keyPrefix: apiKeys.keyPrefix });
-      if (key === undefined) return false;
-      await emitPostgres(tx, [{ id: newId("msg", now), organizationId, type: "key.revoked", data: keyEventData(key), createdAt: now }]);
-      return true;
-    });
-    return revoked ? this.getApiKey(organizationId, id) : null;
-  }
-
-  // Invariant: of two instances rotating one key at once, only the one whose conditional update
-  // still finds it ACTIVE inserts a replacement. That update locks the row until the commit and
-  // returns the name and controls of its latest committed version, which the replacement copies: a
-  // PATCH commits before it (and is copied) or waits for it (and then finds the key ROTATED).
-  async rotateApiKey(organizationId: string, id: string, replacement: KeyReplacement): Promise<ApiKeyRecord | null> {
-    const rotated = await this.transaction(async (tx) => {
-      const [copied] = await tx
-        .update(apiKeys)
-        .set({ status: "ROTATED", replacedBy: replacement.id })
-        .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({
-          name: apiKeys.name,
-          expiresAt: apiKeys.expiresAt,
-          monthlyCreditLimit: apiKeys.monthlyCreditLimit,
-          rateLimit: apiKeys.rateLimit,
-          lineId: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})`,
-        });
-      if (copied === undefined) return false;
-      // The replacement joins the key's line: what the line spent and holds counts against its limit.
-      await tx.insert(apiKeys).values({ ...replacement, ...copied, status: "ACTIVE" });
-      const data = keyEventData({ ...replacement, name: copied.name, id }, { replacedBy: replacement.id });
-      await emitPostgres(tx, [{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
-      return true;
-    });
-    return rotated ? this.getApiKeyById(replacement.id) : null;
-  }
-
-  async updateApiKeyControls(organizationId: string, id: string, controls: Partial<KeyControls>): Promise<ApiKeyRecord | null> {
-    const changed = await this.db
-      .update(apiKeys)
-      .set({ ...controls, status: "ACTIVE" })
-      .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-      .returning({ id: apiKeys.id });
-    return changed.length === 1 ? this.getApiKey(organizationId, id) : null;
-  }
-
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
     if (keyIds.length === 0) return new Map();
     const rows = await this.db
@@ -443,18 +310,6 @@ export class PostgresStore implements Store {
     return new Map(rows.map((row) => [row.keyId, row.spent]));
   }
 
-  /**
-   * Each instance writes its own view of lastUsedAt; keeping the greatest value makes them converge
-   * whatever order the flushes land in. One autocommit update per key: nothing to deadlock on.
-   */
-  async touchApiKeys(lastUsed: Map<string, number>): Promise<void> {
-    for (const [id, at] of lastUsed) {
-      await this.db
-        .update(apiKeys)
-        .set({ lastUsedAt: sql`greatest(coalesce(${apiKeys.lastUsedAt}, 0), ${at})` })
-        .where(eq(apiKeys.id, id));
-    }
-  }
 
   /**
    * Multi-row upserts instead of one statement per record. PostgreSQL refuses to update one row twice

@@ -4,7 +4,7 @@ import { and, asc, desc, eq, gt, gte, isNotNull, isNull, lt, lte, or, sql } from
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
-import { page, toKeyRecord } from "./rows";
+import { page } from "./rows";
 import type {
   CompleteOrderInput,
   CompleteOrderResult,
@@ -20,30 +20,27 @@ import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpd
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
 import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./sqlite-webhooks";
-import { balanceEventData, balanceEventTypes, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import { DISPUTED } from "./ledger/reversals";
 import { fefoOrder, takeInOrder } from "./ledger/allocation";
 import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
 import { type LedgerPort, runSync } from "./ledger/port";
 import { invoiceColumns, sqliteLedgerPort } from "./ledger/sqlite";
+import { SQLiteKeys } from "./keys/sqlite";
 import { SQLiteWatches } from "./watches/sqlite";
 import { SQLiteHistory } from "./history/sqlite";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/sqlite";
 import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, SYSTEM_USER_ID, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
 import type {
-  ApiKeyRecord,
   Balance,
   DisputeReport,
   Bucket,
   FeedRecord,
   IdempotencyClaim,
   Invitation,
-  KeyControls,
   KeyCredential,
-  KeyReplacement,
   LedgerTransaction,
-  NewApiKey,
   OfferRecord,
   Organization,
   Page,
@@ -60,7 +57,7 @@ import type {
   User,
 } from "./store";
 
-const { organizations, users, sessions, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions } = schema;
+const { organizations, users, sessions, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions } = schema;
 const { invitations, idempotencyRecords } = schema;
 const { orders, subscriptions, invoices, payments } = schema;
 
@@ -91,24 +88,6 @@ export function sqlitePathFromURL(databaseUrl: string): string {
   const path = databaseUrl.replace(/^sqlite:(\/\/)?/, "");
   return path === "" ? ":memory:" : path;
 }
-
-const keyRecordColumns = {
-  id: apiKeys.id,
-  organizationId: apiKeys.organizationId,
-  name: apiKeys.name,
-  keyPrefix: apiKeys.keyPrefix,
-  status: apiKeys.status,
-  replacedBy: apiKeys.replacedBy,
-  createdAt: apiKeys.createdAt,
-  lastUsedAt: apiKeys.lastUsedAt,
-  expiresAt: apiKeys.expiresAt,
-  monthlyCreditLimit: apiKeys.monthlyCreditLimit,
-  rateLimit: apiKeys.rateLimit,
-  createdById: users.id,
-  createdByName: users.name,
-  createdByEmail: users.email,
-};
-
 
 const bucketColumns = {
   id: creditBuckets.id,
@@ -198,6 +177,14 @@ export class SQLiteStore implements Store {
     this.webhooks = new SQLiteWebhooks(database);
     this.watches = new SQLiteWatches(database, (organizationId, now) => this.spendableBuckets(organizationId, now));
     this.history = new SQLiteHistory(database);
+    this.keys = new SQLiteKeys(this.db, {
+      write: (work) => this.write(work),
+      writeKeepingCaches: (work) => this.writeKeepingCaches(work),
+      syncCaches: (scope) => this.syncCaches(scope),
+      keyCache: this.keyCache,
+      keyLineOf: (keyId) => this.keyLineOf(keyId),
+      emit: (events) => this.webhooks.emit(events),
+    });
     this.ledger = sqliteLedgerPort({
       db: this.db,
       appendLedger: (entry) => this.appendLedger(entry),
@@ -206,6 +193,17 @@ export class SQLiteStore implements Store {
       heldIn: (bucketId) => this.holds.get(bucketId) ?? 0,
     });
   }
+
+  private readonly keys: SQLiteKeys;
+  insertApiKey: Store["insertApiKey"] = async (key) => this.keys.insertApiKey(key);
+  findKeyCredential: Store["findKeyCredential"] = async (keyHash) => this.keys.findKeyCredential(keyHash);
+  getApiKey: Store["getApiKey"] = async (organizationId, id) => this.keys.getApiKey(organizationId, id);
+  getApiKeyById: Store["getApiKeyById"] = async (id) => this.keys.getApiKeyById(id);
+  listApiKeys: Store["listApiKeys"] = async (organizationId, query) => this.keys.listApiKeys(organizationId, query);
+  revokeApiKey: Store["revokeApiKey"] = async (organizationId, id, now) => this.keys.revokeApiKey(organizationId, id, now);
+  rotateApiKey: Store["rotateApiKey"] = async (organizationId, id, replacement) => this.keys.rotateApiKey(organizationId, id, replacement);
+  updateApiKeyControls: Store["updateApiKeyControls"] = async (organizationId, id, controls) => this.keys.updateApiKeyControls(organizationId, id, controls);
+  touchApiKeys: Store["touchApiKeys"] = async (lastUsed) => this.keys.touchApiKeys(lastUsed);
 
   private readonly watches: SQLiteWatches;
   createWatch: Store["createWatch"] = async (watch, rules) => this.watches.create(watch, rules);
@@ -336,125 +334,8 @@ export class SQLiteStore implements Store {
     return row ? { session: row.sessions, user: row.users } : null;
   }
 
-  private keyQuery() {
-    return this.db.select(keyRecordColumns).from(apiKeys).innerJoin(users, eq(users.id, apiKeys.createdBy));
-  }
-
-  async insertApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
-    this.write((tx) => {
-      tx.insert(apiKeys).values({ ...key, status: "ACTIVE" }).run();
-      this.webhooks.emit([{ id: newId("msg", key.createdAt), organizationId: key.organizationId, type: "key.created", data: keyEventData(key), createdAt: key.createdAt }]);
-    });
-    return (await this.getApiKeyById(key.id))!;
-  }
-
-  private readonly credentialByHash = this.lazy(() =>
-    this.db
-      .select({
-        id: apiKeys.id,
-        lineId: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})`,
-        organizationId: apiKeys.organizationId,
-        keyPrefix: apiKeys.keyPrefix,
-        keyHash: apiKeys.keyHash,
-        status: apiKeys.status,
-        expiresAt: apiKeys.expiresAt,
-        monthlyCreditLimit: apiKeys.monthlyCreditLimit,
-        rateLimit: apiKeys.rateLimit,
-      })
-      .from(apiKeys)
-      .where(eq(apiKeys.keyHash, sql.placeholder("hash")))
-      .prepare(),
-  );
-
-  async findKeyCredential(keyHash: string): Promise<KeyCredential | null> {
-    this.syncCaches("all connections");
-    const cached = this.keyCache.get(keyHash);
-    if (cached !== undefined) return cached;
-    const credential = this.credentialByHash().get({ hash: keyHash });
-    if (credential === undefined) return null;
-    this.keyCache.set(keyHash, credential);
-    return credential;
-  }
-
-  async getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
-    const row = this.keyQuery().where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId))).get();
-    return row ? toKeyRecord(row) : null;
-  }
-
-  async getApiKeyById(id: string): Promise<ApiKeyRecord | null> {
-    const row = this.keyQuery().where(eq(apiKeys.id, id)).get();
-    return row ? toKeyRecord(row) : null;
-  }
-
-  async listApiKeys(organizationId: string, query: { limit: number; after?: string }): Promise<Page<ApiKeyRecord>> {
-    const rows = this.keyQuery()
-      .where(and(eq(apiKeys.organizationId, organizationId), query.after ? lt(apiKeys.id, query.after) : undefined))
-      .orderBy(desc(apiKeys.id))
-      .limit(query.limit + 1)
-      .all();
-    return page(rows.map(toKeyRecord), query.limit);
-  }
-
-  async revokeApiKey(organizationId: string, id: string, now: number = Date.now()): Promise<ApiKeyRecord | null> {
-    const revoked = this.write((tx) => {
-      const [key] = tx
-        .update(apiKeys)
-        .set({ status: "REVOKED" })
-        .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({ id: apiKeys.id, organizationId: apiKeys.organizationId, name: apiKeys.name, keyPrefix: apiKeys.keyPrefix })
-        .all();
-      if (key === undefined) return false;
-      this.webhooks.emit([{ id: newId("msg", now), organizationId, type: "key.revoked", data: keyEventData(key), createdAt: now }]);
-      return true;
-    });
-    return revoked ? this.getApiKey(organizationId, id) : null;
-  }
-
-  // The one write transaction that ends the key reads the name and controls the replacement copies,
-  // so a PATCH lands either before it (and is copied) or after it (and finds the key ROTATED).
-  async rotateApiKey(organizationId: string, id: string, replacement: KeyReplacement): Promise<ApiKeyRecord | null> {
-    const rotated = this.write((tx) => {
-      const [copied] = tx
-        .update(apiKeys)
-        .set({ status: "ROTATED", replacedBy: replacement.id })
-        .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({ name: apiKeys.name, expiresAt: apiKeys.expiresAt, monthlyCreditLimit: apiKeys.monthlyCreditLimit, rateLimit: apiKeys.rateLimit })
-        .all();
-      if (copied === undefined) return false;
-      // The replacement joins the key's line: what the line spent and holds counts against its limit.
-      tx.insert(apiKeys).values({ ...replacement, ...copied, status: "ACTIVE", lineId: this.keyLineOf(id) }).run();
-      const data = keyEventData({ ...replacement, name: copied.name, id }, { replacedBy: replacement.id });
-      this.webhooks.emit([{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
-      return true;
-    });
-    return rotated ? this.getApiKeyById(replacement.id) : null;
-  }
-
-  async updateApiKeyControls(organizationId: string, id: string, controls: Partial<KeyControls>): Promise<ApiKeyRecord | null> {
-    const changed = this.db
-      .update(apiKeys)
-      .set({ ...controls, status: "ACTIVE" })
-      .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-      .returning({ id: apiKeys.id })
-      .all();
-    return changed.length === 1 ? this.getApiKey(organizationId, id) : null;
-  }
-
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
     return new Map(keyIds.map((id) => [id, this.keySpentById().get(this.keyLineOf(id), month)?.spent ?? 0]));
-  }
-
-  async touchApiKeys(lastUsed: Map<string, number>): Promise<void> {
-    if (lastUsed.size === 0) return;
-    const tx = this.db;
-    this.writeKeepingCaches(() => {
-      for (const [id, at] of lastUsed) {
-        tx.update(apiKeys)
-          .set({ lastUsedAt: sql`max(coalesce(${apiKeys.lastUsedAt}, 0), ${at})` })
-          .where(eq(apiKeys.id, id))
-          .run();
-      }
-    });
   }
 
   // Absent optional fields (null) keep what is stored; offers keep the newer observation. Imports
