@@ -25,16 +25,17 @@ import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment
 import { type AsyncLedgerPort, type LedgerStep, runAsync } from "./ledger/port";
 import { invoiceColumns, postgresLedgerPort } from "./ledger/postgres";
 import { type DebitPlan, type HeldDebit, planHeldDebits } from "./ledger/debit-plan";
-import { errorCode, isConnectionLost } from "./database-errors";
+import { errorCode, isConnectionLost, TRANSACTION_ATTEMPTS } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
 import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { PostgresIdentity } from "./identity/postgres";
 import { CAPPED_KEY, PostgresKeys, SPENDABLE_BUCKETS } from "./keys/postgres";
 import { PostgresWatches } from "./watches/postgres";
 import { PostgresHistory } from "./history/postgres";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/postgres";
-import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
+import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, type UsageCount, type UsageTotal } from "./store";
 import type {
   Balance,
   BalanceAtKeyRead,
@@ -42,7 +43,6 @@ import type {
   Bucket,
   FeedRecord,
   IdempotencyClaim,
-  Invitation,
   LedgerTransaction,
   OfferRecord,
   Organization,
@@ -50,17 +50,13 @@ import type {
   PaymentReversalResult,
   ProductRecord,
   Reservation,
-  SessionRecord,
-  SessionWithUser,
-  SignInOutcome,
   Store,
   TransactionQuery,
   UsageRecord,
-  User,
 } from "./store";
 
-const { organizations, users, sessions, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
-const { invitations, idempotencyRecords } = schema;
+const { organizations, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
+const { idempotencyRecords } = schema;
 const { orders, subscriptions, invoices, payments } = schema;
 const { feedSources, feedRuns, feedTokens, feedSourceFiles, offerPriceHistory, catalogVersion } = schema;
 
@@ -108,8 +104,6 @@ function fefo(sql: postgres.Sql | postgres.TransactionSql, table?: string): post
 
 /** Rows per multi-row INSERT: well under PostgreSQL's 65 535 parameters per statement. */
 const INSERT_CHUNK = 1000;
-/** A transaction that lost a deadlock or a serialization check is run again, this many times at most. */
-const TRANSACTION_ATTEMPTS = 3;
 /** Debits per group-commit statement at most; more wait for the next one. */
 const COMMIT_BATCH_LIMIT = 500;
 /** Products whose last rows the store remembers (see productFromRows). */
@@ -198,11 +192,29 @@ export class PostgresStore implements Store {
     this.webhooks = new PostgresWebhooks(client);
     this.watches = new PostgresWatches(client);
     this.history = new PostgresHistory(client);
+    this.identity = new PostgresIdentity(this.db, {
+      transaction: (work, config) => this.transaction(work, config),
+      ledger: (tx) => this.ledger(tx),
+    });
     this.keys = new PostgresKeys(this.db, {
       transaction: (work, config) => this.transaction(work, config),
       seeCatalogVersion: (version) => this.seeCatalogVersion(version),
     });
   }
+
+  private readonly identity: PostgresIdentity;
+  createOrganization: Store["createOrganization"] = (input) => this.identity.createOrganization(input);
+  getOrganization: Store["getOrganization"] = (id) => this.identity.getOrganization(id);
+  listOrganizations: Store["listOrganizations"] = () => this.identity.listOrganizations();
+  ensureSystemUser: Store["ensureSystemUser"] = (now) => this.identity.ensureSystemUser(now);
+  findSessionWithUser: Store["findSessionWithUser"] = (sessionId) => this.identity.findSessionWithUser(sessionId);
+  signInSubject: Store["signInSubject"] = (input) => this.identity.signInSubject(input);
+  getUserByEmail: Store["getUserByEmail"] = (email) => this.identity.getUserByEmail(email);
+  insertSession: Store["insertSession"] = (session) => this.identity.insertSession(session);
+  rotateSessionToken: Store["rotateSessionToken"] = (input) => this.identity.rotateSessionToken(input);
+  revokeSession: Store["revokeSession"] = (id, now) => this.identity.revokeSession(id, now);
+  deleteDeadSessions: Store["deleteDeadSessions"] = (now) => this.identity.deleteDeadSessions(now);
+  upsertInvitation: Store["upsertInvitation"] = (invitation) => this.identity.upsertInvitation(invitation);
 
   private readonly keys: PostgresKeys;
   insertApiKey: Store["insertApiKey"] = (key) => this.keys.insertApiKey(key);
@@ -263,41 +275,6 @@ export class PostgresStore implements Store {
    */
   private async transaction<T>(work: (tx: Tx) => Promise<T>, config?: PgTransactionConfig): Promise<T> {
     return retrying(() => this.db.transaction(work, config));
-  }
-
-  async createOrganization(input: { name: string; now: number }): Promise<Organization> {
-    const organization = { id: newId("org", input.now), name: input.name, createdAt: input.now };
-    await this.db.insert(organizations).values(organization);
-    return organization;
-  }
-
-  async getOrganization(id: string): Promise<Organization | null> {
-    const [row] = await this.db
-      .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-      .from(organizations)
-      .where(eq(organizations.id, id));
-    return row ?? null;
-  }
-
-  async listOrganizations(): Promise<Organization[]> {
-    return this.db
-      .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-      .from(organizations)
-      .orderBy(desc(organizations.id));
-  }
-
-  async ensureSystemUser(now: number): Promise<User> {
-    await this.db
-      .insert(users)
-      .values({ id: SYSTEM_USER_ID, email: null, name: "system", subject: null, organizationId: null, role: "member", createdAt: now })
-      .onConflictDoNothing();
-    const [user] = await this.db.select().from(users).where(eq(users.id, SYSTEM_USER_ID));
-    return user!;
-  }
-
-  async findSessionWithUser(sessionId: string): Promise<SessionWithUser | null> {
-    const [row] = await this.db.select().from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(eq(sessions.id, sessionId));
-    return row ? { session: row.sessions, user: row.users } : null;
   }
 
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
@@ -1269,98 +1246,6 @@ export class PostgresStore implements Store {
     return () => (value ??= build());
   }
 
-  // --- sessions, sign-in and invitations ---
-
-  // Invariant: one transaction decides; two first sign-ins of one identity racing on two instances
-  // collide on the unique subject (or email) index, and the loser runs again and finds the winner's user.
-  async signInSubject(input: Parameters<Store["signInSubject"]>[0]): Promise<SignInOutcome> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.transaction(async (tx): Promise<SignInOutcome> => {
-          const [existing] = await tx.select().from(users).where(eq(users.subject, input.subject));
-          if (existing !== undefined) return { outcome: "existing", user: existing };
-          const [taken] = await tx.select({ id: users.id }).from(users).where(eq(users.email, input.email));
-          if (taken !== undefined) return { outcome: "email-taken" };
-
-          // Deleting the invitation is what claims it: of two sign-ins racing for it, one gets the row.
-          const [invitation] = await tx.delete(invitations).where(eq(invitations.email, input.email)).returning();
-          let organizationId: string;
-          if (invitation !== undefined) {
-            organizationId = invitation.organizationId;
-          } else {
-            organizationId = newId("org", input.now);
-            await tx.insert(organizations).values({ id: organizationId, name: input.newOrganizationName, createdAt: input.now });
-            if (input.trialCredits > 0) {
-              await runAsync(grant(organizationId, { source: "trial", type: "trial", amount: input.trialCredits, expiresAt: null, description: "Trial credits" }, input.now), this.ledger(tx));
-            }
-          }
-          const user: User = {
-            id: newId("usr", input.now),
-            email: input.email,
-            name: input.name,
-            subject: input.subject,
-            organizationId,
-            role: invitation?.role ?? "owner",
-            createdAt: input.now,
-          };
-          await tx.insert(users).values(user);
-          return { outcome: invitation !== undefined ? "joined" : "created", user };
-        });
-      } catch (error) {
-        if (attempt >= TRANSACTION_ATTEMPTS || !isUniqueViolation(error)) throw error;
-      }
-    }
-  }
-
-  async getUserByEmail(email: string): Promise<User | null> {
-    const [user] = await this.db.select().from(users).where(eq(users.email, email));
-    return user ?? null;
-  }
-
-  async insertSession(session: SessionRecord): Promise<void> {
-    await this.db.insert(sessions).values(session);
-  }
-
-  // Invariant: the conditional update on the current token hash lets one of two concurrent refreshes win.
-  async rotateSessionToken(input: Parameters<Store["rotateSessionToken"]>[0]): Promise<SessionRecord | null> {
-    const [row] = await this.db
-      .update(sessions)
-      .set({ tokenHash: input.newTokenHash, expiresAt: input.expiresAt })
-      .where(
-        and(
-          eq(sessions.id, input.id),
-          eq(sessions.tokenHash, input.currentTokenHash),
-          isNull(sessions.revokedAt),
-          gt(sessions.expiresAt, input.now),
-          gt(sessions.absoluteExpiresAt, input.now),
-        ),
-      )
-      .returning();
-    return row ?? null;
-  }
-
-  async revokeSession(id: string, now: number): Promise<boolean> {
-    const changed = await this.db
-      .update(sessions)
-      .set({ revokedAt: now })
-      .where(and(eq(sessions.id, id), isNull(sessions.revokedAt)))
-      .returning({ id: sessions.id });
-    return changed.length === 1;
-  }
-
-  async deleteDeadSessions(now: number): Promise<number> {
-    const deleted = await this.db.delete(sessions).where(or(isNotNull(sessions.revokedAt), lte(sessions.expiresAt, now))).returning({ id: sessions.id });
-    return deleted.length;
-  }
-
-  async upsertInvitation(invitation: Invitation): Promise<Invitation> {
-    await this.db
-      .insert(invitations)
-      .values(invitation)
-      .onConflictDoUpdate({ target: invitations.email, set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt } });
-    return invitation;
-  }
-
   // --- idempotency records ---
 
   // Invariant: one statement claims: the insert, or the takeover of an expired or abandoned record
@@ -1846,11 +1731,6 @@ async function retrying<T>(run: () => Promise<T>, alsoRetry: (error: unknown) =>
 function isOverdrawRefused(error: unknown): boolean {
   const cause = ((error as { cause?: unknown } | null)?.cause ?? error) as { code?: string; constraint_name?: string } | null;
   return cause?.code === "23514" && cause.constraint_name === "credit_buckets_remaining_not_negative";
-}
-
-/** A unique constraint refused the insert (23505): another transaction inserted the same key first. */
-function isUniqueViolation(error: unknown): boolean {
-  return errorCode(error) === "23505";
 }
 
 /** Deadlock (40P01) and serialization failure (40001). */

@@ -1,6 +1,6 @@
 import { checkpointOnWorker } from "./sqlite-checkpointer";
 import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
-import { and, asc, desc, eq, gt, gte, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, isNull, lt, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
@@ -26,19 +26,19 @@ import { fefoOrder, takeInOrder } from "./ledger/allocation";
 import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
 import { type LedgerPort, runSync } from "./ledger/port";
 import { invoiceColumns, sqliteLedgerPort } from "./ledger/sqlite";
+import { SQLiteIdentity } from "./identity/sqlite";
 import { SQLiteKeys } from "./keys/sqlite";
 import { SQLiteWatches } from "./watches/sqlite";
 import { SQLiteHistory } from "./history/sqlite";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/sqlite";
-import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, SYSTEM_USER_ID, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
+import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
 import type {
   Balance,
   DisputeReport,
   Bucket,
   FeedRecord,
   IdempotencyClaim,
-  Invitation,
   KeyCredential,
   LedgerTransaction,
   OfferRecord,
@@ -47,18 +47,14 @@ import type {
   PaymentReversalResult,
   ProductRecord,
   Reservation,
-  SessionRecord,
-  SessionWithUser,
-  SignInOutcome,
   Store,
   TransactionQuery,
   TransactionType,
   UsageRecord,
-  User,
 } from "./store";
 
-const { organizations, users, sessions, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions } = schema;
-const { invitations, idempotencyRecords } = schema;
+const { organizations, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions } = schema;
+const { idempotencyRecords } = schema;
 const { orders, subscriptions, invoices, payments } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
@@ -192,7 +188,22 @@ export class SQLiteStore implements Store {
       writeOffExpired: (organizationId, now) => void this.writeOffExpired(organizationId, now),
       heldIn: (bucketId) => this.holds.get(bucketId) ?? 0,
     });
+    this.identity = new SQLiteIdentity(this.db, { write: (work) => this.write(work), ledger: this.ledger });
   }
+
+  private readonly identity: SQLiteIdentity;
+  createOrganization: Store["createOrganization"] = async (input) => this.identity.createOrganization(input);
+  getOrganization: Store["getOrganization"] = async (id) => this.identity.getOrganization(id);
+  listOrganizations: Store["listOrganizations"] = async () => this.identity.listOrganizations();
+  ensureSystemUser: Store["ensureSystemUser"] = async (now) => this.identity.ensureSystemUser(now);
+  findSessionWithUser: Store["findSessionWithUser"] = async (sessionId) => this.identity.findSessionWithUser(sessionId);
+  signInSubject: Store["signInSubject"] = async (input) => this.identity.signInSubject(input);
+  getUserByEmail: Store["getUserByEmail"] = async (email) => this.identity.getUserByEmail(email);
+  insertSession: Store["insertSession"] = async (session) => this.identity.insertSession(session);
+  rotateSessionToken: Store["rotateSessionToken"] = async (input) => this.identity.rotateSessionToken(input);
+  revokeSession: Store["revokeSession"] = async (id, now) => this.identity.revokeSession(id, now);
+  deleteDeadSessions: Store["deleteDeadSessions"] = async (now) => this.identity.deleteDeadSessions(now);
+  upsertInvitation: Store["upsertInvitation"] = async (invitation) => this.identity.upsertInvitation(invitation);
 
   private readonly keys: SQLiteKeys;
   insertApiKey: Store["insertApiKey"] = async (key) => this.keys.insertApiKey(key);
@@ -295,43 +306,6 @@ export class SQLiteStore implements Store {
       this.seenDataVersion = version;
       this.seenChanges = changes;
     }
-  }
-
-  async createOrganization(input: { name: string; now: number }): Promise<Organization> {
-    const organization = { id: newId("org", input.now), name: input.name, createdAt: input.now };
-    this.db.insert(organizations).values(organization).run();
-    return organization;
-  }
-
-  async getOrganization(id: string): Promise<Organization | null> {
-    const row = this.db
-      .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-      .from(organizations)
-      .where(eq(organizations.id, id))
-      .get();
-    return row ?? null;
-  }
-
-  async listOrganizations(): Promise<Organization[]> {
-    return this.db
-      .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-      .from(organizations)
-      .orderBy(desc(organizations.id))
-      .all();
-  }
-
-  async ensureSystemUser(now: number): Promise<User> {
-    this.db
-      .insert(users)
-      .values({ id: SYSTEM_USER_ID, email: null, name: "system", subject: null, organizationId: null, role: "member", createdAt: now })
-      .onConflictDoNothing()
-      .run();
-    return this.db.select().from(users).where(eq(users.id, SYSTEM_USER_ID)).get()!;
-  }
-
-  async findSessionWithUser(sessionId: string): Promise<SessionWithUser | null> {
-    const row = this.db.select().from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(eq(sessions.id, sessionId)).get();
-    return row ? { session: row.sessions, user: row.users } : null;
   }
 
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
@@ -1055,91 +1029,6 @@ export class SQLiteStore implements Store {
   private lazy<T>(build: () => T): () => T {
     let value: T | undefined;
     return () => (value ??= build());
-  }
-
-  // --- sessions, sign-in and invitations ---
-
-  async signInSubject(input: Parameters<Store["signInSubject"]>[0]): Promise<SignInOutcome> {
-    return this.write((tx): SignInOutcome => {
-      const existing = tx.select().from(users).where(eq(users.subject, input.subject)).get();
-      if (existing !== undefined) return { outcome: "existing", user: existing };
-      if (tx.select({ id: users.id }).from(users).where(eq(users.email, input.email)).get() !== undefined) return { outcome: "email-taken" };
-
-      const invitation = tx.delete(invitations).where(eq(invitations.email, input.email)).returning().get();
-      let organizationId: string;
-      if (invitation !== undefined) {
-        organizationId = invitation.organizationId;
-      } else {
-        organizationId = newId("org", input.now);
-        tx.insert(organizations).values({ id: organizationId, name: input.newOrganizationName, createdAt: input.now }).run();
-        if (input.trialCredits > 0) this.insertTrialGrant(tx, organizationId, input.trialCredits, input.now);
-      }
-      const user = {
-        id: newId("usr", input.now),
-        email: input.email,
-        name: input.name,
-        subject: input.subject,
-        organizationId,
-        role: invitation?.role ?? ("owner" as const),
-        createdAt: input.now,
-      };
-      tx.insert(users).values(user).run();
-      return { outcome: invitation !== undefined ? "joined" : "created", user };
-    });
-  }
-
-  // The same bucket, ledger row and credits.granted event as grantCredits, inside the sign-in transaction (SQLite has no nested transactions).
-  private insertTrialGrant(tx: DB, organizationId: string, amount: number, now: number): void {
-    runSync(grant(organizationId, { source: "trial", type: "trial", amount, expiresAt: null, description: "Trial credits" }, now), this.ledger);
-  }
-
-  async getUserByEmail(email: string): Promise<User | null> {
-    return this.db.select().from(users).where(eq(users.email, email)).get() ?? null;
-  }
-
-  async insertSession(session: SessionRecord): Promise<void> {
-    this.db.insert(sessions).values(session).run();
-  }
-
-  async rotateSessionToken(input: Parameters<Store["rotateSessionToken"]>[0]): Promise<SessionRecord | null> {
-    const row = this.db
-      .update(sessions)
-      .set({ tokenHash: input.newTokenHash, expiresAt: input.expiresAt })
-      .where(
-        and(
-          eq(sessions.id, input.id),
-          eq(sessions.tokenHash, input.currentTokenHash),
-          isNull(sessions.revokedAt),
-          gt(sessions.expiresAt, input.now),
-          gt(sessions.absoluteExpiresAt, input.now),
-        ),
-      )
-      .returning()
-      .get();
-    return row ?? null;
-  }
-
-  async revokeSession(id: string, now: number): Promise<boolean> {
-    const changed = this.db
-      .update(sessions)
-      .set({ revokedAt: now })
-      .where(and(eq(sessions.id, id), isNull(sessions.revokedAt)))
-      .returning({ id: sessions.id })
-      .all();
-    return changed.length === 1;
-  }
-
-  async deleteDeadSessions(now: number): Promise<number> {
-    return this.db.delete(sessions).where(or(isNotNull(sessions.revokedAt), lte(sessions.expiresAt, now))).returning({ id: sessions.id }).all().length;
-  }
-
-  async upsertInvitation(invitation: Invitation): Promise<Invitation> {
-    this.db
-      .insert(invitations)
-      .values(invitation)
-      .onConflictDoUpdate({ target: invitations.email, set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt } })
-      .run();
-    return invitation;
   }
 
   // --- idempotency records ---
