@@ -29,6 +29,7 @@ import { errorCode, isConnectionLost, TRANSACTION_ATTEMPTS } from "./database-er
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
 import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { PostgresIdempotency } from "./idempotency/postgres";
 import { PostgresIdentity } from "./identity/postgres";
 import { CAPPED_KEY, PostgresKeys, SPENDABLE_BUCKETS } from "./keys/postgres";
 import { PostgresWatches } from "./watches/postgres";
@@ -42,7 +43,6 @@ import type {
   DisputeReport,
   Bucket,
   FeedRecord,
-  IdempotencyClaim,
   LedgerTransaction,
   OfferRecord,
   Organization,
@@ -56,7 +56,6 @@ import type {
 } from "./store";
 
 const { organizations, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
-const { idempotencyRecords } = schema;
 const { orders, subscriptions, invoices, payments } = schema;
 const { feedSources, feedRuns, feedTokens, feedSourceFiles, offerPriceHistory, catalogVersion } = schema;
 
@@ -192,6 +191,7 @@ export class PostgresStore implements Store {
     this.webhooks = new PostgresWebhooks(client);
     this.watches = new PostgresWatches(client);
     this.history = new PostgresHistory(client);
+    this.idempotency = new PostgresIdempotency(client, this.db, () => this.databaseNow());
     this.identity = new PostgresIdentity(this.db, {
       transaction: (work, config) => this.transaction(work, config),
       ledger: (tx) => this.ledger(tx),
@@ -215,6 +215,12 @@ export class PostgresStore implements Store {
   revokeSession: Store["revokeSession"] = (id, now) => this.identity.revokeSession(id, now);
   deleteDeadSessions: Store["deleteDeadSessions"] = (now) => this.identity.deleteDeadSessions(now);
   upsertInvitation: Store["upsertInvitation"] = (invitation) => this.identity.upsertInvitation(invitation);
+
+  private readonly idempotency: PostgresIdempotency;
+  claimIdempotencyKey: Store["claimIdempotencyKey"] = (input) => this.idempotency.claimIdempotencyKey(input);
+  completeIdempotencyKey: Store["completeIdempotencyKey"] = (input) => this.idempotency.completeIdempotencyKey(input);
+  releaseIdempotencyKey: Store["releaseIdempotencyKey"] = (input) => this.idempotency.releaseIdempotencyKey(input);
+  deleteExpiredIdempotencyRecords: Store["deleteExpiredIdempotencyRecords"] = (now) => this.idempotency.deleteExpiredIdempotencyRecords(now);
 
   private readonly keys: PostgresKeys;
   insertApiKey: Store["insertApiKey"] = (key) => this.keys.insertApiKey(key);
@@ -1246,62 +1252,9 @@ export class PostgresStore implements Store {
     return () => (value ??= build());
   }
 
-  // --- idempotency records ---
-
-  // Invariant: one statement claims: the insert, or the takeover of an expired or abandoned record
-  // (a conditional update of the conflicting row, which PostgreSQL re-checks under its row lock), so
-  // of two instances claiming one key at once exactly one gets it. A claim is dated by the database's
-  // own time (databaseNow), the one clock every instance shares, so an instance whose clock runs
-  // ahead cannot take over a claim whose request is still running. Only the 24 h expiry of stored
-  // answers follows the caller's clock: a minute of skew there replays or re-runs nothing unsafe.
-  async claimIdempotencyKey(input: Parameters<Store["claimIdempotencyKey"]>[0]): Promise<IdempotencyClaim> {
-    for (let attempt = 1; ; attempt++) {
-      const claimed = await this.client<Array<{ created_at: string }>>`
-        INSERT INTO idempotency_records (scope, key_hash, request_hash, status, response_status, response_body, created_at, expires_at)
-        VALUES (${input.scope}, ${input.keyHash}, ${input.requestHash}, 'in-progress', NULL, NULL, ${this.databaseNow()}, ${input.now + input.ttlMs})
-        ON CONFLICT (scope, key_hash) DO UPDATE SET
-          request_hash = excluded.request_hash, status = excluded.status, response_status = NULL, response_body = NULL,
-          created_at = excluded.created_at, expires_at = excluded.expires_at
-        WHERE idempotency_records.expires_at <= ${input.now}
-           OR (idempotency_records.status = 'in-progress' AND idempotency_records.created_at < excluded.created_at - ${input.abandonAfterMs}::bigint)
-        RETURNING created_at`;
-      if (claimed.length === 1) return { claimed: true, claimedAt: Number(claimed[0]!.created_at) };
-      const [record] = await this.db
-        .select()
-        .from(idempotencyRecords)
-        .where(and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash)));
-      if (record !== undefined) return { claimed: false, record };
-      // The record was released between the two statements: claim again.
-      if (attempt >= TRANSACTION_ATTEMPTS) throw new Error("claimIdempotencyKey: the record keeps changing");
-    }
-  }
-
   /** The database's time in epoch milliseconds: the one clock all instances share, for the ages of claims and reservations. */
   private databaseNow() {
     return this.client`(extract(epoch from now()) * 1000)::bigint`;
-  }
-
-  /** The in-progress claim a request made at `claimedAt` (see IdempotencyClaim), if it is still that request's. */
-  private ownClaim(claim: { scope: string; keyHash: string; claimedAt: number }) {
-    return and(
-      eq(idempotencyRecords.scope, claim.scope),
-      eq(idempotencyRecords.keyHash, claim.keyHash),
-      eq(idempotencyRecords.status, "in-progress"),
-      eq(idempotencyRecords.createdAt, claim.claimedAt),
-    );
-  }
-
-  async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
-    await this.db.update(idempotencyRecords).set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody }).where(this.ownClaim(input));
-  }
-
-  async releaseIdempotencyKey(input: Parameters<Store["releaseIdempotencyKey"]>[0]): Promise<void> {
-    await this.db.delete(idempotencyRecords).where(this.ownClaim(input));
-  }
-
-  async deleteExpiredIdempotencyRecords(now: number): Promise<number> {
-    const deleted = await this.db.delete(idempotencyRecords).where(lte(idempotencyRecords.expiresAt, now)).returning({ scope: idempotencyRecords.scope });
-    return deleted.length;
   }
 
   // --- billing ---

@@ -26,6 +26,7 @@ import { fefoOrder, takeInOrder } from "./ledger/allocation";
 import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
 import { type LedgerPort, runSync } from "./ledger/port";
 import { invoiceColumns, sqliteLedgerPort } from "./ledger/sqlite";
+import { SQLiteIdempotency } from "./idempotency/sqlite";
 import { SQLiteIdentity } from "./identity/sqlite";
 import { SQLiteKeys } from "./keys/sqlite";
 import { SQLiteWatches } from "./watches/sqlite";
@@ -38,7 +39,6 @@ import type {
   DisputeReport,
   Bucket,
   FeedRecord,
-  IdempotencyClaim,
   KeyCredential,
   LedgerTransaction,
   OfferRecord,
@@ -188,6 +188,7 @@ export class SQLiteStore implements Store {
       writeOffExpired: (organizationId, now) => void this.writeOffExpired(organizationId, now),
       heldIn: (bucketId) => this.holds.get(bucketId) ?? 0,
     });
+    this.idempotency = new SQLiteIdempotency(this.db, (work) => this.write(work));
     this.identity = new SQLiteIdentity(this.db, { write: (work) => this.write(work), ledger: this.ledger });
   }
 
@@ -204,6 +205,12 @@ export class SQLiteStore implements Store {
   revokeSession: Store["revokeSession"] = async (id, now) => this.identity.revokeSession(id, now);
   deleteDeadSessions: Store["deleteDeadSessions"] = async (now) => this.identity.deleteDeadSessions(now);
   upsertInvitation: Store["upsertInvitation"] = async (invitation) => this.identity.upsertInvitation(invitation);
+
+  private readonly idempotency: SQLiteIdempotency;
+  claimIdempotencyKey: Store["claimIdempotencyKey"] = async (input) => this.idempotency.claimIdempotencyKey(input);
+  completeIdempotencyKey: Store["completeIdempotencyKey"] = async (input) => this.idempotency.completeIdempotencyKey(input);
+  releaseIdempotencyKey: Store["releaseIdempotencyKey"] = async (input) => this.idempotency.releaseIdempotencyKey(input);
+  deleteExpiredIdempotencyRecords: Store["deleteExpiredIdempotencyRecords"] = async (now) => this.idempotency.deleteExpiredIdempotencyRecords(now);
 
   private readonly keys: SQLiteKeys;
   insertApiKey: Store["insertApiKey"] = async (key) => this.keys.insertApiKey(key);
@@ -720,7 +727,7 @@ export class SQLiteStore implements Store {
         usage.description,
         usage.now,
       );
-      if (usage.idempotency !== undefined) this.completeIdempotencyRecord(usage.idempotency);
+      if (usage.idempotency !== undefined) this.idempotency.completeIdempotencyRecord(usage.idempotency);
       if (reservation.keyId !== null) {
         const month = utcMonth(usage.now);
         const keyId = this.keyLineOf(reservation.keyId);
@@ -816,7 +823,7 @@ export class SQLiteStore implements Store {
       // A request whose Idempotency-Key claim was taken over meanwhile is not billed (the claim fences the debit).
       const owned = await whileLocked(() => {
         const owning = this.writeKeepingCaches(() => {
-          const owning = held.filter((item) => this.ownsClaim(item.usage));
+          const owning = held.filter((item) => this.idempotency.ownsClaim(item.usage));
           this.debitBatch(owning);
           return owning;
         });
@@ -1029,68 +1036,6 @@ export class SQLiteStore implements Store {
   private lazy<T>(build: () => T): () => T {
     let value: T | undefined;
     return () => (value ??= build());
-  }
-
-  // --- idempotency records ---
-
-  async claimIdempotencyKey(input: Parameters<Store["claimIdempotencyKey"]>[0]): Promise<IdempotencyClaim> {
-    return this.write((tx): IdempotencyClaim => {
-      const where = and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash));
-      const existing = tx.select().from(idempotencyRecords).where(where).get();
-      const reusable =
-        existing === undefined ||
-        existing.expiresAt <= input.now ||
-        (existing.status === "in-progress" && existing.createdAt < input.now - input.abandonAfterMs);
-      if (!reusable) return { claimed: false, record: existing };
-      const claim = {
-        scope: input.scope,
-        keyHash: input.keyHash,
-        requestHash: input.requestHash,
-        status: "in-progress" as const,
-        responseStatus: null,
-        responseBody: null,
-        // One serve process owns a SQLite file, so its clock is the one every claim is judged by.
-        createdAt: input.now,
-        expiresAt: input.now + input.ttlMs,
-      };
-      if (existing === undefined) tx.insert(idempotencyRecords).values(claim).run();
-      else tx.update(idempotencyRecords).set(claim).where(where).run();
-      return { claimed: true, claimedAt: claim.createdAt };
-    });
-  }
-
-  async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
-    this.completeIdempotencyRecord(input);
-  }
-
-  private completeIdempotencyRecord(input: Parameters<Store["completeIdempotencyKey"]>[0]): void {
-    this.db
-      .update(idempotencyRecords)
-      .set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody })
-      .where(this.ownClaim(input))
-      .run();
-  }
-
-  /** The in-progress claim a request made at `claimedAt` (see IdempotencyClaim), if it is still that request's. */
-  private ownClaim(claim: { scope: string; keyHash: string; claimedAt: number }) {
-    return and(
-      eq(idempotencyRecords.scope, claim.scope),
-      eq(idempotencyRecords.keyHash, claim.keyHash),
-      eq(idempotencyRecords.status, "in-progress"),
-      eq(idempotencyRecords.createdAt, claim.claimedAt),
-    );
-  }
-
-  private ownsClaim(usage: UsageRecord): boolean {
-    return usage.idempotency === undefined || this.db.select({ scope: idempotencyRecords.scope }).from(idempotencyRecords).where(this.ownClaim(usage.idempotency)).get() !== undefined;
-  }
-
-  async releaseIdempotencyKey(input: Parameters<Store["releaseIdempotencyKey"]>[0]): Promise<void> {
-    this.db.delete(idempotencyRecords).where(this.ownClaim(input)).run();
-  }
-
-  async deleteExpiredIdempotencyRecords(now: number): Promise<number> {
-    return this.db.delete(idempotencyRecords).where(lte(idempotencyRecords.expiresAt, now)).returning({ scope: idempotencyRecords.scope }).all().length;
   }
 
   // --- billing ---
