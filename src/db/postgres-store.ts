@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, inArray, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
 import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
@@ -16,8 +16,8 @@ import type {
   SubscriptionRecord,
 } from "./billing-records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
-import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feed-writers";
-import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
+import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feeds/writers";
+import type { PriceHistoryEntry } from "./feeds/records";
 import { applyPostgresMigrations } from "./migrate";
 import { DISPUTED } from "./ledger/reversals";
 import { fefoOrder } from "./ledger/allocation";
@@ -29,6 +29,7 @@ import { errorCode, isConnectionLost, TRANSACTION_ATTEMPTS } from "./database-er
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
 import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { PostgresFeeds } from "./feeds/postgres";
 import { PostgresIdempotency } from "./idempotency/postgres";
 import { PostgresIdentity } from "./identity/postgres";
 import { CAPPED_KEY, PostgresKeys, SPENDABLE_BUCKETS } from "./keys/postgres";
@@ -57,17 +58,7 @@ import type {
 
 const { organizations, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
 const { orders, subscriptions, invoices, payments } = schema;
-const { feedSources, feedRuns, feedTokens, feedSourceFiles, offerPriceHistory, catalogVersion } = schema;
-
-const feedTokenColumns = {
-  id: feedTokens.id,
-  sourceId: feedTokens.sourceId,
-  scope: feedTokens.scope,
-  name: feedTokens.name,
-  createdAt: feedTokens.createdAt,
-  revokedAt: feedTokens.revokedAt,
-  lastUsedAt: feedTokens.lastUsedAt,
-};
+const { offerPriceHistory, catalogVersion } = schema;
 
 type DB = PostgresJsDatabase<typeof schema>;
 type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
@@ -191,6 +182,7 @@ export class PostgresStore implements Store {
     this.webhooks = new PostgresWebhooks(client);
     this.watches = new PostgresWatches(client);
     this.history = new PostgresHistory(client);
+    this.feeds = new PostgresFeeds(this.db, (work, config) => this.transaction(work, config));
     this.idempotency = new PostgresIdempotency(client, this.db, () => this.databaseNow());
     this.identity = new PostgresIdentity(this.db, {
       transaction: (work, config) => this.transaction(work, config),
@@ -221,6 +213,25 @@ export class PostgresStore implements Store {
   completeIdempotencyKey: Store["completeIdempotencyKey"] = (input) => this.idempotency.completeIdempotencyKey(input);
   releaseIdempotencyKey: Store["releaseIdempotencyKey"] = (input) => this.idempotency.releaseIdempotencyKey(input);
   deleteExpiredIdempotencyRecords: Store["deleteExpiredIdempotencyRecords"] = (now) => this.idempotency.deleteExpiredIdempotencyRecords(now);
+
+  private readonly feeds: PostgresFeeds;
+  createFeedSource: Store["createFeedSource"] = (source) => this.feeds.createFeedSource(source);
+  getFeedSource: Store["getFeedSource"] = (idOrName) => this.feeds.getFeedSource(idOrName);
+  listFeedSources: Store["listFeedSources"] = () => this.feeds.listFeedSources();
+  setFeedSourceTrust: Store["setFeedSourceTrust"] = (id, trust) => this.feeds.setFeedSourceTrust(id, trust);
+  removeFeedSource: Store["removeFeedSource"] = (id, now) => this.feeds.removeFeedSource(id, now);
+  claimDueFeedSources: Store["claimDueFeedSources"] = (input) => this.feeds.claimDueFeedSources(input);
+  claimFeedSource: Store["claimFeedSource"] = (input) => this.feeds.claimFeedSource(input);
+  finishFeedRun: Store["finishFeedRun"] = (input) => this.feeds.finishFeedRun(input);
+  releaseFeedLease: Store["releaseFeedLease"] = (sourceId, owner) => this.feeds.releaseFeedLease(sourceId, owner);
+  renewFeedLease: Store["renewFeedLease"] = (input) => this.feeds.renewFeedLease(input);
+  listFeedRuns: Store["listFeedRuns"] = (sourceId, query) => this.feeds.listFeedRuns(sourceId, query);
+  hasImportedFeedFile: Store["hasImportedFeedFile"] = (sourceId, file) => this.feeds.hasImportedFeedFile(sourceId, file);
+  insertFeedToken: Store["insertFeedToken"] = (token) => this.feeds.insertFeedToken(token);
+  findFeedTokenCredential: Store["findFeedTokenCredential"] = (id) => this.feeds.findFeedTokenCredential(id);
+  listFeedTokens: Store["listFeedTokens"] = () => this.feeds.listFeedTokens();
+  revokeFeedToken: Store["revokeFeedToken"] = (id, now) => this.feeds.revokeFeedToken(id, now);
+  feedFreshness: Store["feedFreshness"] = (freshSince) => this.feeds.feedFreshness(freshSince);
 
   private readonly keys: PostgresKeys;
   insertApiKey: Store["insertApiKey"] = (key) => this.keys.insertApiKey(key);
@@ -1352,188 +1363,6 @@ export class PostgresStore implements Store {
       .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.organizationId, organizationId), eq(subscriptions.status, "active")))
       .returning();
     return subscription ?? null;
-  }
-
-  // --- feeds ---
-
-  async createFeedSource(source: NewFeedSource): Promise<FeedSource | null> {
-    const [row] = await this.db
-      .insert(feedSources)
-      .values({ ...source, nextRunAt: source.intervalMs === null ? null : source.createdAt })
-      .onConflictDoNothing({ target: feedSources.name })
-      .returning();
-    return row ?? null;
-  }
-
-  async getFeedSource(idOrName: string): Promise<FeedSource | null> {
-    const [row] = await this.db
-      .select()
-      .from(feedSources)
-      .where(or(eq(feedSources.id, idOrName), and(eq(feedSources.name, idOrName), isNull(feedSources.removedAt))))
-      .limit(1);
-    return row ?? null;
-  }
-
-  async listFeedSources(): Promise<FeedSource[]> {
-    return this.db.select().from(feedSources).where(isNull(feedSources.removedAt)).orderBy(asc(feedSources.id));
-  }
-
-  async setFeedSourceTrust(id: string, trust: FeedSourceTrust): Promise<FeedSource | null> {
-    const [row] = await this.db
-      .update(feedSources)
-      .set({ merchants: trust.merchants, authoritative: trust.authoritative })
-      .where(and(eq(feedSources.id, id), isNull(feedSources.removedAt)))
-      .returning();
-    return row ?? null;
-  }
-
-  async removeFeedSource(id: string, now: number): Promise<FeedSource | null> {
-    return this.transaction(async (tx) => {
-      const [row] = await tx
-        .update(feedSources)
-        .set({ removedAt: now, name: sql`${feedSources.name} || '#' || ${feedSources.id}`, nextRunAt: null })
-        .where(and(eq(feedSources.id, id), isNull(feedSources.removedAt)))
-        .returning();
-      if (row === undefined) return null;
-      await tx.update(feedTokens).set({ revokedAt: now }).where(and(eq(feedTokens.sourceId, id), isNull(feedTokens.revokedAt)));
-      return row;
-    });
-  }
-
-  // Due and lease are judged by the database's clock, so instances with skewed clocks still agree;
-  // SKIP LOCKED lets instances that tick together each take different sources instead of waiting.
-  async claimDueFeedSources(input: { owner: string; now: number; leaseMarginMs: number; limit: number }): Promise<FeedSource[]> {
-    const now = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
-    return this.db
-      .update(feedSources)
-      .set({
-        leaseOwner: input.owner,
-        leaseUntil: sql`${now} + (${feedSources.retries} + 1) * ${feedSources.timeoutMs} + ${input.leaseMarginMs}`,
-        nextRunAt: sql`${now} + ${feedSources.intervalMs}`,
-      })
-      .where(
-        inArray(
-          feedSources.id,
-          this.db
-            .select({ id: feedSources.id })
-            .from(feedSources)
-            .where(
-              and(
-                isNull(feedSources.removedAt),
-                isNotNull(feedSources.intervalMs),
-                lte(feedSources.nextRunAt, now),
-                or(isNull(feedSources.leaseUntil), lte(feedSources.leaseUntil, now)),
-              ),
-            )
-            .orderBy(asc(feedSources.nextRunAt))
-            .limit(input.limit)
-            .for("update", { skipLocked: true }),
-        ),
-      )
-      .returning();
-  }
-
-  async claimFeedSource(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<FeedSource | null> {
-    const now = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
-    const [row] = await this.db
-      .update(feedSources)
-      .set({ leaseOwner: input.owner, leaseUntil: sql`${now} + ${input.leaseMs}` })
-      .where(and(eq(feedSources.id, input.id), isNull(feedSources.removedAt), or(isNull(feedSources.leaseUntil), lte(feedSources.leaseUntil, now))))
-      .returning();
-    return row ?? null;
-  }
-
-  async finishFeedRun(input: FinishFeedRun): Promise<void> {
-    const { run } = input;
-    const finishedAt = run.startedAt + run.durationMs;
-    await this.transaction(async (tx) => {
-      await tx.insert(feedRuns).values(run);
-      const owned = input.leaseOwner === null ? sql`false` : sql`${feedSources.leaseOwner} = ${input.leaseOwner}`;
-      await tx
-        .update(feedSources)
-        .set({
-          lastRunAt: finishedAt,
-          ...(run.status !== "failed" ? { lastSuccessAt: finishedAt } : {}),
-          ...(input.validators !== undefined ? { etag: input.validators.etag, lastModified: input.validators.lastModified } : {}),
-          leaseOwner: sql`CASE WHEN ${owned} THEN NULL ELSE ${feedSources.leaseOwner} END`,
-          leaseUntil: sql`CASE WHEN ${owned} THEN NULL ELSE ${feedSources.leaseUntil} END`,
-        })
-        .where(eq(feedSources.id, run.sourceId));
-      if (input.importedFile !== undefined) {
-        await tx.insert(feedSourceFiles).values({ sourceId: run.sourceId, ...input.importedFile, runId: run.id }).onConflictDoNothing();
-      }
-    });
-  }
-
-  async releaseFeedLease(sourceId: string, owner: string): Promise<void> {
-    await this.db.update(feedSources).set({ leaseOwner: null, leaseUntil: null }).where(and(eq(feedSources.id, sourceId), eq(feedSources.leaseOwner, owner)));
-  }
-
-  async renewFeedLease(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<boolean> {
-    const now = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
-    const renewed = await this.db
-      .update(feedSources)
-      .set({ leaseUntil: sql`${now} + ${input.leaseMs}` })
-      .where(and(eq(feedSources.id, input.id), eq(feedSources.leaseOwner, input.owner)))
-      .returning({ id: feedSources.id });
-    return renewed.length === 1;
-  }
-
-  async listFeedRuns(sourceId: string, query: { limit: number; after?: string }): Promise<Page<FeedRun>> {
-    const rows = await this.db
-      .select()
-      .from(feedRuns)
-      .where(and(eq(feedRuns.sourceId, sourceId), query.after === undefined ? undefined : lt(feedRuns.id, query.after)))
-      .orderBy(desc(feedRuns.id))
-      .limit(query.limit + 1);
-    return page(rows, query.limit);
-  }
-
-  async hasImportedFeedFile(sourceId: string, file: { name: string; size: number; modifiedAt: number }): Promise<boolean> {
-    const [row] = await this.db
-      .select({ runId: feedSourceFiles.runId })
-      .from(feedSourceFiles)
-      .where(and(eq(feedSourceFiles.sourceId, sourceId), eq(feedSourceFiles.name, file.name), eq(feedSourceFiles.size, file.size), eq(feedSourceFiles.modifiedAt, file.modifiedAt)));
-    return row !== undefined;
-  }
-
-  async insertFeedToken(token: NewFeedToken): Promise<FeedTokenRecord> {
-    await this.db.insert(feedTokens).values(token);
-    const { secretHash: _secret, ...record } = token;
-    return { ...record, revokedAt: null, lastUsedAt: null };
-  }
-
-  async findFeedTokenCredential(id: string): Promise<FeedTokenCredential | null> {
-    const [row] = await this.db
-      .select({ id: feedTokens.id, sourceId: feedTokens.sourceId, scope: feedTokens.scope, secretHash: feedTokens.secretHash, revokedAt: feedTokens.revokedAt })
-      .from(feedTokens)
-      .where(eq(feedTokens.id, id));
-    return row ?? null;
-  }
-
-  async listFeedTokens(): Promise<FeedTokenRecord[]> {
-    return this.db.select(feedTokenColumns).from(feedTokens).orderBy(asc(feedTokens.id));
-  }
-
-  async revokeFeedToken(id: string, now: number): Promise<FeedTokenRecord | null> {
-    const [row] = await this.db
-      .update(feedTokens)
-      .set({ revokedAt: now })
-      .where(and(eq(feedTokens.id, id), isNull(feedTokens.revokedAt)))
-      .returning(feedTokenColumns);
-    return row ?? null;
-  }
-
-  async feedFreshness(freshSince: number): Promise<SourceFreshness[]> {
-    return this.db
-      .select({
-        sourceId: sql<string>`${offers.sourceId}`,
-        offers: sql<number>`count(*)::int`,
-        freshOffers: sql<number>`(count(*) FILTER (WHERE ${offers.observedAt} >= ${freshSince}))::int`,
-      })
-      .from(offers)
-      .where(isNotNull(offers.sourceId))
-      .groupBy(offers.sourceId);
   }
 
   async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
