@@ -16,3 +16,11 @@ export function isConnectionLost(error: unknown): boolean {
 export function isUnstorableText(error: unknown): boolean {
   return errorCode(error) === "22021";
 }
+
+/** A transaction that lost a deadlock or a serialization check is run again, this many times at most. */
+export const TRANSACTION_ATTEMPTS = 3;
+
+/** A unique constraint refused the insert (23505): another transaction inserted the same key first. */
+export function isUniqueViolation(error: unknown): boolean {
+  return errorCode(error) === "23505";
+}

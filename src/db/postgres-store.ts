@@ -1,10 +1,10 @@
-import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, inArray, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
 import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
 import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
-import { page, toKeyRecord } from "./rows";
+import { page } from "./rows";
 import type {
   CompleteOrderInput,
   CompleteOrderResult,
@@ -16,8 +16,8 @@ import type {
   SubscriptionRecord,
 } from "./billing-records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
-import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feed-writers";
-import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
+import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feeds/writers";
+import type { PriceHistoryEntry } from "./feeds/records";
 import { applyPostgresMigrations } from "./migrate";
 import { DISPUTED } from "./ledger/reversals";
 import { fefoOrder } from "./ledger/allocation";
@@ -25,58 +25,40 @@ import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment
 import { type AsyncLedgerPort, type LedgerStep, runAsync } from "./ledger/port";
 import { invoiceColumns, postgresLedgerPort } from "./ledger/postgres";
 import { type DebitPlan, type HeldDebit, planHeldDebits } from "./ledger/debit-plan";
-import { errorCode, isConnectionLost } from "./database-errors";
+import { errorCode, isConnectionLost, TRANSACTION_ATTEMPTS } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
-import { balanceEventData, balanceEventTypes, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { PostgresFeeds } from "./feeds/postgres";
+import { PostgresIdempotency } from "./idempotency/postgres";
+import { PostgresIdentity } from "./identity/postgres";
+import { CAPPED_KEY, PostgresKeys, SPENDABLE_BUCKETS } from "./keys/postgres";
 import { PostgresWatches } from "./watches/postgres";
 import { PostgresHistory } from "./history/postgres";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/postgres";
-import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, SYSTEM_USER_ID, type UsageCount, type UsageTotal } from "./store";
+import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, type UsageCount, type UsageTotal } from "./store";
 import type {
-  ApiKeyRecord,
   Balance,
   BalanceAtKeyRead,
   DisputeReport,
   Bucket,
   FeedRecord,
-  IdempotencyClaim,
-  Invitation,
-  KeyControls,
-  KeyCredential,
-  KeyReplacement,
   LedgerTransaction,
-  NewApiKey,
   OfferRecord,
   Organization,
   Page,
   PaymentReversalResult,
   ProductRecord,
   Reservation,
-  SessionRecord,
-  SessionWithUser,
-  SignInOutcome,
   Store,
   TransactionQuery,
   UsageRecord,
-  User,
 } from "./store";
 
-const { organizations, users, sessions, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
-const { invitations, idempotencyRecords } = schema;
+const { organizations, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
 const { orders, subscriptions, invoices, payments } = schema;
-const { feedSources, feedRuns, feedTokens, feedSourceFiles, offerPriceHistory, catalogVersion } = schema;
-
-const feedTokenColumns = {
-  id: feedTokens.id,
-  sourceId: feedTokens.sourceId,
-  scope: feedTokens.scope,
-  name: feedTokens.name,
-  createdAt: feedTokens.createdAt,
-  revokedAt: feedTokens.revokedAt,
-  lastUsedAt: feedTokens.lastUsedAt,
-};
+const { offerPriceHistory, catalogVersion } = schema;
 
 type DB = PostgresJsDatabase<typeof schema>;
 type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
@@ -86,24 +68,6 @@ type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
 // query (a key revoked through one is refused by all), and every rule that must hold across
 // instances is a row lock or a conditional write inside one transaction, never a read followed by
 // a write in the app.
-
-const keyRecordColumns = {
-  id: apiKeys.id,
-  organizationId: apiKeys.organizationId,
-  name: apiKeys.name,
-  keyPrefix: apiKeys.keyPrefix,
-  status: apiKeys.status,
-  replacedBy: apiKeys.replacedBy,
-  createdAt: apiKeys.createdAt,
-  lastUsedAt: apiKeys.lastUsedAt,
-  expiresAt: apiKeys.expiresAt,
-  monthlyCreditLimit: apiKeys.monthlyCreditLimit,
-  rateLimit: apiKeys.rateLimit,
-  createdById: users.id,
-  createdByName: users.name,
-  createdByEmail: users.email,
-};
-
 
 const bucketColumns = {
   id: creditBuckets.id,
@@ -127,22 +91,9 @@ function fefo(sql: postgres.Sql | postgres.TransactionSql, table?: string): post
   return sql(Object.assign([text], { raw: [text] }) as unknown as TemplateStringsArray);
 }
 
-/** An organization's buckets with credits to spend at `now` (a placeholder); the organization's id is one too unless given. */
-const spendableBuckets = (organizationId: SQL = sql`${sql.placeholder("organizationId")}`) =>
-  and(
-    eq(creditBuckets.organizationId, organizationId),
-    gt(creditBuckets.remaining, 0),
-    or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, sql.placeholder("now"))),
-  );
-const SPENDABLE_BUCKETS = spendableBuckets();
-
-/** Of an api_keys row: its requests take the capped path (a monthly credit limit, or no longer ACTIVE: its line's limit is the live key's). */
-const CAPPED_KEY = sql`(monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE')`;
 
 /** Rows per multi-row INSERT: well under PostgreSQL's 65 535 parameters per statement. */
 const INSERT_CHUNK = 1000;
-/** A transaction that lost a deadlock or a serialization check is run again, this many times at most. */
-const TRANSACTION_ATTEMPTS = 3;
 /** Debits per group-commit statement at most; more wait for the next one. */
 const COMMIT_BATCH_LIMIT = 500;
 /** Products whose last rows the store remembers (see productFromRows). */
@@ -231,7 +182,67 @@ export class PostgresStore implements Store {
     this.webhooks = new PostgresWebhooks(client);
     this.watches = new PostgresWatches(client);
     this.history = new PostgresHistory(client);
+    this.feeds = new PostgresFeeds(this.db, (work, config) => this.transaction(work, config));
+    this.idempotency = new PostgresIdempotency(client, this.db, () => this.databaseNow());
+    this.identity = new PostgresIdentity(this.db, {
+      transaction: (work, config) => this.transaction(work, config),
+      ledger: (tx) => this.ledger(tx),
+    });
+    this.keys = new PostgresKeys(this.db, {
+      transaction: (work, config) => this.transaction(work, config),
+      seeCatalogVersion: (version) => this.seeCatalogVersion(version),
+    });
   }
+
+  private readonly identity: PostgresIdentity;
+  createOrganization: Store["createOrganization"] = (input) => this.identity.createOrganization(input);
+  getOrganization: Store["getOrganization"] = (id) => this.identity.getOrganization(id);
+  listOrganizations: Store["listOrganizations"] = () => this.identity.listOrganizations();
+  ensureSystemUser: Store["ensureSystemUser"] = (now) => this.identity.ensureSystemUser(now);
+  findSessionWithUser: Store["findSessionWithUser"] = (sessionId) => this.identity.findSessionWithUser(sessionId);
+  signInSubject: Store["signInSubject"] = (input) => this.identity.signInSubject(input);
+  getUserByEmail: Store["getUserByEmail"] = (email) => this.identity.getUserByEmail(email);
+  insertSession: Store["insertSession"] = (session) => this.identity.insertSession(session);
+  rotateSessionToken: Store["rotateSessionToken"] = (input) => this.identity.rotateSessionToken(input);
+  revokeSession: Store["revokeSession"] = (id, now) => this.identity.revokeSession(id, now);
+  deleteDeadSessions: Store["deleteDeadSessions"] = (now) => this.identity.deleteDeadSessions(now);
+  upsertInvitation: Store["upsertInvitation"] = (invitation) => this.identity.upsertInvitation(invitation);
+
+  private readonly idempotency: PostgresIdempotency;
+  claimIdempotencyKey: Store["claimIdempotencyKey"] = (input) => this.idempotency.claimIdempotencyKey(input);
+  completeIdempotencyKey: Store["completeIdempotencyKey"] = (input) => this.idempotency.completeIdempotencyKey(input);
+  releaseIdempotencyKey: Store["releaseIdempotencyKey"] = (input) => this.idempotency.releaseIdempotencyKey(input);
+  deleteExpiredIdempotencyRecords: Store["deleteExpiredIdempotencyRecords"] = (now) => this.idempotency.deleteExpiredIdempotencyRecords(now);
+
+  private readonly feeds: PostgresFeeds;
+  createFeedSource: Store["createFeedSource"] = (source) => this.feeds.createFeedSource(source);
+  getFeedSource: Store["getFeedSource"] = (idOrName) => this.feeds.getFeedSource(idOrName);
+  listFeedSources: Store["listFeedSources"] = () => this.feeds.listFeedSources();
+  setFeedSourceTrust: Store["setFeedSourceTrust"] = (id, trust) => this.feeds.setFeedSourceTrust(id, trust);
+  removeFeedSource: Store["removeFeedSource"] = (id, now) => this.feeds.removeFeedSource(id, now);
+  claimDueFeedSources: Store["claimDueFeedSources"] = (input) => this.feeds.claimDueFeedSources(input);
+  claimFeedSource: Store["claimFeedSource"] = (input) => this.feeds.claimFeedSource(input);
+  finishFeedRun: Store["finishFeedRun"] = (input) => this.feeds.finishFeedRun(input);
+  releaseFeedLease: Store["releaseFeedLease"] = (sourceId, owner) => this.feeds.releaseFeedLease(sourceId, owner);
+  renewFeedLease: Store["renewFeedLease"] = (input) => this.feeds.renewFeedLease(input);
+  listFeedRuns: Store["listFeedRuns"] = (sourceId, query) => this.feeds.listFeedRuns(sourceId, query);
+  hasImportedFeedFile: Store["hasImportedFeedFile"] = (sourceId, file) => this.feeds.hasImportedFeedFile(sourceId, file);
+  insertFeedToken: Store["insertFeedToken"] = (token) => this.feeds.insertFeedToken(token);
+  findFeedTokenCredential: Store["findFeedTokenCredential"] = (id) => this.feeds.findFeedTokenCredential(id);
+  listFeedTokens: Store["listFeedTokens"] = () => this.feeds.listFeedTokens();
+  revokeFeedToken: Store["revokeFeedToken"] = (id, now) => this.feeds.revokeFeedToken(id, now);
+  feedFreshness: Store["feedFreshness"] = (freshSince) => this.feeds.feedFreshness(freshSince);
+
+  private readonly keys: PostgresKeys;
+  insertApiKey: Store["insertApiKey"] = (key) => this.keys.insertApiKey(key);
+  findKeyCredential: Store["findKeyCredential"] = (keyHash, now) => this.keys.findKeyCredential(keyHash, now);
+  getApiKey: Store["getApiKey"] = (organizationId, id) => this.keys.getApiKey(organizationId, id);
+  getApiKeyById: Store["getApiKeyById"] = (id) => this.keys.getApiKeyById(id);
+  listApiKeys: Store["listApiKeys"] = (organizationId, query) => this.keys.listApiKeys(organizationId, query);
+  revokeApiKey: Store["revokeApiKey"] = (organizationId, id, now) => this.keys.revokeApiKey(organizationId, id, now);
+  rotateApiKey: Store["rotateApiKey"] = (organizationId, id, replacement) => this.keys.rotateApiKey(organizationId, id, replacement);
+  updateApiKeyControls: Store["updateApiKeyControls"] = (organizationId, id, controls) => this.keys.updateApiKeyControls(organizationId, id, controls);
+  touchApiKeys: Store["touchApiKeys"] = (lastUsed) => this.keys.touchApiKeys(lastUsed);
 
   private readonly watches: PostgresWatches;
   createWatch: Store["createWatch"] = (watch, rules) => this.watches.create(watch, rules);
@@ -283,156 +294,6 @@ export class PostgresStore implements Store {
     return retrying(() => this.db.transaction(work, config));
   }
 
-  async createOrganization(input: { name: string; now: number }): Promise<Organization> {
-    const organization = { id: newId("org", input.now), name: input.name, createdAt: input.now };
-    await this.db.insert(organizations).values(organization);
-    return organization;
-  }
-
-  async getOrganization(id: string): Promise<Organization | null> {
-    const [row] = await this.db
-      .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-      .from(organizations)
-      .where(eq(organizations.id, id));
-    return row ?? null;
-  }
-
-  async listOrganizations(): Promise<Organization[]> {
-    return this.db
-      .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-      .from(organizations)
-      .orderBy(desc(organizations.id));
-  }
-
-  async ensureSystemUser(now: number): Promise<User> {
-    await this.db
-      .insert(users)
-      .values({ id: SYSTEM_USER_ID, email: null, name: "system", subject: null, organizationId: null, role: "member", createdAt: now })
-      .onConflictDoNothing();
-    const [user] = await this.db.select().from(users).where(eq(users.id, SYSTEM_USER_ID));
-    return user!;
-  }
-
-  async findSessionWithUser(sessionId: string): Promise<SessionWithUser | null> {
-    const [row] = await this.db.select().from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(eq(sessions.id, sessionId));
-    return row ? { session: row.sessions, user: row.users } : null;
-  }
-
-  private keyQuery() {
-    return this.db.select(keyRecordColumns).from(apiKeys).innerJoin(users, eq(users.id, apiKeys.createdBy));
-  }
-
-  async insertApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
-    await this.transaction(async (tx) => {
-      await tx.insert(apiKeys).values({ ...key, status: "ACTIVE" });
-      await emitPostgres(tx, [{ id: newId("msg", key.createdAt), organizationId: key.organizationId, type: "key.created", data: keyEventData(key), createdAt: key.createdAt }]);
-    });
-    return (await this.getApiKeyById(key.id))!;
-  }
-
-  private readonly credentialByHash = this.lazy(() =>
-    this.db
-      .select({
-        id: apiKeys.id,
-        lineId: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})`,
-        organizationId: apiKeys.organizationId,
-        keyPrefix: apiKeys.keyPrefix,
-        keyHash: apiKeys.keyHash,
-        status: apiKeys.status,
-        expiresAt: apiKeys.expiresAt,
-        monthlyCreditLimit: apiKeys.monthlyCreditLimit,
-        rateLimit: apiKeys.rateLimit,
-        catalogVersion: sql<number>`(SELECT coalesce(max(${catalogVersion.version}), 0) FROM ${catalogVersion})`.mapWith(Number),
-        spendable: sql<number>`(SELECT coalesce(sum(${creditBuckets.remaining}), 0) FROM ${creditBuckets} WHERE ${spendableBuckets(sql`api_keys.organization_id`)})`.mapWith(Number),
-        capped: sql<boolean>`${CAPPED_KEY}`,
-      })
-      .from(apiKeys)
-      .where(eq(apiKeys.keyHash, sql.placeholder("hash")))
-      .prepare("key_credential_by_hash"),
-  );
-
-  /**
-   * Read on every data request, never cached: a key revoked or rotated by any instance is refused at
-   * once. The same statement reads the catalog's version, so a look-up reads products at least as new
-   * as every import committed before its request began (see findProductWithOffers), and the
-   * organization's balance, which reserveCredits then does not read again.
-   */
-  async findKeyCredential(keyHash: string, now: number = Date.now()): Promise<KeyCredential | null> {
-    const [row] = await this.credentialByHash().execute({ hash: keyHash, now });
-    if (row === undefined) return null;
-    const { catalogVersion: version, spendable, capped, ...credential } = row;
-    this.seeCatalogVersion(version);
-    return { ...credential, balance: { spendable, capped } };
-  }
-
-  async getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
-    const [row] = await this.keyQuery().where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId)));
-    return row ? toKeyRecord(row) : null;
-  }
-
-  async getApiKeyById(id: string): Promise<ApiKeyRecord | null> {
-    const [row] = await this.keyQuery().where(eq(apiKeys.id, id));
-    return row ? toKeyRecord(row) : null;
-  }
-
-  async listApiKeys(organizationId: string, query: { limit: number; after?: string }): Promise<Page<ApiKeyRecord>> {
-    const rows = await this.keyQuery()
-      .where(and(eq(apiKeys.organizationId, organizationId), query.after ? lt(apiKeys.id, query.after) : undefined))
-      .orderBy(desc(apiKeys.id))
-      .limit(query.limit + 1);
-    return page(rows.map(toKeyRecord), query.limit);
-  }
-
-  async revokeApiKey(organizationId: string, id: string, now: number = Date.now()): Promise<ApiKeyRecord | null> {
-    const revoked = await this.transaction(async (tx) => {
-      const [key] = await tx
-        .update(apiKeys)
-        .set({ status: "REVOKED" })
-        .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({ id: apiKeys.id, organizationId: apiKeys.organizationId, name: apiKeys.name, keyPrefix: apiKeys.keyPrefix });
-      if (key === undefined) return false;
-      await emitPostgres(tx, [{ id: newId("msg", now), organizationId, type: "key.revoked", data: keyEventData(key), createdAt: now }]);
-      return true;
-    });
-    return revoked ? this.getApiKey(organizationId, id) : null;
-  }
-
-  // Invariant: of two instances rotating one key at once, only the one whose conditional update
-  // still finds it ACTIVE inserts a replacement. That update locks the row until the commit and
-  // returns the name and controls of its latest committed version, which the replacement copies: a
-  // PATCH commits before it (and is copied) or waits for it (and then finds the key ROTATED).
-  async rotateApiKey(organizationId: string, id: string, replacement: KeyReplacement): Promise<ApiKeyRecord | null> {
-    const rotated = await this.transaction(async (tx) => {
-      const [copied] = await tx
-        .update(apiKeys)
-        .set({ status: "ROTATED", replacedBy: replacement.id })
-        .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({
-          name: apiKeys.name,
-          expiresAt: apiKeys.expiresAt,
-          monthlyCreditLimit: apiKeys.monthlyCreditLimit,
-          rateLimit: apiKeys.rateLimit,
-          lineId: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})`,
-        });
-      if (copied === undefined) return false;
-      // The replacement joins the key's line: what the line spent and holds counts against its limit.
-      await tx.insert(apiKeys).values({ ...replacement, ...copied, status: "ACTIVE" });
-      const data = keyEventData({ ...replacement, name: copied.name, id }, { replacedBy: replacement.id });
-      await emitPostgres(tx, [{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
-      return true;
-    });
-    return rotated ? this.getApiKeyById(replacement.id) : null;
-  }
-
-  async updateApiKeyControls(organizationId: string, id: string, controls: Partial<KeyControls>): Promise<ApiKeyRecord | null> {
-    const changed = await this.db
-      .update(apiKeys)
-      .set({ ...controls, status: "ACTIVE" })
-      .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-      .returning({ id: apiKeys.id });
-    return changed.length === 1 ? this.getApiKey(organizationId, id) : null;
-  }
-
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
     if (keyIds.length === 0) return new Map();
     const rows = await this.db
@@ -443,18 +304,6 @@ export class PostgresStore implements Store {
     return new Map(rows.map((row) => [row.keyId, row.spent]));
   }
 
-  /**
-   * Each instance writes its own view of lastUsedAt; keeping the greatest value makes them converge
-   * whatever order the flushes land in. One autocommit update per key: nothing to deadlock on.
-   */
-  async touchApiKeys(lastUsed: Map<string, number>): Promise<void> {
-    for (const [id, at] of lastUsed) {
-      await this.db
-        .update(apiKeys)
-        .set({ lastUsedAt: sql`greatest(coalesce(${apiKeys.lastUsedAt}, 0), ${at})` })
-        .where(eq(apiKeys.id, id));
-    }
-  }
 
   /**
    * Multi-row upserts instead of one statement per record. PostgreSQL refuses to update one row twice
@@ -1414,154 +1263,9 @@ export class PostgresStore implements Store {
     return () => (value ??= build());
   }
 
-  // --- sessions, sign-in and invitations ---
-
-  // Invariant: one transaction decides; two first sign-ins of one identity racing on two instances
-  // collide on the unique subject (or email) index, and the loser runs again and finds the winner's user.
-  async signInSubject(input: Parameters<Store["signInSubject"]>[0]): Promise<SignInOutcome> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.transaction(async (tx): Promise<SignInOutcome> => {
-          const [existing] = await tx.select().from(users).where(eq(users.subject, input.subject));
-          if (existing !== undefined) return { outcome: "existing", user: existing };
-          const [taken] = await tx.select({ id: users.id }).from(users).where(eq(users.email, input.email));
-          if (taken !== undefined) return { outcome: "email-taken" };
-
-          // Deleting the invitation is what claims it: of two sign-ins racing for it, one gets the row.
-          const [invitation] = await tx.delete(invitations).where(eq(invitations.email, input.email)).returning();
-          let organizationId: string;
-          if (invitation !== undefined) {
-            organizationId = invitation.organizationId;
-          } else {
-            organizationId = newId("org", input.now);
-            await tx.insert(organizations).values({ id: organizationId, name: input.newOrganizationName, createdAt: input.now });
-            if (input.trialCredits > 0) {
-              await runAsync(grant(organizationId, { source: "trial", type: "trial", amount: input.trialCredits, expiresAt: null, description: "Trial credits" }, input.now), this.ledger(tx));
-            }
-          }
-          const user: User = {
-            id: newId("usr", input.now),
-            email: input.email,
-            name: input.name,
-            subject: input.subject,
-            organizationId,
-            role: invitation?.role ?? "owner",
-            createdAt: input.now,
-          };
-          await tx.insert(users).values(user);
-          return { outcome: invitation !== undefined ? "joined" : "created", user };
-        });
-      } catch (error) {
-        if (attempt >= TRANSACTION_ATTEMPTS || !isUniqueViolation(error)) throw error;
-      }
-    }
-  }
-
-  async getUserByEmail(email: string): Promise<User | null> {
-    const [user] = await this.db.select().from(users).where(eq(users.email, email));
-    return user ?? null;
-  }
-
-  async insertSession(session: SessionRecord): Promise<void> {
-    await this.db.insert(sessions).values(session);
-  }
-
-  // Invariant: the conditional update on the current token hash lets one of two concurrent refreshes win.
-  async rotateSessionToken(input: Parameters<Store["rotateSessionToken"]>[0]): Promise<SessionRecord | null> {
-    const [row] = await this.db
-      .update(sessions)
-      .set({ tokenHash: input.newTokenHash, expiresAt: input.expiresAt })
-      .where(
-        and(
-          eq(sessions.id, input.id),
-          eq(sessions.tokenHash, input.currentTokenHash),
-          isNull(sessions.revokedAt),
-          gt(sessions.expiresAt, input.now),
-          gt(sessions.absoluteExpiresAt, input.now),
-        ),
-      )
-      .returning();
-    return row ?? null;
-  }
-
-  async revokeSession(id: string, now: number): Promise<boolean> {
-    const changed = await this.db
-      .update(sessions)
-      .set({ revokedAt: now })
-      .where(and(eq(sessions.id, id), isNull(sessions.revokedAt)))
-      .returning({ id: sessions.id });
-    return changed.length === 1;
-  }
-
-  async deleteDeadSessions(now: number): Promise<number> {
-    const deleted = await this.db.delete(sessions).where(or(isNotNull(sessions.revokedAt), lte(sessions.expiresAt, now))).returning({ id: sessions.id });
-    return deleted.length;
-  }
-
-  async upsertInvitation(invitation: Invitation): Promise<Invitation> {
-    await this.db
-      .insert(invitations)
-      .values(invitation)
-      .onConflictDoUpdate({ target: invitations.email, set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt } });
-    return invitation;
-  }
-
-  // --- idempotency records ---
-
-  // Invariant: one statement claims: the insert, or the takeover of an expired or abandoned record
-  // (a conditional update of the conflicting row, which PostgreSQL re-checks under its row lock), so
-  // of two instances claiming one key at once exactly one gets it. A claim is dated by the database's
-  // own time (databaseNow), the one clock every instance shares, so an instance whose clock runs
-  // ahead cannot take over a claim whose request is still running. Only the 24 h expiry of stored
-  // answers follows the caller's clock: a minute of skew there replays or re-runs nothing unsafe.
-  async claimIdempotencyKey(input: Parameters<Store["claimIdempotencyKey"]>[0]): Promise<IdempotencyClaim> {
-    for (let attempt = 1; ; attempt++) {
-      const claimed = await this.client<Array<{ created_at: string }>>`
-        INSERT INTO idempotency_records (scope, key_hash, request_hash, status, response_status, response_body, created_at, expires_at)
-        VALUES (${input.scope}, ${input.keyHash}, ${input.requestHash}, 'in-progress', NULL, NULL, ${this.databaseNow()}, ${input.now + input.ttlMs})
-        ON CONFLICT (scope, key_hash) DO UPDATE SET
-          request_hash = excluded.request_hash, status = excluded.status, response_status = NULL, response_body = NULL,
-          created_at = excluded.created_at, expires_at = excluded.expires_at
-        WHERE idempotency_records.expires_at <= ${input.now}
-           OR (idempotency_records.status = 'in-progress' AND idempotency_records.created_at < excluded.created_at - ${input.abandonAfterMs}::bigint)
-        RETURNING created_at`;
-      if (claimed.length === 1) return { claimed: true, claimedAt: Number(claimed[0]!.created_at) };
-      const [record] = await this.db
-        .select()
-        .from(idempotencyRecords)
-        .where(and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash)));
-      if (record !== undefined) return { claimed: false, record };
-      // The record was released between the two statements: claim again.
-      if (attempt >= TRANSACTION_ATTEMPTS) throw new Error("claimIdempotencyKey: the record keeps changing");
-    }
-  }
-
   /** The database's time in epoch milliseconds: the one clock all instances share, for the ages of claims and reservations. */
   private databaseNow() {
     return this.client`(extract(epoch from now()) * 1000)::bigint`;
-  }
-
-  /** The in-progress claim a request made at `claimedAt` (see IdempotencyClaim), if it is still that request's. */
-  private ownClaim(claim: { scope: string; keyHash: string; claimedAt: number }) {
-    return and(
-      eq(idempotencyRecords.scope, claim.scope),
-      eq(idempotencyRecords.keyHash, claim.keyHash),
-      eq(idempotencyRecords.status, "in-progress"),
-      eq(idempotencyRecords.createdAt, claim.claimedAt),
-    );
-  }
-
-  async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
-    await this.db.update(idempotencyRecords).set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody }).where(this.ownClaim(input));
-  }
-
-  async releaseIdempotencyKey(input: Parameters<Store["releaseIdempotencyKey"]>[0]): Promise<void> {
-    await this.db.delete(idempotencyRecords).where(this.ownClaim(input));
-  }
-
-  async deleteExpiredIdempotencyRecords(now: number): Promise<number> {
-    const deleted = await this.db.delete(idempotencyRecords).where(lte(idempotencyRecords.expiresAt, now)).returning({ scope: idempotencyRecords.scope });
-    return deleted.length;
   }
 
   // --- billing ---
@@ -1659,188 +1363,6 @@ export class PostgresStore implements Store {
       .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.organizationId, organizationId), eq(subscriptions.status, "active")))
       .returning();
     return subscription ?? null;
-  }
-
-  // --- feeds ---
-
-  async createFeedSource(source: NewFeedSource): Promise<FeedSource | null> {
-    const [row] = await this.db
-      .insert(feedSources)
-      .values({ ...source, nextRunAt: source.intervalMs === null ? null : source.createdAt })
-      .onConflictDoNothing({ target: feedSources.name })
-      .returning();
-    return row ?? null;
-  }
-
-  async getFeedSource(idOrName: string): Promise<FeedSource | null> {
-    const [row] = await this.db
-      .select()
-      .from(feedSources)
-      .where(or(eq(feedSources.id, idOrName), and(eq(feedSources.name, idOrName), isNull(feedSources.removedAt))))
-      .limit(1);
-    return row ?? null;
-  }
-
-  async listFeedSources(): Promise<FeedSource[]> {
-    return this.db.select().from(feedSources).where(isNull(feedSources.removedAt)).orderBy(asc(feedSources.id));
-  }
-
-  async setFeedSourceTrust(id: string, trust: FeedSourceTrust): Promise<FeedSource | null> {
-    const [row] = await this.db
-      .update(feedSources)
-      .set({ merchants: trust.merchants, authoritative: trust.authoritative })
-      .where(and(eq(feedSources.id, id), isNull(feedSources.removedAt)))
-      .returning();
-    return row ?? null;
-  }
-
-  async removeFeedSource(id: string, now: number): Promise<FeedSource | null> {
-    return this.transaction(async (tx) => {
-      const [row] = await tx
-        .update(feedSources)
-        .set({ removedAt: now, name: sql`${feedSources.name} || '#' || ${feedSources.id}`, nextRunAt: null })
-        .where(and(eq(feedSources.id, id), isNull(feedSources.removedAt)))
-        .returning();
-      if (row === undefined) return null;
-      await tx.update(feedTokens).set({ revokedAt: now }).where(and(eq(feedTokens.sourceId, id), isNull(feedTokens.revokedAt)));
-      return row;
-    });
-  }
-
-  // Due and lease are judged by the database's clock, so instances with skewed clocks still agree;
-  // SKIP LOCKED lets instances that tick together each take different sources instead of waiting.
-  async claimDueFeedSources(input: { owner: string; now: number; leaseMarginMs: number; limit: number }): Promise<FeedSource[]> {
-    const now = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
-    return this.db
-      .update(feedSources)
-      .set({
-        leaseOwner: input.owner,
-        leaseUntil: sql`${now} + (${feedSources.retries} + 1) * ${feedSources.timeoutMs} + ${input.leaseMarginMs}`,
-        nextRunAt: sql`${now} + ${feedSources.intervalMs}`,
-      })
-      .where(
-        inArray(
-          feedSources.id,
-          this.db
-            .select({ id: feedSources.id })
-            .from(feedSources)
-            .where(
-              and(
-                isNull(feedSources.removedAt),
-                isNotNull(feedSources.intervalMs),
-                lte(feedSources.nextRunAt, now),
-                or(isNull(feedSources.leaseUntil), lte(feedSources.leaseUntil, now)),
-              ),
-            )
-            .orderBy(asc(feedSources.nextRunAt))
-            .limit(input.limit)
-            .for("update", { skipLocked: true }),
-        ),
-      )
-      .returning();
-  }
-
-  async claimFeedSource(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<FeedSource | null> {
-    const now = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
-    const [row] = await this.db
-      .update(feedSources)
-      .set({ leaseOwner: input.owner, leaseUntil: sql`${now} + ${input.leaseMs}` })
-      .where(and(eq(feedSources.id, input.id), isNull(feedSources.removedAt), or(isNull(feedSources.leaseUntil), lte(feedSources.leaseUntil, now))))
-      .returning();
-    return row ?? null;
-  }
-
-  async finishFeedRun(input: FinishFeedRun): Promise<void> {
-    const { run } = input;
-    const finishedAt = run.startedAt + run.durationMs;
-    await this.transaction(async (tx) => {
-      await tx.insert(feedRuns).values(run);
-      const owned = input.leaseOwner === null ? sql`false` : sql`${feedSources.leaseOwner} = ${input.leaseOwner}`;
-      await tx
-        .update(feedSources)
-        .set({
-          lastRunAt: finishedAt,
-          ...(run.status !== "failed" ? { lastSuccessAt: finishedAt } : {}),
-          ...(input.validators !== undefined ? { etag: input.validators.etag, lastModified: input.validators.lastModified } : {}),
-          leaseOwner: sql`CASE WHEN ${owned} THEN NULL ELSE ${feedSources.leaseOwner} END`,
-          leaseUntil: sql`CASE WHEN ${owned} THEN NULL ELSE ${feedSources.leaseUntil} END`,
-        })
-        .where(eq(feedSources.id, run.sourceId));
-      if (input.importedFile !== undefined) {
-        await tx.insert(feedSourceFiles).values({ sourceId: run.sourceId, ...input.importedFile, runId: run.id }).onConflictDoNothing();
-      }
-    });
-  }
-
-  async releaseFeedLease(sourceId: string, owner: string): Promise<void> {
-    await this.db.update(feedSources).set({ leaseOwner: null, leaseUntil: null }).where(and(eq(feedSources.id, sourceId), eq(feedSources.leaseOwner, owner)));
-  }
-
-  async renewFeedLease(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<boolean> {
-    const now = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
-    const renewed = await this.db
-      .update(feedSources)
-      .set({ leaseUntil: sql`${now} + ${input.leaseMs}` })
-      .where(and(eq(feedSources.id, input.id), eq(feedSources.leaseOwner, input.owner)))
-      .returning({ id: feedSources.id });
-    return renewed.length === 1;
-  }
-
-  async listFeedRuns(sourceId: string, query: { limit: number; after?: string }): Promise<Page<FeedRun>> {
-    const rows = await this.db
-      .select()
-      .from(feedRuns)
-      .where(and(eq(feedRuns.sourceId, sourceId), query.after === undefined ? undefined : lt(feedRuns.id, query.after)))
-      .orderBy(desc(feedRuns.id))
-      .limit(query.limit + 1);
-    return page(rows, query.limit);
-  }
-
-  async hasImportedFeedFile(sourceId: string, file: { name: string; size: number; modifiedAt: number }): Promise<boolean> {
-    const [row] = await this.db
-      .select({ runId: feedSourceFiles.runId })
-      .from(feedSourceFiles)
-      .where(and(eq(feedSourceFiles.sourceId, sourceId), eq(feedSourceFiles.name, file.name), eq(feedSourceFiles.size, file.size), eq(feedSourceFiles.modifiedAt, file.modifiedAt)));
-    return row !== undefined;
-  }
-
-  async insertFeedToken(token: NewFeedToken): Promise<FeedTokenRecord> {
-    await this.db.insert(feedTokens).values(token);
-    const { secretHash: _secret, ...record } = token;
-    return { ...record, revokedAt: null, lastUsedAt: null };
-  }
-
-  async findFeedTokenCredential(id: string): Promise<FeedTokenCredential | null> {
-    const [row] = await this.db
-      .select({ id: feedTokens.id, sourceId: feedTokens.sourceId, scope: feedTokens.scope, secretHash: feedTokens.secretHash, revokedAt: feedTokens.revokedAt })
-      .from(feedTokens)
-      .where(eq(feedTokens.id, id));
-    return row ?? null;
-  }
-
-  async listFeedTokens(): Promise<FeedTokenRecord[]> {
-    return this.db.select(feedTokenColumns).from(feedTokens).orderBy(asc(feedTokens.id));
-  }
-
-  async revokeFeedToken(id: string, now: number): Promise<FeedTokenRecord | null> {
-    const [row] = await this.db
-      .update(feedTokens)
-      .set({ revokedAt: now })
-      .where(and(eq(feedTokens.id, id), isNull(feedTokens.revokedAt)))
-      .returning(feedTokenColumns);
-    return row ?? null;
-  }
-
-  async feedFreshness(freshSince: number): Promise<SourceFreshness[]> {
-    return this.db
-      .select({
-        sourceId: sql<string>`${offers.sourceId}`,
-        offers: sql<number>`count(*)::int`,
-        freshOffers: sql<number>`(count(*) FILTER (WHERE ${offers.observedAt} >= ${freshSince}))::int`,
-      })
-      .from(offers)
-      .where(isNotNull(offers.sourceId))
-      .groupBy(offers.sourceId);
   }
 
   async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
@@ -1991,11 +1513,6 @@ async function retrying<T>(run: () => Promise<T>, alsoRetry: (error: unknown) =>
 function isOverdrawRefused(error: unknown): boolean {
   const cause = ((error as { cause?: unknown } | null)?.cause ?? error) as { code?: string; constraint_name?: string } | null;
   return cause?.code === "23514" && cause.constraint_name === "credit_buckets_remaining_not_negative";
-}
-
-/** A unique constraint refused the insert (23505): another transaction inserted the same key first. */
-function isUniqueViolation(error: unknown): boolean {
-  return errorCode(error) === "23505";
 }
 
 /** Deadlock (40P01) and serialization failure (40001). */

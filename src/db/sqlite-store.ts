@@ -1,10 +1,10 @@
 import { checkpointOnWorker } from "./sqlite-checkpointer";
 import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
-import { and, asc, desc, eq, gt, gte, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, isNull, lt, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
-import { page, toKeyRecord } from "./rows";
+import { page } from "./rows";
 import type {
   CompleteOrderInput,
   CompleteOrderResult,
@@ -16,52 +16,46 @@ import type {
   SubscriptionRecord,
 } from "./billing-records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
-import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feed-writers";
-import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
+import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feeds/writers";
+import type { PriceHistoryEntry } from "./feeds/records";
 import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./sqlite-webhooks";
-import { balanceEventData, balanceEventTypes, keyEventData, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
 import { DISPUTED } from "./ledger/reversals";
 import { fefoOrder, takeInOrder } from "./ledger/allocation";
 import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
 import { type LedgerPort, runSync } from "./ledger/port";
 import { invoiceColumns, sqliteLedgerPort } from "./ledger/sqlite";
+import { SQLiteFeeds } from "./feeds/sqlite";
+import { SQLiteIdempotency } from "./idempotency/sqlite";
+import { SQLiteIdentity } from "./identity/sqlite";
+import { SQLiteKeys } from "./keys/sqlite";
 import { SQLiteWatches } from "./watches/sqlite";
 import { SQLiteHistory } from "./history/sqlite";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/sqlite";
-import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, SYSTEM_USER_ID, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
+import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
 import type {
-  ApiKeyRecord,
   Balance,
   DisputeReport,
   Bucket,
   FeedRecord,
-  IdempotencyClaim,
-  Invitation,
-  KeyControls,
   KeyCredential,
-  KeyReplacement,
   LedgerTransaction,
-  NewApiKey,
   OfferRecord,
   Organization,
   Page,
   PaymentReversalResult,
   ProductRecord,
   Reservation,
-  SessionRecord,
-  SessionWithUser,
-  SignInOutcome,
   Store,
   TransactionQuery,
   TransactionType,
   UsageRecord,
-  User,
 } from "./store";
 
-const { organizations, users, sessions, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions } = schema;
-const { invitations, idempotencyRecords } = schema;
+const { organizations, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions } = schema;
+const { idempotencyRecords } = schema;
 const { orders, subscriptions, invoices, payments } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
@@ -92,24 +86,6 @@ export function sqlitePathFromURL(databaseUrl: string): string {
   return path === "" ? ":memory:" : path;
 }
 
-const keyRecordColumns = {
-  id: apiKeys.id,
-  organizationId: apiKeys.organizationId,
-  name: apiKeys.name,
-  keyPrefix: apiKeys.keyPrefix,
-  status: apiKeys.status,
-  replacedBy: apiKeys.replacedBy,
-  createdAt: apiKeys.createdAt,
-  lastUsedAt: apiKeys.lastUsedAt,
-  expiresAt: apiKeys.expiresAt,
-  monthlyCreditLimit: apiKeys.monthlyCreditLimit,
-  rateLimit: apiKeys.rateLimit,
-  createdById: users.id,
-  createdByName: users.name,
-  createdByEmail: users.email,
-};
-
-
 const bucketColumns = {
   id: creditBuckets.id,
   organizationId: creditBuckets.organizationId,
@@ -124,21 +100,6 @@ const bucketColumns = {
 const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
 
 const PRODUCT_CACHE_SIZE = 100_000;
-
-const FEED_SOURCE_SELECT = `SELECT id, name, kind, location, format, interval_ms AS intervalMs, timeout_ms AS timeoutMs, retries, etag,
-  last_modified AS lastModified, next_run_at AS nextRunAt, lease_owner AS leaseOwner, lease_until AS leaseUntil, last_run_at AS lastRunAt,
-  last_success_at AS lastSuccessAt, created_at AS createdAt, removed_at AS removedAt, merchants, authoritative FROM feed_sources`;
-
-/** A feed_sources row as FEED_SOURCE_SELECT reads it: merchants as JSON text, authoritative as 0 or 1. */
-type FeedSourceRow = Omit<FeedSource, "merchants" | "authoritative"> & { merchants: string; authoritative: number };
-
-function feedSourceOf(row: FeedSourceRow | null): FeedSource | null {
-  return row === null ? null : { ...row, merchants: JSON.parse(row.merchants) as string[], authoritative: row.authoritative === 1 };
-}
-
-const FEED_RUN_SELECT = `SELECT id, source_id AS sourceId, trigger, status, started_at AS startedAt, duration_ms AS durationMs, file, http_status AS httpStatus,
-  attempts, records_read AS recordsRead, products, offers, rejected_count AS rejectedCount, rejected, error FROM feed_runs`;
-const FEED_TOKEN_SELECT = `SELECT id, source_id AS sourceId, scope, name, created_at AS createdAt, revoked_at AS revokedAt, last_used_at AS lastUsedAt FROM feed_tokens`;
 
 /** How long a write waits for a write lock that another process holds, retrying between event-loop turns. */
 export const LOCK_WAIT_MS = 3_000;
@@ -198,6 +159,14 @@ export class SQLiteStore implements Store {
     this.webhooks = new SQLiteWebhooks(database);
     this.watches = new SQLiteWatches(database, (organizationId, now) => this.spendableBuckets(organizationId, now));
     this.history = new SQLiteHistory(database);
+    this.keys = new SQLiteKeys(this.db, {
+      write: (work) => this.write(work),
+      writeKeepingCaches: (work) => this.writeKeepingCaches(work),
+      syncCaches: (scope) => this.syncCaches(scope),
+      keyCache: this.keyCache,
+      keyLineOf: (keyId) => this.keyLineOf(keyId),
+      emit: (events) => this.webhooks.emit(events),
+    });
     this.ledger = sqliteLedgerPort({
       db: this.db,
       appendLedger: (entry) => this.appendLedger(entry),
@@ -205,7 +174,60 @@ export class SQLiteStore implements Store {
       writeOffExpired: (organizationId, now) => void this.writeOffExpired(organizationId, now),
       heldIn: (bucketId) => this.holds.get(bucketId) ?? 0,
     });
+    this.feeds = new SQLiteFeeds(database, (work) => this.write(work));
+    this.idempotency = new SQLiteIdempotency(this.db, (work) => this.write(work));
+    this.identity = new SQLiteIdentity(this.db, { write: (work) => this.write(work), ledger: this.ledger });
   }
+
+  private readonly identity: SQLiteIdentity;
+  createOrganization: Store["createOrganization"] = async (input) => this.identity.createOrganization(input);
+  getOrganization: Store["getOrganization"] = async (id) => this.identity.getOrganization(id);
+  listOrganizations: Store["listOrganizations"] = async () => this.identity.listOrganizations();
+  ensureSystemUser: Store["ensureSystemUser"] = async (now) => this.identity.ensureSystemUser(now);
+  findSessionWithUser: Store["findSessionWithUser"] = async (sessionId) => this.identity.findSessionWithUser(sessionId);
+  signInSubject: Store["signInSubject"] = async (input) => this.identity.signInSubject(input);
+  getUserByEmail: Store["getUserByEmail"] = async (email) => this.identity.getUserByEmail(email);
+  insertSession: Store["insertSession"] = async (session) => this.identity.insertSession(session);
+  rotateSessionToken: Store["rotateSessionToken"] = async (input) => this.identity.rotateSessionToken(input);
+  revokeSession: Store["revokeSession"] = async (id, now) => this.identity.revokeSession(id, now);
+  deleteDeadSessions: Store["deleteDeadSessions"] = async (now) => this.identity.deleteDeadSessions(now);
+  upsertInvitation: Store["upsertInvitation"] = async (invitation) => this.identity.upsertInvitation(invitation);
+
+  private readonly idempotency: SQLiteIdempotency;
+  claimIdempotencyKey: Store["claimIdempotencyKey"] = async (input) => this.idempotency.claimIdempotencyKey(input);
+  completeIdempotencyKey: Store["completeIdempotencyKey"] = async (input) => this.idempotency.completeIdempotencyKey(input);
+  releaseIdempotencyKey: Store["releaseIdempotencyKey"] = async (input) => this.idempotency.releaseIdempotencyKey(input);
+  deleteExpiredIdempotencyRecords: Store["deleteExpiredIdempotencyRecords"] = async (now) => this.idempotency.deleteExpiredIdempotencyRecords(now);
+
+  private readonly feeds: SQLiteFeeds;
+  createFeedSource: Store["createFeedSource"] = async (source) => this.feeds.createFeedSource(source);
+  getFeedSource: Store["getFeedSource"] = async (idOrName) => this.feeds.getFeedSource(idOrName);
+  listFeedSources: Store["listFeedSources"] = async () => this.feeds.listFeedSources();
+  setFeedSourceTrust: Store["setFeedSourceTrust"] = async (id, trust) => this.feeds.setFeedSourceTrust(id, trust);
+  removeFeedSource: Store["removeFeedSource"] = async (id, now) => this.feeds.removeFeedSource(id, now);
+  claimDueFeedSources: Store["claimDueFeedSources"] = async (input) => this.feeds.claimDueFeedSources(input);
+  claimFeedSource: Store["claimFeedSource"] = async (input) => this.feeds.claimFeedSource(input);
+  finishFeedRun: Store["finishFeedRun"] = async (input) => this.feeds.finishFeedRun(input);
+  releaseFeedLease: Store["releaseFeedLease"] = async (sourceId, owner) => this.feeds.releaseFeedLease(sourceId, owner);
+  renewFeedLease: Store["renewFeedLease"] = async (input) => this.feeds.renewFeedLease(input);
+  listFeedRuns: Store["listFeedRuns"] = async (sourceId, query) => this.feeds.listFeedRuns(sourceId, query);
+  hasImportedFeedFile: Store["hasImportedFeedFile"] = async (sourceId, file) => this.feeds.hasImportedFeedFile(sourceId, file);
+  insertFeedToken: Store["insertFeedToken"] = async (token) => this.feeds.insertFeedToken(token);
+  findFeedTokenCredential: Store["findFeedTokenCredential"] = async (id) => this.feeds.findFeedTokenCredential(id);
+  listFeedTokens: Store["listFeedTokens"] = async () => this.feeds.listFeedTokens();
+  revokeFeedToken: Store["revokeFeedToken"] = async (id, now) => this.feeds.revokeFeedToken(id, now);
+  feedFreshness: Store["feedFreshness"] = async (freshSince) => this.feeds.feedFreshness(freshSince);
+
+  private readonly keys: SQLiteKeys;
+  insertApiKey: Store["insertApiKey"] = async (key) => this.keys.insertApiKey(key);
+  findKeyCredential: Store["findKeyCredential"] = async (keyHash) => this.keys.findKeyCredential(keyHash);
+  getApiKey: Store["getApiKey"] = async (organizationId, id) => this.keys.getApiKey(organizationId, id);
+  getApiKeyById: Store["getApiKeyById"] = async (id) => this.keys.getApiKeyById(id);
+  listApiKeys: Store["listApiKeys"] = async (organizationId, query) => this.keys.listApiKeys(organizationId, query);
+  revokeApiKey: Store["revokeApiKey"] = async (organizationId, id, now) => this.keys.revokeApiKey(organizationId, id, now);
+  rotateApiKey: Store["rotateApiKey"] = async (organizationId, id, replacement) => this.keys.rotateApiKey(organizationId, id, replacement);
+  updateApiKeyControls: Store["updateApiKeyControls"] = async (organizationId, id, controls) => this.keys.updateApiKeyControls(organizationId, id, controls);
+  touchApiKeys: Store["touchApiKeys"] = async (lastUsed) => this.keys.touchApiKeys(lastUsed);
 
   private readonly watches: SQLiteWatches;
   createWatch: Store["createWatch"] = async (watch, rules) => this.watches.create(watch, rules);
@@ -299,162 +321,8 @@ export class SQLiteStore implements Store {
     }
   }
 
-  async createOrganization(input: { name: string; now: number }): Promise<Organization> {
-    const organization = { id: newId("org", input.now), name: input.name, createdAt: input.now };
-    this.db.insert(organizations).values(organization).run();
-    return organization;
-  }
-
-  async getOrganization(id: string): Promise<Organization | null> {
-    const row = this.db
-      .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-      .from(organizations)
-      .where(eq(organizations.id, id))
-      .get();
-    return row ?? null;
-  }
-
-  async listOrganizations(): Promise<Organization[]> {
-    return this.db
-      .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-      .from(organizations)
-      .orderBy(desc(organizations.id))
-      .all();
-  }
-
-  async ensureSystemUser(now: number): Promise<User> {
-    this.db
-      .insert(users)
-      .values({ id: SYSTEM_USER_ID, email: null, name: "system", subject: null, organizationId: null, role: "member", createdAt: now })
-      .onConflictDoNothing()
-      .run();
-    return this.db.select().from(users).where(eq(users.id, SYSTEM_USER_ID)).get()!;
-  }
-
-  async findSessionWithUser(sessionId: string): Promise<SessionWithUser | null> {
-    const row = this.db.select().from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(eq(sessions.id, sessionId)).get();
-    return row ? { session: row.sessions, user: row.users } : null;
-  }
-
-  private keyQuery() {
-    return this.db.select(keyRecordColumns).from(apiKeys).innerJoin(users, eq(users.id, apiKeys.createdBy));
-  }
-
-  async insertApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
-    this.write((tx) => {
-      tx.insert(apiKeys).values({ ...key, status: "ACTIVE" }).run();
-      this.webhooks.emit([{ id: newId("msg", key.createdAt), organizationId: key.organizationId, type: "key.created", data: keyEventData(key), createdAt: key.createdAt }]);
-    });
-    return (await this.getApiKeyById(key.id))!;
-  }
-
-  private readonly credentialByHash = this.lazy(() =>
-    this.db
-      .select({
-        id: apiKeys.id,
-        lineId: sql<string>`coalesce(${apiKeys.lineId}, ${apiKeys.id})`,
-        organizationId: apiKeys.organizationId,
-        keyPrefix: apiKeys.keyPrefix,
-        keyHash: apiKeys.keyHash,
-        status: apiKeys.status,
-        expiresAt: apiKeys.expiresAt,
-        monthlyCreditLimit: apiKeys.monthlyCreditLimit,
-        rateLimit: apiKeys.rateLimit,
-      })
-      .from(apiKeys)
-      .where(eq(apiKeys.keyHash, sql.placeholder("hash")))
-      .prepare(),
-  );
-
-  async findKeyCredential(keyHash: string): Promise<KeyCredential | null> {
-    this.syncCaches("all connections");
-    const cached = this.keyCache.get(keyHash);
-    if (cached !== undefined) return cached;
-    const credential = this.credentialByHash().get({ hash: keyHash });
-    if (credential === undefined) return null;
-    this.keyCache.set(keyHash, credential);
-    return credential;
-  }
-
-  async getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
-    const row = this.keyQuery().where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId))).get();
-    return row ? toKeyRecord(row) : null;
-  }
-
-  async getApiKeyById(id: string): Promise<ApiKeyRecord | null> {
-    const row = this.keyQuery().where(eq(apiKeys.id, id)).get();
-    return row ? toKeyRecord(row) : null;
-  }
-
-  async listApiKeys(organizationId: string, query: { limit: number; after?: string }): Promise<Page<ApiKeyRecord>> {
-    const rows = this.keyQuery()
-      .where(and(eq(apiKeys.organizationId, organizationId), query.after ? lt(apiKeys.id, query.after) : undefined))
-      .orderBy(desc(apiKeys.id))
-      .limit(query.limit + 1)
-      .all();
-    return page(rows.map(toKeyRecord), query.limit);
-  }
-
-  async revokeApiKey(organizationId: string, id: string, now: number = Date.now()): Promise<ApiKeyRecord | null> {
-    const revoked = this.write((tx) => {
-      const [key] = tx
-        .update(apiKeys)
-        .set({ status: "REVOKED" })
-        .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({ id: apiKeys.id, organizationId: apiKeys.organizationId, name: apiKeys.name, keyPrefix: apiKeys.keyPrefix })
-        .all();
-      if (key === undefined) return false;
-      this.webhooks.emit([{ id: newId("msg", now), organizationId, type: "key.revoked", data: keyEventData(key), createdAt: now }]);
-      return true;
-    });
-    return revoked ? this.getApiKey(organizationId, id) : null;
-  }
-
-  // The one write transaction that ends the key reads the name and controls the replacement copies,
-  // so a PATCH lands either before it (and is copied) or after it (and finds the key ROTATED).
-  async rotateApiKey(organizationId: string, id: string, replacement: KeyReplacement): Promise<ApiKeyRecord | null> {
-    const rotated = this.write((tx) => {
-      const [copied] = tx
-        .update(apiKeys)
-        .set({ status: "ROTATED", replacedBy: replacement.id })
-        .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-        .returning({ name: apiKeys.name, expiresAt: apiKeys.expiresAt, monthlyCreditLimit: apiKeys.monthlyCreditLimit, rateLimit: apiKeys.rateLimit })
-        .all();
-      if (copied === undefined) return false;
-      // The replacement joins the key's line: what the line spent and holds counts against its limit.
-      tx.insert(apiKeys).values({ ...replacement, ...copied, status: "ACTIVE", lineId: this.keyLineOf(id) }).run();
-      const data = keyEventData({ ...replacement, name: copied.name, id }, { replacedBy: replacement.id });
-      this.webhooks.emit([{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
-      return true;
-    });
-    return rotated ? this.getApiKeyById(replacement.id) : null;
-  }
-
-  async updateApiKeyControls(organizationId: string, id: string, controls: Partial<KeyControls>): Promise<ApiKeyRecord | null> {
-    const changed = this.db
-      .update(apiKeys)
-      .set({ ...controls, status: "ACTIVE" })
-      .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
-      .returning({ id: apiKeys.id })
-      .all();
-    return changed.length === 1 ? this.getApiKey(organizationId, id) : null;
-  }
-
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
     return new Map(keyIds.map((id) => [id, this.keySpentById().get(this.keyLineOf(id), month)?.spent ?? 0]));
-  }
-
-  async touchApiKeys(lastUsed: Map<string, number>): Promise<void> {
-    if (lastUsed.size === 0) return;
-    const tx = this.db;
-    this.writeKeepingCaches(() => {
-      for (const [id, at] of lastUsed) {
-        tx.update(apiKeys)
-          .set({ lastUsedAt: sql`max(coalesce(${apiKeys.lastUsedAt}, 0), ${at})` })
-          .where(eq(apiKeys.id, id))
-          .run();
-      }
-    });
   }
 
   // Absent optional fields (null) keep what is stored; offers keep the newer observation. Imports
@@ -865,7 +733,7 @@ export class SQLiteStore implements Store {
         usage.description,
         usage.now,
       );
-      if (usage.idempotency !== undefined) this.completeIdempotencyRecord(usage.idempotency);
+      if (usage.idempotency !== undefined) this.idempotency.completeIdempotencyRecord(usage.idempotency);
       if (reservation.keyId !== null) {
         const month = utcMonth(usage.now);
         const keyId = this.keyLineOf(reservation.keyId);
@@ -961,7 +829,7 @@ export class SQLiteStore implements Store {
       // A request whose Idempotency-Key claim was taken over meanwhile is not billed (the claim fences the debit).
       const owned = await whileLocked(() => {
         const owning = this.writeKeepingCaches(() => {
-          const owning = held.filter((item) => this.ownsClaim(item.usage));
+          const owning = held.filter((item) => this.idempotency.ownsClaim(item.usage));
           this.debitBatch(owning);
           return owning;
         });
@@ -1176,153 +1044,6 @@ export class SQLiteStore implements Store {
     return () => (value ??= build());
   }
 
-  // --- sessions, sign-in and invitations ---
-
-  async signInSubject(input: Parameters<Store["signInSubject"]>[0]): Promise<SignInOutcome> {
-    return this.write((tx): SignInOutcome => {
-      const existing = tx.select().from(users).where(eq(users.subject, input.subject)).get();
-      if (existing !== undefined) return { outcome: "existing", user: existing };
-      if (tx.select({ id: users.id }).from(users).where(eq(users.email, input.email)).get() !== undefined) return { outcome: "email-taken" };
-
-      const invitation = tx.delete(invitations).where(eq(invitations.email, input.email)).returning().get();
-      let organizationId: string;
-      if (invitation !== undefined) {
-        organizationId = invitation.organizationId;
-      } else {
-        organizationId = newId("org", input.now);
-        tx.insert(organizations).values({ id: organizationId, name: input.newOrganizationName, createdAt: input.now }).run();
-        if (input.trialCredits > 0) this.insertTrialGrant(tx, organizationId, input.trialCredits, input.now);
-      }
-      const user = {
-        id: newId("usr", input.now),
-        email: input.email,
-        name: input.name,
-        subject: input.subject,
-        organizationId,
-        role: invitation?.role ?? ("owner" as const),
-        createdAt: input.now,
-      };
-      tx.insert(users).values(user).run();
-      return { outcome: invitation !== undefined ? "joined" : "created", user };
-    });
-  }
-
-  // The same bucket, ledger row and credits.granted event as grantCredits, inside the sign-in transaction (SQLite has no nested transactions).
-  private insertTrialGrant(tx: DB, organizationId: string, amount: number, now: number): void {
-    runSync(grant(organizationId, { source: "trial", type: "trial", amount, expiresAt: null, description: "Trial credits" }, now), this.ledger);
-  }
-
-  async getUserByEmail(email: string): Promise<User | null> {
-    return this.db.select().from(users).where(eq(users.email, email)).get() ?? null;
-  }
-
-  async insertSession(session: SessionRecord): Promise<void> {
-    this.db.insert(sessions).values(session).run();
-  }
-
-  async rotateSessionToken(input: Parameters<Store["rotateSessionToken"]>[0]): Promise<SessionRecord | null> {
-    const row = this.db
-      .update(sessions)
-      .set({ tokenHash: input.newTokenHash, expiresAt: input.expiresAt })
-      .where(
-        and(
-          eq(sessions.id, input.id),
-          eq(sessions.tokenHash, input.currentTokenHash),
-          isNull(sessions.revokedAt),
-          gt(sessions.expiresAt, input.now),
-          gt(sessions.absoluteExpiresAt, input.now),
-        ),
-      )
-      .returning()
-      .get();
-    return row ?? null;
-  }
-
-  async revokeSession(id: string, now: number): Promise<boolean> {
-    const changed = this.db
-      .update(sessions)
-      .set({ revokedAt: now })
-      .where(and(eq(sessions.id, id), isNull(sessions.revokedAt)))
-      .returning({ id: sessions.id })
-      .all();
-    return changed.length === 1;
-  }
-
-  async deleteDeadSessions(now: number): Promise<number> {
-    return this.db.delete(sessions).where(or(isNotNull(sessions.revokedAt), lte(sessions.expiresAt, now))).returning({ id: sessions.id }).all().length;
-  }
-
-  async upsertInvitation(invitation: Invitation): Promise<Invitation> {
-    this.db
-      .insert(invitations)
-      .values(invitation)
-      .onConflictDoUpdate({ target: invitations.email, set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt } })
-      .run();
-    return invitation;
-  }
-
-  // --- idempotency records ---
-
-  async claimIdempotencyKey(input: Parameters<Store["claimIdempotencyKey"]>[0]): Promise<IdempotencyClaim> {
-    return this.write((tx): IdempotencyClaim => {
-      const where = and(eq(idempotencyRecords.scope, input.scope), eq(idempotencyRecords.keyHash, input.keyHash));
-      const existing = tx.select().from(idempotencyRecords).where(where).get();
-      const reusable =
-        existing === undefined ||
-        existing.expiresAt <= input.now ||
-        (existing.status === "in-progress" && existing.createdAt < input.now - input.abandonAfterMs);
-      if (!reusable) return { claimed: false, record: existing };
-      const claim = {
-        scope: input.scope,
-        keyHash: input.keyHash,
-        requestHash: input.requestHash,
-        status: "in-progress" as const,
-        responseStatus: null,
-        responseBody: null,
-        // One serve process owns a SQLite file, so its clock is the one every claim is judged by.
-        createdAt: input.now,
-        expiresAt: input.now + input.ttlMs,
-      };
-      if (existing === undefined) tx.insert(idempotencyRecords).values(claim).run();
-      else tx.update(idempotencyRecords).set(claim).where(where).run();
-      return { claimed: true, claimedAt: claim.createdAt };
-    });
-  }
-
-  async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
-    this.completeIdempotencyRecord(input);
-  }
-
-  private completeIdempotencyRecord(input: Parameters<Store["completeIdempotencyKey"]>[0]): void {
-    this.db
-      .update(idempotencyRecords)
-      .set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody })
-      .where(this.ownClaim(input))
-      .run();
-  }
-
-  /** The in-progress claim a request made at `claimedAt` (see IdempotencyClaim), if it is still that request's. */
-  private ownClaim(claim: { scope: string; keyHash: string; claimedAt: number }) {
-    return and(
-      eq(idempotencyRecords.scope, claim.scope),
-      eq(idempotencyRecords.keyHash, claim.keyHash),
-      eq(idempotencyRecords.status, "in-progress"),
-      eq(idempotencyRecords.createdAt, claim.claimedAt),
-    );
-  }
-
-  private ownsClaim(usage: UsageRecord): boolean {
-    return usage.idempotency === undefined || this.db.select({ scope: idempotencyRecords.scope }).from(idempotencyRecords).where(this.ownClaim(usage.idempotency)).get() !== undefined;
-  }
-
-  async releaseIdempotencyKey(input: Parameters<Store["releaseIdempotencyKey"]>[0]): Promise<void> {
-    this.db.delete(idempotencyRecords).where(this.ownClaim(input)).run();
-  }
-
-  async deleteExpiredIdempotencyRecords(now: number): Promise<number> {
-    return this.db.delete(idempotencyRecords).where(lte(idempotencyRecords.expiresAt, now)).returning({ scope: idempotencyRecords.scope }).all().length;
-  }
-
   // --- billing ---
 
   async createOrder(order: NewOrder): Promise<Order> {
@@ -1418,190 +1139,6 @@ export class SQLiteStore implements Store {
         .returning()
         .get() ?? null
     );
-  }
-
-  // --- feeds ---
-  // Plain SQL through bun:sqlite's statement cache: these run a few times a minute, not per request.
-
-  async createFeedSource(source: NewFeedSource): Promise<FeedSource | null> {
-    return this.write(() => {
-      const taken = this.database.query<{ id: string }, [string]>("SELECT id FROM feed_sources WHERE name = ?").get(source.name);
-      if (taken !== null) return null;
-      this.database
-        .query(
-          `INSERT INTO feed_sources (id, name, kind, location, format, interval_ms, timeout_ms, retries, next_run_at, created_at, merchants, authoritative)
-           VALUES ($id, $name, $kind, $location, $format, $intervalMs, $timeoutMs, $retries, $nextRunAt, $createdAt, $merchants, $authoritative)`,
-        )
-        .run({ ...source, nextRunAt: source.intervalMs === null ? null : source.createdAt, merchants: JSON.stringify(source.merchants), authoritative: source.authoritative ? 1 : 0 });
-      return this.feedSourceById(source.id);
-    });
-  }
-
-  private feedSourceById(id: string): FeedSource | null {
-    return feedSourceOf(this.database.query<FeedSourceRow, [string]>(`${FEED_SOURCE_SELECT} WHERE id = ?`).get(id));
-  }
-
-  async getFeedSource(idOrName: string): Promise<FeedSource | null> {
-    return feedSourceOf(this.database.query<FeedSourceRow, [string, string]>(`${FEED_SOURCE_SELECT} WHERE id = ? OR (name = ? AND removed_at IS NULL)`).get(idOrName, idOrName));
-  }
-
-  async listFeedSources(): Promise<FeedSource[]> {
-    return this.database.query<FeedSourceRow, []>(`${FEED_SOURCE_SELECT} WHERE removed_at IS NULL ORDER BY id`).all().map((row) => feedSourceOf(row)!);
-  }
-
-  async setFeedSourceTrust(id: string, trust: FeedSourceTrust): Promise<FeedSource | null> {
-    return this.write(() => {
-      const merchants = trust.merchants === undefined ? null : JSON.stringify(trust.merchants);
-      const authoritative = trust.authoritative === undefined ? null : Number(trust.authoritative);
-      this.database
-        .query("UPDATE feed_sources SET merchants = coalesce(?, merchants), authoritative = coalesce(?, authoritative) WHERE id = ? AND removed_at IS NULL")
-        .run(merchants, authoritative, id);
-      const source = this.feedSourceById(id);
-      return source?.removedAt === null ? source : null;
-    });
-  }
-
-  async removeFeedSource(id: string, now: number): Promise<FeedSource | null> {
-    return this.write(() => {
-      // The name is freed (suffixed with the id) so a new source may take it; runs keep pointing at the id.
-      const changed = this.database
-        .query("UPDATE feed_sources SET removed_at = ?, name = name || '#' || id, next_run_at = NULL WHERE id = ? AND removed_at IS NULL")
-        .run(now, id).changes;
-      if (changed === 0) return null;
-      this.database.query("UPDATE feed_tokens SET revoked_at = ? WHERE source_id = ? AND revoked_at IS NULL").run(now, id);
-      return this.feedSourceById(id);
-    });
-  }
-
-  // One serve process per SQLite file (serve's lock), so its own clock is the store's clock.
-  async claimDueFeedSources(input: { owner: string; now: number; leaseMarginMs: number; limit: number }): Promise<FeedSource[]> {
-    // Asked every second: look first without the write lock, which an operator's import may be holding.
-    const anyDue = this.database
-      .query("SELECT 1 FROM feed_sources WHERE removed_at IS NULL AND interval_ms IS NOT NULL AND next_run_at <= ? AND (lease_until IS NULL OR lease_until <= ?) LIMIT 1")
-      .get(input.now, input.now);
-    if (anyDue === null) return [];
-    return this.write(() => {
-      const due = this.database
-        .query<{ id: string }, [number, number, number]>(
-          `SELECT id FROM feed_sources WHERE removed_at IS NULL AND interval_ms IS NOT NULL AND next_run_at <= ?
-             AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_run_at LIMIT ?`,
-        )
-        .all(input.now, input.now, input.limit);
-      const claimed: FeedSource[] = [];
-      for (const { id } of due) {
-        this.database
-          .query("UPDATE feed_sources SET lease_owner = ?, lease_until = ? + (retries + 1) * timeout_ms, next_run_at = ? + interval_ms WHERE id = ?")
-          .run(input.owner, input.now + input.leaseMarginMs, input.now, id);
-        claimed.push(this.feedSourceById(id)!);
-      }
-      return claimed;
-    });
-  }
-
-  async claimFeedSource(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<FeedSource | null> {
-    return this.write(() => {
-      const changed = this.database
-        .query("UPDATE feed_sources SET lease_owner = ?, lease_until = ? WHERE id = ? AND removed_at IS NULL AND (lease_until IS NULL OR lease_until <= ?)")
-        .run(input.owner, input.now + input.leaseMs, input.id, input.now).changes;
-      return changed === 0 ? null : this.feedSourceById(input.id);
-    });
-  }
-
-  async finishFeedRun(input: FinishFeedRun): Promise<void> {
-    const { run } = input;
-    this.write(() => {
-      this.database
-        .query(
-          `INSERT INTO feed_runs (id, source_id, trigger, status, started_at, duration_ms, file, http_status, attempts, records_read, products, offers, rejected_count, rejected, error)
-           VALUES ($id, $sourceId, $trigger, $status, $startedAt, $durationMs, $file, $httpStatus, $attempts, $recordsRead, $products, $offers, $rejectedCount, $rejected, $error)`,
-        )
-        .run({ ...run, rejected: JSON.stringify(run.rejected) });
-      const succeeded = run.status !== "failed";
-      this.database
-        .query(
-          `UPDATE feed_sources SET last_run_at = $finishedAt,
-             last_success_at = CASE WHEN $succeeded THEN $finishedAt ELSE last_success_at END,
-             etag = CASE WHEN $hasValidators THEN $etag ELSE etag END,
-             last_modified = CASE WHEN $hasValidators THEN $lastModified ELSE last_modified END,
-             lease_owner = CASE WHEN lease_owner = $owner THEN NULL ELSE lease_owner END,
-             lease_until = CASE WHEN lease_owner = $owner THEN NULL ELSE lease_until END
-           WHERE id = $sourceId`,
-        )
-        .run({
-          finishedAt: run.startedAt + run.durationMs,
-          succeeded: succeeded ? 1 : 0,
-          hasValidators: input.validators === undefined ? 0 : 1,
-          etag: input.validators?.etag ?? null,
-          lastModified: input.validators?.lastModified ?? null,
-          owner: input.leaseOwner,
-          sourceId: run.sourceId,
-        });
-      if (input.importedFile !== undefined) {
-        this.database
-          .query("INSERT OR IGNORE INTO feed_source_files (source_id, name, size, modified_at, run_id) VALUES (?, ?, ?, ?, ?)")
-          .run(run.sourceId, input.importedFile.name, input.importedFile.size, input.importedFile.modifiedAt, run.id);
-      }
-    });
-  }
-
-  async releaseFeedLease(sourceId: string, owner: string): Promise<void> {
-    this.write(() => this.database.query("UPDATE feed_sources SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?").run(sourceId, owner));
-  }
-
-  async renewFeedLease(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<boolean> {
-    return this.write(() => this.database.query("UPDATE feed_sources SET lease_until = ? WHERE id = ? AND lease_owner = ?").run(input.now + input.leaseMs, input.id, input.owner).changes === 1);
-  }
-
-  async listFeedRuns(sourceId: string, query: { limit: number; after?: string }): Promise<Page<FeedRun>> {
-    const rows = this.database
-      .query<FeedRun & { rejected: string }, [string, string | null, string | null, number]>(
-        `${FEED_RUN_SELECT} WHERE source_id = ? AND (? IS NULL OR id < ?) ORDER BY id DESC LIMIT ?`,
-      )
-      .all(sourceId, query.after ?? null, query.after ?? null, query.limit + 1);
-    return page(rows.map((row) => ({ ...row, rejected: JSON.parse(row.rejected) as FeedRun["rejected"] })), query.limit);
-  }
-
-  async hasImportedFeedFile(sourceId: string, file: { name: string; size: number; modifiedAt: number }): Promise<boolean> {
-    return (
-      this.database
-        .query("SELECT 1 FROM feed_source_files WHERE source_id = ? AND name = ? AND size = ? AND modified_at = ?")
-        .get(sourceId, file.name, file.size, file.modifiedAt) !== null
-    );
-  }
-
-  async insertFeedToken(token: NewFeedToken): Promise<FeedTokenRecord> {
-    this.write(() =>
-      this.database
-        .query("INSERT INTO feed_tokens (id, source_id, scope, name, secret_hash, created_at) VALUES ($id, $sourceId, $scope, $name, $secretHash, $createdAt)")
-        .run({ ...token }),
-    );
-    const { secretHash: _secret, ...record } = token;
-    return { ...record, revokedAt: null, lastUsedAt: null };
-  }
-
-  async findFeedTokenCredential(id: string): Promise<FeedTokenCredential | null> {
-    return this.database
-      .query<FeedTokenCredential, [string]>("SELECT id, source_id AS sourceId, scope, secret_hash AS secretHash, revoked_at AS revokedAt FROM feed_tokens WHERE id = ?")
-      .get(id);
-  }
-
-  async listFeedTokens(): Promise<FeedTokenRecord[]> {
-    return this.database.query<FeedTokenRecord, []>(`${FEED_TOKEN_SELECT} ORDER BY id`).all();
-  }
-
-  async revokeFeedToken(id: string, now: number): Promise<FeedTokenRecord | null> {
-    return this.write(() => {
-      const changed = this.database.query("UPDATE feed_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL").run(now, id).changes;
-      return changed === 0 ? null : this.database.query<FeedTokenRecord, [string]>(`${FEED_TOKEN_SELECT} WHERE id = ?`).get(id);
-    });
-  }
-
-  async feedFreshness(freshSince: number): Promise<SourceFreshness[]> {
-    return this.database
-      .query<SourceFreshness, [number]>(
-        "SELECT source_id AS sourceId, count(*) AS offers, count(*) FILTER (WHERE observed_at >= ?) AS freshOffers FROM offers WHERE source_id IS NOT NULL GROUP BY source_id",
-      )
-      .all(freshSince);
   }
 
   async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {

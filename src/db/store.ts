@@ -14,8 +14,8 @@ import type {
   SubscriptionRecord,
 } from "./billing-records";
 import type { ClaimedDelivery, ClaimRequest, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhook-records";
-import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feed-records";
-import type { FeedWriter } from "./feed-writers";
+import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feeds/records";
+import type { FeedWriter } from "./feeds/writers";
 import type { CreateWatchResult, NewWatch, PriceWatch, WatchBatchInput, WatchBatchResult } from "./watches/records";
 import type { PriceHistoryReads } from "./history/records";
 
@@ -271,7 +271,7 @@ export interface Store extends PriceHistoryReads {
   /**
    * Upserts valid feed records in one transaction; offers keep the newer observedAt. The writer
    * (the operator by default) stamps the offers written with its source (per-source freshness) and
-   * decides whether the records' titles, brands and images replace the stored ones (feed-writers.ts);
+   * decides whether the records' titles, brands and images replace the stored ones (feeds/writers.ts);
    * which merchants it may write is checked before. Price history rows are written by triggers on
    * the offers table.
    */

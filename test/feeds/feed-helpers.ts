@@ -1,4 +1,4 @@
-import type { FeedSource, NewFeedSource } from "../../src/db/feed-records";
+import type { FeedSource, NewFeedSource } from "../../src/db/feeds/records";
 import type { Store } from "../../src/db/store";
 import { newId } from "../../src/lib/ids";
 

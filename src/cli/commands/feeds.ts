@@ -1,5 +1,5 @@
 import packageJSON from "../../../package.json";
-import type { FeedSource, FeedSourceKind } from "../../db/feed-records";
+import type { FeedSource, FeedSourceKind } from "../../db/feeds/records";
 import { systemClock } from "../../lib/clock";
 import { parseDuration } from "../../lib/duration";
 import { newId } from "../../lib/ids";

@@ -1,4 +1,4 @@
-import type { FeedRun, FeedSource } from "../../db/feed-records";
+import type { FeedRun, FeedSource } from "../../db/feeds/records";
 import type { Store } from "../../db/store";
 import type { ServiceMetrics } from "../../lib/service-metrics";
 

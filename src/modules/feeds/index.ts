@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { FeedTokenCredential, FeedTokenScope } from "../../db/feed-records";
+import type { FeedTokenCredential, FeedTokenScope } from "../../db/feeds/records";
 import { CommonErrors, Problems } from "../../http/model";
 import { afterAuthentication } from "../../http/authentication-first";
 import { Problem } from "../../http/problem";

@@ -1,6 +1,6 @@
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import type { FeedRun, FeedRunTrigger, FeedSource } from "../../db/feed-records";
+import type { FeedRun, FeedRunTrigger, FeedSource } from "../../db/feeds/records";
 import type { Store } from "../../db/store";
 import type { Clock } from "../../lib/clock";
 import { type OutboundClient, OutboundRefusal } from "../../lib/outbound";

@@ -1,6 +1,6 @@
-import { type FeedRun, type FeedRunStatus, type FeedRunTrigger, type FeedSource, type FinishFeedRun, MAX_REPORTED_REJECTS } from "../../db/feed-records";
+import { type FeedRun, type FeedRunStatus, type FeedRunTrigger, type FeedSource, type FinishFeedRun, MAX_REPORTED_REJECTS } from "../../db/feeds/records";
 import type { Store } from "../../db/store";
-import { sourceWriter } from "../../db/feed-writers";
+import { sourceWriter } from "../../db/feeds/writers";
 import type { Clock } from "../../lib/clock";
 import { newId } from "../../lib/ids";
 import { type FeedFormat, importFeed, type ImportReport } from "../ingest/import-feed";

@@ -1,4 +1,4 @@
-import type { FeedRun, FeedSource, FeedRunTrigger } from "../../db/feed-records";
+import type { FeedRun, FeedSource, FeedRunTrigger } from "../../db/feeds/records";
 import type { Store } from "../../db/store";
 import type { Clock } from "../../lib/clock";
 import { newId } from "../../lib/ids";

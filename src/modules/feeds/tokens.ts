@@ -1,5 +1,5 @@
 import { encodeBase64urlNoPadding } from "@oslojs/encoding";
-import type { FeedTokenCredential, FeedTokenRecord, FeedTokenScope } from "../../db/feed-records";
+import type { FeedTokenCredential, FeedTokenRecord, FeedTokenScope } from "../../db/feeds/records";
 import type { Store } from "../../db/store";
 import { hashSecret, secretsMatch } from "../../lib/crypto";
 import { newId } from "../../lib/ids";

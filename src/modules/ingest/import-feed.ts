@@ -1,4 +1,4 @@
-import { type FeedWriter, merchantRefusal, OPERATOR } from "../../db/feed-writers";
+import { type FeedWriter, merchantRefusal, OPERATOR } from "../../db/feeds/writers";
 import type { FeedRecord, Store } from "../../db/store";
 import { type FeedRecordResult, parseFeedRecord } from "./feed-record";
 import { type NumberedRecord, readCSV, readNDJSON } from "./parse";

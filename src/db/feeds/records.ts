@@ -25,7 +25,7 @@ export interface FeedSource {
   lastSuccessAt: number | null;
   createdAt: number;
   removedAt: number | null;
-  /** The merchants whose offers and names the source may write (feed-writers.ts). */
+  /** The merchants whose offers and names the source may write (writers.ts). */
   merchants: string[];
   /** Whether its titles, brands and images replace those another source gave first. */
   authoritative: boolean;

@@ -1,4 +1,4 @@
-import type { FeedSource } from "./feed-records";
+import type { FeedSource } from "./records";
 
 /**
  * Who writes a batch of feed records. The operator (the CLI's `import`, demo data) is trusted with
