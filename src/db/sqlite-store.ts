@@ -1,6 +1,6 @@
 import { checkpointOnWorker } from "./sqlite-checkpointer";
 import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
-import { and, asc, desc, eq, gt, gte, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, isNull, lt, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
@@ -54,7 +54,7 @@ import type {
   UsageRecord,
 } from "./store";
 
-const { organizations, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions } = schema;
+const { organizations, products, merchants, offers, creditBuckets, creditTransactions } = schema;
 const { idempotencyRecords } = schema;
 const { orders, subscriptions, invoices, payments } = schema;
 

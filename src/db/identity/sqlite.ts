@@ -82,7 +82,7 @@ export class SQLiteIdentity {
       } else {
         organizationId = newId("org", input.now);
         tx.insert(organizations).values({ id: organizationId, name: input.newOrganizationName, createdAt: input.now }).run();
-        if (input.trialCredits > 0) this.insertTrialGrant(tx, organizationId, input.trialCredits, input.now);
+        if (input.trialCredits > 0) this.insertTrialGrant(organizationId, input.trialCredits, input.now);
       }
       const user = {
         id: newId("usr", input.now),
@@ -98,8 +98,8 @@ export class SQLiteIdentity {
     });
   }
 
-  // The same bucket, ledger row and credits.granted event as grantCredits, inside the sign-in transaction (SQLite has no nested transactions).
-  private insertTrialGrant(tx: DB, organizationId: string, amount: number, now: number): void {
+  // The same bucket, ledger row and credits.granted event as grantCredits, inside the sign-in transaction: the ledger port writes on the one SQLite connection, whose transaction is open (SQLite has no nested transactions).
+  private insertTrialGrant(organizationId: string, amount: number, now: number): void {
     runSync(grant(organizationId, { source: "trial", type: "trial", amount, expiresAt: null, description: "Trial credits" }, now), this.ledger);
   }
 
