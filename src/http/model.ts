@@ -1,4 +1,4 @@
-import { Type } from "@sinclair/typebox";
+import { type TSchema, Type } from "@sinclair/typebox";
 import { t } from "elysia";
 import { wholeNumber } from "./validation";
 import { Problem, PROBLEMS, type ProblemSlug } from "./problem";
@@ -87,3 +87,17 @@ export const CommonErrors = {
   500: Problems(["internal"]),
   503: Problems(["unavailable"]),
 } as const;
+
+/**
+ * The problem schemas of a billed endpoint, whose problems carry the request's billing `meta` as an
+ * extension member: `metaOf(slug)` is the example meta of each listed slug.
+ */
+export function problemsWithMeta(meta: TSchema, metaOf: (slug: ProblemSlug) => object) {
+  return (slugs: ProblemSlug[]) =>
+    t.Composite([ProblemSchema, t.Object({ meta })], {
+      additionalProperties: true,
+      description: `Problem details with the request's billing meta: ${slugs.join(", ")}`,
+      examples: slugs.map((slug) => problemExample(slug, { meta: metaOf(slug) })),
+      "x-problem-types": slugs,
+    });
+}

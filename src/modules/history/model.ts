@@ -1,5 +1,5 @@
 import { t } from "elysia";
-import { Int, MoneySchema, ProblemSchema, problemExample, Timestamp } from "../../http/model";
+import { Int, MoneySchema, problemsWithMeta, Timestamp } from "../../http/model";
 import type { ProblemSlug } from "../../http/problem";
 
 export const HISTORY_REASONS = [
@@ -131,14 +131,7 @@ const METAS: Partial<Record<ProblemSlug, Partial<HistoryMetaValue>>> = {
 };
 
 /** Problem details of the history endpoint: the request's billing meta is an extension member. */
-export function HistoryProblem(slugs: ProblemSlug[]) {
-  return t.Composite([ProblemSchema, t.Object({ meta: HistoryMeta })], {
-    additionalProperties: true,
-    description: `Problem details with the request's billing meta: ${slugs.join(", ")}`,
-    examples: slugs.map((slug) => problemExample(slug, { meta: { ...EXAMPLE_META, billable: false, creditsConsumed: 0, ...METAS[slug] } })),
-    "x-problem-types": slugs,
-  });
-}
+export const HistoryProblem = problemsWithMeta(HistoryMeta, (slug) => ({ ...EXAMPLE_META, billable: false, creditsConsumed: 0, ...METAS[slug] }));
 
 export type HistoryMetaValue = typeof HistoryMeta.static;
 export type HistoryDataValue = typeof HistoryData.static;

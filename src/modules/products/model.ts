@@ -1,5 +1,5 @@
 import { t } from "elysia";
-import { Int, MoneySchema, ProblemSchema, problemExample, Timestamp } from "../../http/model";
+import { Int, MoneySchema, ProblemSchema, problemExample, problemsWithMeta, Timestamp } from "../../http/model";
 import type { ProblemSlug } from "../../http/problem";
 
 export const REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits", "unauthorized", "invalid-parameter", "rate-limited", "idempotency-conflict", "unavailable"] as const;
@@ -99,14 +99,7 @@ const METAS: Partial<Record<ProblemSlug, Partial<PriceMetaValue>>> = {
 };
 
 /** Problem details of the data endpoint: the request's billing meta is an extension member. */
-export function PriceProblem(slugs: ProblemSlug[]) {
-  return t.Composite([ProblemSchema, t.Object({ meta: PriceMeta })], {
-    additionalProperties: true,
-    description: `Problem details with the request's billing meta: ${slugs.join(", ")}`,
-    examples: slugs.map((slug) => problemExample(slug, { meta: { ...EXAMPLE_META, billable: false, creditsConsumed: 0, ...METAS[slug] } })),
-    "x-problem-types": slugs,
-  });
-}
+export const PriceProblem = problemsWithMeta(PriceMeta, (slug) => ({ ...EXAMPLE_META, billable: false, creditsConsumed: 0, ...METAS[slug] }));
 
 export type PriceMetaValue = typeof PriceMeta.static;
 export type PriceDataValue = typeof PriceData.static;
