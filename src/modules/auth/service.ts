@@ -9,7 +9,7 @@ import type { OIDCIdentity } from "./oidc";
 
 /** A session lives 24 h from sign-in or its last refresh… */
 export const SESSION_LIFETIME_MS = 24 * 3_600_000;
-/** …and refreshes stop 30 days after sign-in. */
+/** …and cannot be refreshed past 30 days after sign-in. */
 export const SESSION_MAX_LIFETIME_MS = 30 * 24 * 3_600_000;
 /** Random bytes of a session secret (the part of the token after the dot). */
 const SESSION_SECRET_BYTES = 32;

@@ -8,12 +8,13 @@ import { hashRequestBody, IdempotencyKeyHeader, type IdempotencyRecorder, withId
 import { sendableBody } from "../../http/large-body";
 import { noteBillingMeta } from "../../http/observability";
 import { Problem } from "../../http/problem";
-import { closestToLimit, keyRateLimitPolicy, organizationRateLimitPolicy, rateLimitHeaders, rateLimitPolicyHeader, type RateLimitPolicy } from "../../http/rate-limit";
 import { repeatedQueryParameter } from "../../http/request";
 import { repeatedParameter, type Texts } from "../../http/validation";
-import { nextUTCMonthStart, toISO } from "../../lib/clock";
+import { toISO } from "../../lib/clock";
 import { money } from "../../lib/money";
 import { checkBearerKey, unauthorizedKey } from "../keys/bearer";
+import { admit, type Admission, priceRateLimits, type PriceRateLimits } from "../products/admit";
+import { keyLimitReached } from "../products/answer";
 import { normalizeGTIN } from "../products/gtin";
 import {
   DEFAULT_HISTORY_LIMIT,
@@ -62,6 +63,9 @@ interface Ask {
 
 type Answer = { meta: HistoryMetaValue; data: HistoryDataValue };
 
+/** A history request counts as one request against the rate limits. */
+const ONE_REQUEST: Admission = { kind: "single", items: 1 };
+
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/;
 
 const TEXTS = {
@@ -94,22 +98,6 @@ const instantText = (name: string): Texts => ({
   fr: `${name} doit être une date ISO 8601 (2026-11-22) ou une date et heure avec son décalage (2026-11-22T10:00:00Z).`,
 });
 
-function keyLimitReached(limit: number, now: number): Texts {
-  const resetsAt = toISO(nextUTCMonthStart(now));
-  return {
-    en: `This API key reached its monthly credit limit of ${limit} credits; it resets at ${resetsAt}. The organization's other keys are not affected.`,
-    fr: `Cette clé d'API a atteint sa limite mensuelle de ${limit} crédits ; elle se renouvelle le ${resetsAt}. Les autres clés de l'organisation ne sont pas concernées.`,
-  };
-}
-
-function rateLimited(policy: RateLimitPolicy, retryAfterSeconds: number, organizationWide: boolean): Texts {
-  const whose = organizationWide ? { en: " for all of the organization's keys together", fr: " pour toutes les clés de l'organisation ensemble" } : { en: "", fr: "" };
-  return {
-    en: `Rate limit of ${policy.limit} requests per ${policy.windowSeconds} s${whose.en} exceeded; retry in ${retryAfterSeconds} s.`,
-    fr: `Limite de ${policy.limit} requêtes par ${policy.windowSeconds} s${whose.fr} dépassée ; réessayez dans ${retryAfterSeconds} s.`,
-  };
-}
-
 /**
  * GET /products/{gtin}/price/history: the data endpoint's rules (bearer key first, request checks,
  * the key's and the organization's rate limits, Idempotency-Key) around a billed read of the
@@ -117,13 +105,10 @@ function rateLimited(policy: RateLimitPolicy, retryAfterSeconds: number, organiz
  * reservation: reserved before the read, debited with the answer, released otherwise.
  */
 export class PriceHistoryRequests {
-  private readonly organizationPolicy: RateLimitPolicy;
-  private readonly policyHeaders: Record<string, string>;
+  private readonly limits: PriceRateLimits;
 
   constructor(private readonly services: Services) {
-    const { config, rateLimiter } = services;
-    this.organizationPolicy = organizationRateLimitPolicy(config.organizationRateLimit);
-    this.policyHeaders = rateLimitPolicyHeader([rateLimiter.policy, this.organizationPolicy]);
+    this.limits = priceRateLimits(services);
   }
 
   /**
@@ -153,7 +138,7 @@ export class PriceHistoryRequests {
       responseTimeMs: Math.round(performance.now() - startedAt),
     });
 
-    Object.assign(set.headers, this.policyHeaders);
+    Object.assign(set.headers, this.limits.policyHeaders.requests);
     const key = await checkBearerKey(request.headers.get("authorization"), store, this.services.config.keyPrefix, clock.now());
     if (!key.ok) throw unauthorizedKey(key.detail, { meta: meta("unauthorized", 0) });
     afterAuthentication(request);
@@ -363,23 +348,14 @@ export class PriceHistoryRequests {
     };
   }
 
-  /** One token from the key's rotation line and one from the organization, as on the data endpoint (shared buckets); 429 when one lacks it. */
+  /** One request against the key's and the organization's rate limits, as on the data endpoint (shared buckets); a 429 carries the meta. */
   private async rateLimit(set: RequestContext["set"], credential: KeyCredential, meta: (reason: HistoryReason, remaining: number) => HistoryMetaValue): Promise<Record<string, string>> {
-    const { rateLimiter, clock, store } = this.services;
-    const keyPolicy = credential.rateLimit === null ? rateLimiter.policy : keyRateLimitPolicy(credential.rateLimit);
-    const decisions = rateLimiter.takeAll(
-      [
-        { bucket: credential.lineId, policy: keyPolicy },
-        { bucket: credential.organizationId, policy: this.organizationPolicy },
-      ],
-      clock.now(),
-      1,
-    );
-    const limitHeaders = rateLimitHeaders(decisions);
-    Object.assign(set.headers, limitHeaders);
-    if (decisions[0]!.allowed) return limitHeaders;
-    const { policy, retryAfterSeconds } = closestToLimit(decisions);
-    const remaining = await store.availableCredits(credential.organizationId, clock.now(), credential.balance);
-    throw new Problem("rate-limited", { detail: rateLimited(policy, retryAfterSeconds, policy === this.organizationPolicy), extensions: { meta: meta("rate-limited", remaining) }, headers: limitHeaders });
+    try {
+      return admit(this.limits, credential, ONE_REQUEST, set);
+    } catch (error) {
+      if (!(error instanceof Problem)) throw error;
+      const { store, clock } = this.services;
+      throw error.with({ extensions: { meta: meta("rate-limited", await store.availableCredits(credential.organizationId, clock.now(), credential.balance)) } });
+    }
   }
 }

@@ -24,7 +24,10 @@ export function priceRateLimits(services: Services): PriceRateLimits {
   return { rateLimiter, clock, organizationPolicy, policyHeaders: { requests: rateLimitPolicyHeader(policies), items: rateLimitPolicyHeader(policies, "items") } };
 }
 
-function unitOf(lookup: Lookup): Unit {
+/** What admission needs of a request: how many items it counts and whether it is a batch. */
+export type Admission = Pick<Lookup, "kind" | "items">;
+
+function unitOf(lookup: Admission): Unit {
   return lookup.kind === "batch" ? "items" : "requests";
 }
 
@@ -33,7 +36,7 @@ function unitOf(lookup: Lookup): Unit {
  * else the service's) and from the organization's, or from neither: returns the RateLimit headers
  * (also set on the answer), or throws 429 when a bucket lacks them.
  */
-export function admit(limits: PriceRateLimits, key: KeyCredential, lookup: Lookup, set: { headers: Record<string, unknown> }): Record<string, string> {
+export function admit(limits: PriceRateLimits, key: KeyCredential, lookup: Admission, set: { headers: Record<string, unknown> }): Record<string, string> {
   const { rateLimiter, clock, organizationPolicy } = limits;
   const keyPolicy = key.rateLimit === null ? rateLimiter.policy : keyRateLimitPolicy(key.rateLimit);
   // Line ids start "key_" and organization ids "org_": the two never share a bucket.

@@ -21,7 +21,7 @@ const DEBIT_IN_DOUBT = {
 };
 
 /** The 402 of a key at its monthly credit limit: the limit and when it resets (the 1st of next month, UTC). */
-function keyLimitReached(limit: number, now: number): Texts {
+export function keyLimitReached(limit: number, now: number): Texts {
   const resetsAt = toISO(nextUTCMonthStart(now));
   return {
     en: `This API key reached its monthly credit limit of ${limit} credits; it resets at ${resetsAt}. The organization's other keys are not affected.`,
