@@ -1,7 +1,7 @@
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services";
 import { CommonErrors } from "../../http/model";
-import { IdempotencyKeyHeader } from "../../http/idempotency";
+import { LookupHeaders, lookupErrors } from "../products/model";
 import { DEFAULT_HISTORY_LIMIT, DEFAULT_HISTORY_RANGE_DAYS, HistoryEnvelope, HistoryProblem, MAX_HISTORY_LIMIT, MAX_HISTORY_RANGE_DAYS } from "./model";
 import { PriceHistoryRequests } from "./service";
 
@@ -36,24 +36,11 @@ export function historyRoutes(services: Services) {
         },
         { noValidate: true },
       ),
-      headers: t.Object(
-        {
-          "accept-language": t.Optional(t.String({ description: "Used when `language` is absent: en or fr" })),
-          "idempotency-key": IdempotencyKeyHeader,
-        },
-        { noValidate: true },
-      ),
+      headers: LookupHeaders,
       response: {
         200: HistoryEnvelope,
         ...CommonErrors,
-        400: HistoryProblem(["invalid-gtin", "invalid-parameter"]),
-        401: HistoryProblem(["unauthorized"]),
-        402: HistoryProblem(["insufficient-credits"]),
-        404: HistoryProblem(["product-not-found"]),
-        409: HistoryProblem(["conflict"]),
-        422: HistoryProblem(["unprocessable-body"]),
-        429: HistoryProblem(["rate-limited"]),
-        503: HistoryProblem(["unavailable"]),
+        ...lookupErrors(HistoryProblem),
       },
       detail: {
         summary: "Price history of a product",

@@ -2,13 +2,12 @@ import { Elysia, t } from "elysia";
 import type { Services } from "../../services";
 import { CommonErrors } from "../../http/model";
 import { parseJSONAfterAuthentication } from "../../http/authentication-first";
-import { IdempotencyKeyHeader } from "../../http/idempotency";
 import { bearerKey, type KeyRefusal } from "../keys/bearer";
 import { admit, priceRateLimits } from "./admit";
 import { problemMeta, priceCall, priceLookupDeps, refusal, type SingleAnswer, type BatchAnswer, writePriceAnswer } from "./answer";
 import { normalizeGTIN } from "./gtin";
 import { lookUp } from "./look-up";
-import { BatchBody, BatchEnvelope, BatchProblem, PriceEnvelopeUnchecked, PriceProblem } from "./model";
+import { BatchBody, BatchEnvelope, BatchProblem, LookupHeaders, lookupErrors, PriceEnvelopeUnchecked, PriceProblem } from "./model";
 import { parseBatchLookup, parseSingleLookup } from "./parse";
 
 /**
@@ -51,25 +50,12 @@ export function productRoutes(services: Services) {
           { language: t.Optional(t.String({ description: "Response language: `en` or `fr` (default: Accept-Language, then `en`)", examples: ["en"] })) },
           { noValidate: true },
         ),
-        headers: t.Object(
-          {
-            "accept-language": t.Optional(t.String({ description: "Used when `language` is absent: en or fr" })),
-            "idempotency-key": IdempotencyKeyHeader,
-          },
-          { noValidate: true },
-        ),
+        headers: LookupHeaders,
         response: {
           // Documented, not checked per request: the handler builds the 200 body from typed parts.
           200: PriceEnvelopeUnchecked,
           ...CommonErrors,
-          400: PriceProblem(["invalid-gtin", "invalid-parameter"]),
-          401: PriceProblem(["unauthorized"]),
-          402: PriceProblem(["insufficient-credits"]),
-          404: PriceProblem(["product-not-found"]),
-          409: PriceProblem(["conflict"]),
-          422: PriceProblem(["unprocessable-body"]),
-          429: PriceProblem(["rate-limited"]),
-          503: PriceProblem(["unavailable"]),
+          ...lookupErrors(PriceProblem),
         },
         detail: {
           summary: "Fresh price offers for a product",
@@ -100,13 +86,7 @@ export function productRoutes(services: Services) {
         // A body that is not JSON waits for the key (its problem is deferred), and the handler sees null.
         parse: parseJSONAfterAuthentication,
         body: BatchBody,
-        headers: t.Object(
-          {
-            "accept-language": t.Optional(t.String({ description: "Used when `language` is absent: en or fr" })),
-            "idempotency-key": IdempotencyKeyHeader,
-          },
-          { noValidate: true },
-        ),
+        headers: LookupHeaders,
         response: {
           200: BatchEnvelope,
           ...CommonErrors,

@@ -1,4 +1,6 @@
+import type { TSchema } from "@sinclair/typebox";
 import { t } from "elysia";
+import { IdempotencyKeyHeader } from "../../http/idempotency";
 import { Int, MoneySchema, ProblemSchema, problemExample, problemsWithMeta, Timestamp } from "../../http/model";
 import type { ProblemSlug } from "../../http/problem";
 
@@ -210,3 +212,26 @@ export function BatchProblem(slugs: ProblemSlug[]) {
 
 export type BatchMetaValue = typeof BatchMeta.static;
 export type BatchItemValue = typeof BatchItem.static;
+
+/** The headers of a billed look-up, documented here and checked by its handler after the key (noValidate). */
+export const LookupHeaders = t.Object(
+  {
+    "accept-language": t.Optional(t.String({ description: "Used when `language` is absent: en or fr" })),
+    "idempotency-key": IdempotencyKeyHeader,
+  },
+  { noValidate: true },
+);
+
+/** The problems of a billed look-up by status, each with the endpoint's billing meta (`problems`). */
+export function lookupErrors(problems: (slugs: ProblemSlug[]) => TSchema) {
+  return {
+    400: problems(["invalid-gtin", "invalid-parameter"]),
+    401: problems(["unauthorized"]),
+    402: problems(["insufficient-credits"]),
+    404: problems(["product-not-found"]),
+    409: problems(["conflict"]),
+    422: problems(["unprocessable-body"]),
+    429: problems(["rate-limited"]),
+    503: problems(["unavailable"]),
+  };
+}
