@@ -29,10 +29,14 @@ for (const store of stores) {
   let faults = 0;
   let violations = 0;
   let debitsInDoubt = 0;
+  const operationCounts: Record<string, number> = {};
+  const faultCounts: Record<string, number> = {};
   for (const seed of seeds) {
     const report = await simulate({ seed, store, steps, postgresUrl });
     operations += report.operations;
     faults += report.faultsInjected;
+    addCounts(operationCounts, report.operationCounts);
+    addCounts(faultCounts, report.faultCounts);
     violations += report.violations.length;
     debitsInDoubt += report.trace.filter((line) => line.endsWith("(debit in doubt)")).length;
     if (report.violations.length > 0 || values.trace) {
@@ -46,6 +50,19 @@ for (const store of stores) {
     }
   }
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  console.log(`${store} operations: ${formatCounts(operationCounts)}`);
+  console.log(`${store} faults: ${formatCounts(faultCounts)}`);
   console.log(`${store}: ${seeds.length} seeds, ${operations} operations, ${faults} faults injected, ${debitsInDoubt} look-ups answered with their debit in doubt, ${violations} violations, ${failed} failing seeds, ${seconds} s`);
 }
 process.exit(failed > 0 ? 1 : 0);
+
+function addCounts(into: Record<string, number>, counts: Record<string, number>): void {
+  for (const [name, count] of Object.entries(counts)) into[name] = (into[name] ?? 0) + count;
+}
+
+function formatCounts(counts: Record<string, number>): string {
+  return Object.entries(counts)
+    .sort(([, a], [, b]) => b - a)
+    .map(([name, count]) => `${name} ${count}`)
+    .join(", ");
+}

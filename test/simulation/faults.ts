@@ -69,7 +69,7 @@ export function faultOperations(world: World): Operation[] {
       async () => {
         const victim = world.pick(world.alive());
         world.kill(victim);
-        world.faultsInjected++;
+        world.injected("crash");
         const replacement = await world.startInstance(`${victim.name}'`, victim.clock.now());
         world.trace.push(`  ${victim.name} crashed; ${replacement.name} started`);
       },
@@ -78,7 +78,7 @@ export function faultOperations(world: World): Operation[] {
       faults.failedWrite ? 3 : 0,
       "failed write",
       async () => {
-        world.faultsInjected++;
+        world.injected("failed write");
         await setWriteFault(observer, true);
         const request = freshLookUp();
         world.trace.push(`  look-up #${request.id} while writes fail`);
@@ -90,7 +90,7 @@ export function faultOperations(world: World): Operation[] {
       faults.connectionLost ? 4 : 0,
       "connection lost",
       async () => {
-        world.faultsInjected++;
+        world.injected("connection lost");
         const instance = world.pick(world.alive());
         const sent = [1, 2, 3].map(() => freshLookUp(instance));
         world.trace.push(`  look-ups #${sent.map((request) => request.id).join(", #")} while connections are ended`);
@@ -126,7 +126,7 @@ export function faultOperations(world: World): Operation[] {
       faults.lockHeld ? 2 : 0,
       "lock held",
       async () => {
-        world.faultsInjected++;
+        world.injected("lock held");
         await world.lockReleased;
         const holder = new Worker(new URL("./lock-holder.ts", import.meta.url));
         const path = world.database.url.slice("sqlite:".length);
@@ -152,7 +152,7 @@ export function faultOperations(world: World): Operation[] {
         // 61 s ahead): at once, when the retry must answer 409, or once the claim's age (60 s) has
         // passed, when the retry takes the claim over and runs, and the first, when it goes on, is
         // fenced out of billing.
-        world.faultsInjected++;
+        world.injected("retry during a stall");
         const abandoned = world.chance(0.5);
         const organization = world.pick(world.organizations);
         const shape: LookUpShape = world.chance(0.5) ? { kind: "single", organizationId: organization.id, gtins: [STALLING] } : { kind: "batch", organizationId: organization.id, gtins: [FRESH, STALLING, MISSING] };
@@ -170,7 +170,7 @@ export function faultOperations(world: World): Operation[] {
       "expiry during a stall",
       async () => {
         // A look-up holds credits of a bucket that expires while it is stalled, and the expiry job runs.
-        world.faultsInjected++;
+        world.injected("expiry during a stall");
         const organization = world.pick(world.organizations);
         const instance = world.pick(world.alive());
         const amount = 1 + Math.floor(world.random() * 4);
@@ -194,7 +194,7 @@ export function faultOperations(world: World): Operation[] {
         const paid: Purchase[] = [];
         for (const purchase of world.purchases) if (purchase.refunded === 0 && purchase.dispute === "none" && (await observer.hasPayment(purchase.paymentIntent))) paid.push(purchase);
         if (paid.length === 0) return;
-        world.faultsInjected++;
+        world.injected("refund during a stall");
         const target = world.pick(paid);
         const instance = world.pick(world.alive());
         const organization = world.organizations.find((candidate) => candidate.id === target.organizationId)!;
@@ -210,7 +210,7 @@ export function faultOperations(world: World): Operation[] {
       faults.secondServe ? 1 : 0,
       "second serve",
       async () => {
-        world.faultsInjected++;
+        world.injected("second serve");
         // A second serve on the file would spend what the first holds in memory: it must be refused.
         let lock: ReturnType<typeof lockDatabaseForServing> = null;
         try {

@@ -44,6 +44,10 @@ export interface SimulationReport {
   store: StoreKind;
   operations: number;
   faultsInjected: number;
+  /** Steps run, by operation (faults included). */
+  operationCounts: Record<string, number>;
+  /** Faults injected, by class. */
+  faultCounts: Record<string, number>;
   violations: string[];
   trace: string[];
 }

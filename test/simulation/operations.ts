@@ -103,6 +103,7 @@ export function operations(world: World): Operation[] {
   const grant = async () => {
     const organization = world.pick(world.organizations);
     const by = faults.cliProcess && world.chance(0.5) ? world.cli : world.pick(world.alive()).store;
+    if (by === world.cli) world.injected("CLI process");
     const expiresAt = world.chance(0.5) ? world.pick(world.alive()).clock.now() + world.pick([10_000, 60_000, 3_600_000]) : null;
     const amount = 1 + Math.floor(world.random() * 5);
     world.trace.push(`grant of ${amount} to ${organization.id}${expiresAt === null ? "" : ` expiring at +${expiresAt - world.first.clock.now()} ms`}`);
@@ -163,9 +164,10 @@ export function operations(world: World): Operation[] {
     const target = world.pick(waiting);
     const index = faults.providerDisorder ? Math.floor(world.random() * target.pending.length) : 0;
     const event = target.pending[index]!;
+    if (index > 0) world.injected("provider disorder");
     // Stripe may deliver the same event again later: sometimes keep it queued.
     if (!(faults.providerDisorder && world.chance(0.3))) target.pending.splice(index, 1);
-    else world.faultsInjected++;
+    else world.injected("provider disorder");
     await world.deliver(world.pick(world.alive()), target.orderId, event);
   };
 
@@ -190,7 +192,10 @@ export function operations(world: World): Operation[] {
     world.trace.push(`renewal of ${credits} credits for ${organization.id} until +${periodEnd * 1000 - now} ms`);
     await world.deliver(world.pick(world.alive()), organization.id, event);
     // Stripe sends it again at times: granted once.
-    if (faults.providerDisorder && world.chance(0.3)) await world.deliver(world.pick(world.alive()), organization.id, event);
+    if (faults.providerDisorder && world.chance(0.3)) {
+      world.injected("provider disorder");
+      await world.deliver(world.pick(world.alive()), organization.id, event);
+    }
   };
 
   const rotate = async () => {
@@ -219,6 +224,7 @@ export function operations(world: World): Operation[] {
 
   const feedImport = async () => {
     const by = faults.cliProcess && world.chance(0.5) ? world.cli : world.observer;
+    if (by === world.cli) world.injected("CLI process");
     world.trace.push("feed import");
     await by.applyFeedRecords(catalogue(world.first.clock.now() + world.sequence), world.first.clock.now()).catch((error: unknown) => world.trace.push(`  import failed: ${error}`));
   };
@@ -247,7 +253,14 @@ export function operations(world: World): Operation[] {
         await instance.store.expireBuckets(instance.clock.now()).catch((error: unknown) => world.trace.push(`  expiry failed: ${error}`));
       },
     ],
-    [faults.cliProcess ? 3 : 0, "cli balance", async () => void (await world.cli.getBalance(world.pick(world.organizations).id, world.first.clock.now()))],
+    [
+      faults.cliProcess ? 3 : 0,
+      "cli balance",
+      async () => {
+        world.injected("CLI process");
+        await world.cli.getBalance(world.pick(world.organizations).id, world.first.clock.now());
+      },
+    ],
     [4, "purchase", purchase],
     [4, "refund or dispute", reverse],
     [6, "deliver event", deliverEvent],

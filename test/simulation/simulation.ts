@@ -64,10 +64,12 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
     const all = [...operations(world), ...faultOperations(world)];
     const total = all.reduce((sum, [weight]) => sum + weight, 0);
     const steps = options.steps ?? DEFAULT_STEPS;
+    const operationCounts: Record<string, number> = {};
     for (let step = 0; step < steps; step++) {
       let roll = random() * total;
       const operation = all.find(([weight]) => (roll -= weight) < 0)!;
       world.trace.push(`${step}: ${operation[1]}`);
+      operationCounts[operation[1]] = (operationCounts[operation[1]] ?? 0) + 1;
       const started = performance.now();
       await operation[2]();
       const took = performance.now() - started;
@@ -91,7 +93,7 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
       await latest.store.expireBuckets(latest.clock.now());
       await checkInvariants(world, true);
     }
-    return { seed: options.seed, store: options.store, operations: steps, faultsInjected: world.faultsInjected, violations: world.violations, trace: world.trace };
+    return { seed: options.seed, store: options.store, operations: steps, faultsInjected: world.faultsInjected, operationCounts, faultCounts: Object.fromEntries(world.faultCounts), violations: world.violations, trace: world.trace };
   } finally {
     await world.lockReleased;
     for (const instance of world.instances) {

@@ -21,6 +21,8 @@ export class World {
   readonly trace: string[] = [];
   readonly violations: string[] = [];
   faultsInjected = 0;
+  /** Faults injected, by class. */
+  readonly faultCounts = new Map<string, number>();
   readonly instances: Instance[] = [];
   readonly openConnections: Store[] = [];
   readonly requests: SentRequest[] = [];
@@ -151,6 +153,7 @@ export class World {
    */
   async send(instance: Instance, shape: LookUpShape, key: SimKey, idempotencyKey: string | null, stall: boolean): Promise<SentRequest> {
     if (stall) instance.stallsLeft++;
+    if (this.alive().some((other) => other.clock.now() < instance.clock.now())) this.injected("clock skew");
     let arrived!: () => void;
     const stalledAt = new Promise<void>((resolve) => (arrived = resolve));
     instance.onStall = arrived;
@@ -160,7 +163,10 @@ export class World {
     );
     if (stall) {
       request.stalled = await Promise.race([stalledAt.then(() => true), request.settled.then(() => false)]);
-      if (request.stalled) this.trace.push(`  #${request.id} stalls`);
+      if (request.stalled) {
+        this.trace.push(`  #${request.id} stalls`);
+        this.injected("stall");
+      }
       else instance.stallsLeft = Math.max(0, instance.stallsLeft - 1);
     }
     return request;
@@ -172,6 +178,12 @@ export class World {
       new Request("http://localhost/api/v1/webhooks/stripe", { method: "POST", headers: { "content-type": "application/json", "stripe-signature": signature }, body: event.payload }),
     );
     this.trace.push(`  webhook ${event.id} for ${label} → ${response.status}`);
+  }
+
+  /** Counts a fault of the given class as injected. */
+  injected(fault: string): void {
+    this.faultsInjected++;
+    this.faultCounts.set(fault, (this.faultCounts.get(fault) ?? 0) + 1);
   }
 
   unstall(): void {
