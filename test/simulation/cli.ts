@@ -1,7 +1,7 @@
-// `npm run simulate -- [--seeds N | --seed S] [--store sqlite|postgres] [--steps N] [--from S] [--trace] [--first-failing]`:
+// `npm run simulate -- [--seeds N | --seed S] [--store sqlite|postgres] [--steps N] [--from S] [--trace] [--first-failing] [--progress]`:
 // runs the seeded money simulation (simulation.ts) and prints, per store, the seeds,
 // operations, faults injected and violations. A failing seed prints its trace; `--seed S` replays it.
-// `--first-failing` stops each store at its first failing seed (to see which seed first catches a defect).
+// `--progress` names each seed on stderr as it starts. `--first-failing` stops each store at its first failing seed (to see which seed first catches a defect).
 import { parseArgs } from "node:util";
 import { DEFAULT_POSTGRES_URL, DEFAULT_STEPS, simulate, type StoreKind } from "./simulation";
 
@@ -14,6 +14,7 @@ const { values } = parseArgs({
     steps: { type: "string", default: String(DEFAULT_STEPS) },
     trace: { type: "boolean", default: false },
     "first-failing": { type: "boolean", default: false },
+    progress: { type: "boolean", default: false },
   },
 });
 const stores = (values.store ?? (process.env.TEST_DATABASE_URL ? ["sqlite", "postgres"] : ["sqlite"])) as StoreKind[];
@@ -32,6 +33,7 @@ for (const store of stores) {
   const operationCounts: Record<string, number> = {};
   const faultCounts: Record<string, number> = {};
   for (const seed of seeds) {
+    if (values.progress) process.stderr.write(`${store} seed ${seed}\n`);
     const report = await simulate({ seed, store, steps, postgresUrl });
     operations += report.operations;
     faults += report.faultsInjected;

@@ -138,10 +138,14 @@ export function faultOperations(world: World): Operation[] {
               resolve();
             }),
           );
+        holder.addEventListener("message", (event) => {
+          const text = String((event as MessageEvent).data);
+          if (text.startsWith("failed")) world.trace.push(`  lock not taken: ${text}`);
+        });
         const locked = next("locked");
         world.lockReleased = next("released").then(() => holder.terminate());
         holder.postMessage({ path, ms: world.pick([20, 100, 300]) });
-        await locked;
+        await Promise.race([locked, world.lockReleased]);
       },
     ],
     [

@@ -6,7 +6,7 @@
 // failing seed replays (on PostgreSQL the timing of connection faults may differ; the trace records
 // every answer). The model, operations, faults and invariants live in the modules beside this one.
 import Stripe from "stripe";
-import { SYSTEM_USER_ID, STALE_RESERVATION_MS } from "../../src/db/store";
+import { SYSTEM_USER_ID, STALE_RESERVATION_MS, type Store } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { startStripeStandIn, type StripeStandIn } from "../billing/stripe-stand-in";
 import { faultOperations, installWriteFault, setWriteFault } from "./faults";
@@ -71,31 +71,22 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
       world.trace.push(`${step}: ${operation[1]}`);
       operationCounts[operation[1]] = (operationCounts[operation[1]] ?? 0) + 1;
       const started = performance.now();
-      await operation[2]();
+      if (!(await withinDeadline(operation[2]()))) {
+        world.violations.push(`step ${step} (${operation[1]}) did not finish within ${STEP_DEADLINE_MS / 1000} s: a request or a fault hangs`);
+        break;
+      }
       const took = performance.now() - started;
       if (took >= 250) world.trace.push(`  (took ${Math.round(took)} ms)`);
       await checkInvariants(world, false);
       if (world.violations.length > 0) break;
     }
 
-    // Let everything settle: the provider sends what it still has, stalls open, locks and faults end,
-    // and once the stale age has passed a sweep returns whatever a dead instance held.
-    if (world.violations.length === 0) {
-      const writeFault = (on: boolean) => setWriteFault(observer, on);
-      await world.quiesce(writeFault);
-      for (const purchase of world.purchases) for (const event of purchase.pending.splice(0)) await world.deliver(world.pick(world.alive()), purchase.orderId, event);
-      await world.quiesce(writeFault);
-      await world.advance(STALE_RESERVATION_MS + 1_000);
-      for (const instance of world.alive()) await instance.store.releaseStaleReservations(instance.clock.now());
-      // Expired credits count in the ledger until the expiry job writes them off; the balance leaves
-      // them out. The instance whose clock runs furthest ahead writes off what any instance sees expired.
-      const latest = world.alive().reduce((ahead, instance) => (instance.clock.now() > ahead.clock.now() ? instance : ahead));
-      await latest.store.expireBuckets(latest.clock.now());
-      await checkInvariants(world, true);
+    if (world.violations.length === 0 && !(await withinDeadline(settle(world, observer)))) {
+      world.violations.push(`the run did not settle within ${STEP_DEADLINE_MS / 1000} s: a request or a fault hangs`);
     }
     return { seed: options.seed, store: options.store, operations: steps, faultsInjected: world.faultsInjected, operationCounts, faultCounts: Object.fromEntries(world.faultCounts), violations: world.violations, trace: world.trace };
   } finally {
-    await world.lockReleased;
+    await withinDeadline(world.lockReleased);
     for (const instance of world.instances) {
       instance.alive = false;
       instance.serveLock?.release();
@@ -103,6 +94,40 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
     standIn.stop();
     for (const connection of world.openConnections) await connection.close().catch(() => {});
     await database.drop();
+  }
+}
+
+/**
+ * Lets everything settle, then checks the end state: the provider sends what it still has, stalls
+ * open, locks and faults end, and once the stale age has passed a sweep returns whatever a dead
+ * instance held.
+ */
+async function settle(world: World, observer: Store): Promise<void> {
+  const writeFault = (on: boolean) => setWriteFault(observer, on);
+  await world.quiesce(writeFault);
+  for (const purchase of world.purchases) for (const event of purchase.pending.splice(0)) await world.deliver(world.pick(world.alive()), purchase.orderId, event);
+  await world.quiesce(writeFault);
+  await world.advance(STALE_RESERVATION_MS + 1_000);
+  for (const instance of world.alive()) await instance.store.releaseStaleReservations(instance.clock.now());
+  // Expired credits count in the ledger until the expiry job writes them off; the balance leaves
+  // them out. The instance whose clock runs furthest ahead writes off what any instance sees expired.
+  const latest = world.alive().reduce((ahead, instance) => (instance.clock.now() > ahead.clock.now() ? instance : ahead));
+  await latest.store.expireBuckets(latest.clock.now());
+  await checkInvariants(world, true);
+}
+
+/** Each step, and the settling, gets this long: a hang is a finding, not a run that never ends. */
+const STEP_DEADLINE_MS = 120_000;
+
+async function withinDeadline(work: Promise<unknown>): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), STEP_DEADLINE_MS);
+  });
+  try {
+    return await Promise.race([work.then(() => true), expired]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
