@@ -21,6 +21,8 @@ const stores = (values.store ?? (process.env.TEST_DATABASE_URL ? ["sqlite", "pos
 const postgresUrl = process.env.TEST_DATABASE_URL?.trim() || DEFAULT_POSTGRES_URL;
 const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, index) => Number(values.from) + index);
 const steps = Number(values.steps);
+/** A seed that has not ended by then prints its trace so far and fails the run. */
+const WATCHDOG_MS = 300_000;
 
 let failed = 0;
 for (const store of stores) {
@@ -34,7 +36,13 @@ for (const store of stores) {
   const faultCounts: Record<string, number> = {};
   for (const seed of seeds) {
     if (values.progress) process.stderr.write(`${store} seed ${seed}\n`);
-    const report = await simulate({ seed, store, steps, postgresUrl });
+    const trace: string[] = [];
+    const watchdog = setTimeout(() => {
+      console.log(`\n${store} seed ${seed} has not ended after ${WATCHDOG_MS / 1000} s; its trace so far:\n${trace.join("\n")}`);
+      process.exit(1);
+    }, WATCHDOG_MS);
+    const report = await simulate({ seed, store, steps, postgresUrl, trace });
+    clearTimeout(watchdog);
     operations += report.operations;
     faults += report.faultsInjected;
     addCounts(operationCounts, report.operationCounts);

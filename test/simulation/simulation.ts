@@ -20,7 +20,8 @@ export { ALL_FAULTS, DEFAULT_POSTGRES_URL, prng, type Faults, type SimulationRep
 /** Steps per seed unless told otherwise. */
 export const DEFAULT_STEPS = 40;
 
-export async function simulate(options: { seed: number; store: StoreKind; steps?: number; faults?: Partial<Faults>; postgresUrl?: string }): Promise<SimulationReport> {
+/** `trace`, when given, receives the trace as it is written (a watchdog can print it). */
+export async function simulate(options: { seed: number; store: StoreKind; steps?: number; faults?: Partial<Faults>; postgresUrl?: string; trace?: string[] }): Promise<SimulationReport> {
   const faults: Faults = { ...ALL_FAULTS, ...options.faults };
   if (options.store === "sqlite") faults.clockSkew = false; // one serve per SQLite file: a second instance is refused
   if (options.store === "sqlite") faults.connectionLost = false;
@@ -35,7 +36,7 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
   const cli = options.store === "sqlite" ? await openStore(database, "sqlite") : observer;
   const standIn: StripeStandIn = startStripeStandIn();
   const stripe = new Stripe(STRIPE.key, { host: "127.0.0.1", port: standIn.port, protocol: "http", maxNetworkRetries: 0 });
-  const world = new World(options.seed, options.store, faults, random, database, observer, cli, stripe);
+  const world = new World(options.seed, options.store, faults, random, database, observer, cli, stripe, options.trace);
   world.openConnections.push(observer);
   if (cli !== observer) world.openConnections.push(cli);
 

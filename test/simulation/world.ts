@@ -18,7 +18,7 @@ import { STALLING, type Answer, type Faults, type Instance, type LookUpShape, ty
 export const STRIPE = { key: "sk_test_standin" };
 
 export class World {
-  readonly trace: string[] = [];
+  readonly trace: string[];
   readonly violations: string[] = [];
   faultsInjected = 0;
   /** Faults injected, by class. */
@@ -49,7 +49,10 @@ export class World {
     readonly observer: Store,
     readonly cli: Store,
     readonly stripe: Stripe,
-  ) {}
+    trace: string[] = [],
+  ) {
+    this.trace = trace;
+  }
 
   pick<T>(items: readonly T[]): T {
     return items[Math.floor(this.random() * items.length)]!;
