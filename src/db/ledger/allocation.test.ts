@@ -13,6 +13,20 @@ describe("the soonest-expiring-first order", () => {
     expect(buckets.toSorted(byFEFO).map((bucket) => bucket.id)).toEqual(["d", "c", "e", "a", "b"]);
   });
 
+  test("compared pairwise: the sooner expiry first, either way round, and a bucket equals itself", () => {
+    const soon = { id: "z", expiresAt: 10 };
+    const later = { id: "a", expiresAt: 20 };
+    const never = { id: "b", expiresAt: null };
+    const neverToo = { id: "c", expiresAt: null };
+    expect(byFEFO(soon, later)).toBeLessThan(0);
+    expect(byFEFO(later, soon)).toBeGreaterThan(0);
+    expect(byFEFO(later, never)).toBeLessThan(0);
+    expect(byFEFO(never, later)).toBeGreaterThan(0);
+    expect(byFEFO(never, neverToo)).toBe(-1);
+    expect(byFEFO(neverToo, never)).toBe(1);
+    expect(byFEFO(later, { ...later })).toBe(0);
+  });
+
   test("the SQL spelling says the same", () => {
     expect(fefoOrder()).toBe("expires_at ASC NULLS LAST, id");
     expect(fefoOrder("credit_buckets")).toBe("credit_buckets.expires_at ASC NULLS LAST, credit_buckets.id");
