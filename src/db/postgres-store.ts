@@ -14,7 +14,7 @@ import type {
   ProviderEvent,
   RenewSubscriptionInput,
   SubscriptionRecord,
-} from "./billing-records";
+} from "./billing/records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feeds/writers";
 import type { PriceHistoryEntry } from "./feeds/records";
@@ -27,8 +27,8 @@ import { invoiceColumns, postgresLedgerPort } from "./ledger/postgres";
 import { type DebitPlan, type HeldDebit, planHeldDebits } from "./ledger/debit-plan";
 import { errorCode, isConnectionLost, TRANSACTION_ATTEMPTS } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
-import { emitPostgres, PostgresWebhooks } from "./postgres-webhooks";
-import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { emitPostgres, PostgresWebhooks } from "./webhooks/postgres";
+import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhooks/records";
 import { PostgresFeeds } from "./feeds/postgres";
 import { PostgresIdempotency } from "./idempotency/postgres";
 import { PostgresIdentity } from "./identity/postgres";

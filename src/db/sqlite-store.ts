@@ -14,13 +14,13 @@ import type {
   ProviderEvent,
   RenewSubscriptionInput,
   SubscriptionRecord,
-} from "./billing-records";
+} from "./billing/records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feeds/writers";
 import type { PriceHistoryEntry } from "./feeds/records";
 import { applySQLiteMigrations } from "./migrate";
-import { SQLiteWebhooks } from "./sqlite-webhooks";
-import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
+import { SQLiteWebhooks } from "./webhooks/sqlite";
+import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhooks/records";
 import { DISPUTED } from "./ledger/reversals";
 import { fefoOrder, takeInOrder } from "./ledger/allocation";
 import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";

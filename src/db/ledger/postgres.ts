@@ -4,7 +4,7 @@
 import { and, asc, eq, gt, inArray, lte, sql } from "drizzle-orm";
 import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { newId } from "../../lib/ids";
-import { emitPostgres } from "../postgres-webhooks";
+import { emitPostgres } from "../webhooks/postgres";
 import * as schema from "../schema/postgres";
 import { invoiceColumnsOf, invoiceNumber, type AsyncLedgerPort, type LedgerEntry } from "./port";
 

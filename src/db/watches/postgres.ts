@@ -1,12 +1,12 @@
 import type { SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import type postgres from "postgres";
-import { emitPostgres } from "../postgres-webhooks";
+import { emitPostgres } from "../webhooks/postgres";
 import { fefoOrder } from "../ledger/allocation";
 import { planHeldDebits } from "../ledger/debit-plan";
 import { page } from "../rows";
 import type { Page } from "../store";
-import { balanceEventData, balanceEventTypes, type NewWebhookEvent } from "../webhook-records";
+import { balanceEventData, balanceEventTypes, type NewWebhookEvent } from "../webhooks/records";
 import { newId } from "../../lib/ids";
 import {
   type CreateWatchResult,
