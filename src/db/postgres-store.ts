@@ -4,31 +4,20 @@ import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
 import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
-import { page } from "./rows";
-import type {
-  CompleteOrderInput,
-  CompleteOrderResult,
-  InvoiceRecord,
-  NewOrder,
-  Order,
-  ProviderEvent,
-  RenewSubscriptionInput,
-  SubscriptionRecord,
-} from "./billing/records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feeds/writers";
 import type { PriceHistoryEntry } from "./feeds/records";
 import { applyPostgresMigrations } from "./migrate";
-import { DISPUTED } from "./ledger/reversals";
 import { fefoOrder } from "./ledger/allocation";
-import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
+import { grant } from "./ledger/operations";
 import { type AsyncLedgerPort, type LedgerStep, runAsync } from "./ledger/port";
-import { invoiceColumns, postgresLedgerPort } from "./ledger/postgres";
+import { postgresLedgerPort } from "./ledger/postgres";
 import { type DebitPlan, type HeldDebit, planHeldDebits } from "./ledger/debit-plan";
 import { errorCode, isConnectionLost, TRANSACTION_ATTEMPTS } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./webhooks/postgres";
 import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhooks/records";
+import { PostgresBilling } from "./billing/postgres";
 import { PostgresFeeds } from "./feeds/postgres";
 import { PostgresIdempotency } from "./idempotency/postgres";
 import { PostgresIdentity } from "./identity/postgres";
@@ -41,14 +30,11 @@ import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, sp
 import type {
   Balance,
   BalanceAtKeyRead,
-  DisputeReport,
   Bucket,
   FeedRecord,
   LedgerTransaction,
   OfferRecord,
-  Organization,
   Page,
-  PaymentReversalResult,
   ProductRecord,
   Reservation,
   Store,
@@ -57,7 +43,6 @@ import type {
 } from "./store";
 
 const { organizations, apiKeys, apiKeyMonthlyUsage, products, merchants, offers, creditBuckets, creditTransactions, reservations } = schema;
-const { orders, subscriptions, invoices, payments } = schema;
 const { offerPriceHistory, catalogVersion } = schema;
 
 type DB = PostgresJsDatabase<typeof schema>;
@@ -192,6 +177,11 @@ export class PostgresStore implements Store {
       transaction: (work, config) => this.transaction(work, config),
       seeCatalogVersion: (version) => this.seeCatalogVersion(version),
     });
+    this.billing = new PostgresBilling(this.db, {
+      transaction: (work, config) => this.transaction(work, config),
+      money: (operation) => this.money(operation),
+      ledger: (tx) => this.ledger(tx),
+    });
   }
 
   private readonly identity: PostgresIdentity;
@@ -250,6 +240,27 @@ export class PostgresStore implements Store {
   listWatches: Store["listWatches"] = (organizationId, query) => this.watches.list(organizationId, query);
   deleteWatch: Store["deleteWatch"] = (organizationId, id) => this.watches.delete(organizationId, id);
   runWatchEvaluation: Store["runWatchEvaluation"] = (input) => this.watches.run(input);
+
+  private readonly billing: PostgresBilling;
+  createOrder: Store["createOrder"] = (order) => this.billing.createOrder(order);
+  getOrder: Store["getOrder"] = (id) => this.billing.getOrder(id);
+  findOrderByProviderRef: Store["findOrderByProviderRef"] = (providerRef) => this.billing.findOrderByProviderRef(providerRef);
+  listOrders: Store["listOrders"] = (query) => this.billing.listOrders(query);
+  completeOrder: Store["completeOrder"] = (input) => this.billing.completeOrder(input);
+  applyPaidGrant: Store["applyPaidGrant"] = (input) => this.billing.applyPaidGrant(input);
+  refundPayment: Store["refundPayment"] = (input) => this.billing.refundPayment(input);
+  disputePayment: Store["disputePayment"] = (input) => this.billing.disputePayment(input);
+  hasPayment: Store["hasPayment"] = (ref) => this.billing.hasPayment(ref);
+  recordProviderEvent: Store["recordProviderEvent"] = (event, now) => this.billing.recordProviderEvent(event, now);
+  listInvoices: Store["listInvoices"] = (organizationId, query) => this.billing.listInvoices(organizationId, query);
+  getInvoice: Store["getInvoice"] = (id) => this.billing.getInvoice(id);
+  listSubscriptions: Store["listSubscriptions"] = (organizationId) => this.billing.listSubscriptions(organizationId);
+  listDueSubscriptions: Store["listDueSubscriptions"] = (now, limit) => this.billing.listDueSubscriptions(now, limit);
+  renewSubscription: Store["renewSubscription"] = (input) => this.billing.renewSubscription(input);
+  cancelSubscription: Store["cancelSubscription"] = (organizationId, subscriptionId, now) => this.billing.cancelSubscription(organizationId, subscriptionId, now);
+  getStripeCustomerId: Store["getStripeCustomerId"] = (organizationId) => this.billing.getStripeCustomerId(organizationId);
+  setStripeCustomerId: Store["setStripeCustomerId"] = (organizationId, customerId) => this.billing.setStripeCustomerId(organizationId, customerId);
+  findOrganizationByStripeCustomer: Store["findOrganizationByStripeCustomer"] = (customerId) => this.billing.findOrganizationByStripeCustomer(customerId);
 
   static async open(databaseUrl: string): Promise<PostgresStore> {
     await applyPostgresMigrations(databaseUrl);
@@ -1270,101 +1281,6 @@ export class PostgresStore implements Store {
 
   // --- billing ---
 
-  async createOrder(order: NewOrder): Promise<Order> {
-    const [created] = await this.db.insert(orders).values({ ...order, status: "pending" }).returning();
-    return created!;
-  }
-
-  async getOrder(id: string): Promise<Order | null> {
-    const [order] = await this.db.select().from(orders).where(eq(orders.id, id));
-    return order ?? null;
-  }
-
-  async findOrderByProviderRef(providerRef: string): Promise<Order | null> {
-    const [order] = await this.db.select().from(orders).where(eq(orders.providerRef, providerRef));
-    return order ?? null;
-  }
-
-  async listOrders(query: { organizationId?: string; limit: number; after?: string }): Promise<Page<Order>> {
-    const rows = await this.db
-      .select()
-      .from(orders)
-      .where(and(query.organizationId ? eq(orders.organizationId, query.organizationId) : undefined, query.after ? lt(orders.id, query.after) : undefined))
-      .orderBy(desc(orders.id))
-      .limit(query.limit + 1);
-    return page(rows, query.limit);
-  }
-
-  async completeOrder(input: CompleteOrderInput): Promise<CompleteOrderResult> {
-    return this.money(() => completeOrder(input));
-  }
-
-  async applyPaidGrant(input: Parameters<Store["applyPaidGrant"]>[0]): Promise<{ applied: boolean; bucket: Bucket | null }> {
-    return this.money(() => applyPaidGrant(input));
-  }
-
-  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<PaymentReversalResult> {
-    return this.reversePayment(input.event, input.ref, { refundedAmount: input.refundedAmount }, input.description, input.now);
-  }
-
-  async disputePayment(input: { event: ProviderEvent | null; ref: string; dispute: DisputeReport; now: number }): Promise<PaymentReversalResult> {
-    return this.reversePayment(input.event, input.ref, { dispute: input.dispute }, DISPUTED, input.now);
-  }
-
-  private async reversePayment(event: ProviderEvent | null, ref: string, report: { refundedAmount?: number; dispute?: DisputeReport }, description: string, now: number): Promise<PaymentReversalResult> {
-    return this.money(() => reversePayment({ event, ref, report, description, now }));
-  }
-
-  async hasPayment(ref: string): Promise<boolean> {
-    const [row] = await this.db.select({ ref: payments.ref }).from(payments).where(eq(payments.ref, ref));
-    return row !== undefined;
-  }
-
-  async recordProviderEvent(event: ProviderEvent, now: number): Promise<boolean> {
-    return this.transaction((tx) => this.ledger(tx).claimEvent(event, now));
-  }
-
-  async listInvoices(organizationId: string, query: { limit: number; after?: string }): Promise<Page<InvoiceRecord>> {
-    const rows = await this.db
-      .select(invoiceColumns)
-      .from(invoices)
-      .where(and(eq(invoices.organizationId, organizationId), query.after ? lt(invoices.id, query.after) : undefined))
-      .orderBy(desc(invoices.id))
-      .limit(query.limit + 1);
-    return page(rows, query.limit);
-  }
-
-  async getInvoice(id: string): Promise<InvoiceRecord | null> {
-    const [invoice] = await this.db.select(invoiceColumns).from(invoices).where(eq(invoices.id, id));
-    return invoice ?? null;
-  }
-
-  async listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]> {
-    return this.db.select().from(subscriptions).where(eq(subscriptions.organizationId, organizationId)).orderBy(desc(subscriptions.id));
-  }
-
-  async listDueSubscriptions(now: number, limit: number): Promise<SubscriptionRecord[]> {
-    return this.db
-      .select()
-      .from(subscriptions)
-      .where(and(eq(subscriptions.status, "active"), lte(subscriptions.currentPeriodEnd, now)))
-      .orderBy(asc(subscriptions.currentPeriodEnd))
-      .limit(limit);
-  }
-
-  async renewSubscription(input: RenewSubscriptionInput): Promise<{ applied: boolean; bucket: Bucket | null; invoice: InvoiceRecord | null }> {
-    return this.money(() => renewSubscription(input));
-  }
-
-  async cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null> {
-    const [subscription] = await this.db
-      .update(subscriptions)
-      .set({ status: "canceled", canceledAt: now })
-      .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.organizationId, organizationId), eq(subscriptions.status, "active")))
-      .returning();
-    return subscription ?? null;
-  }
-
   async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
     // The states each offer replaced, then its current one (last among equal times).
     const merchant = merchantId ?? null;
@@ -1450,28 +1366,6 @@ export class PostgresStore implements Store {
     return this.webhooks.dropBacklogOverflow();
   }
 
-  async getStripeCustomerId(organizationId: string): Promise<string | null> {
-    const [row] = await this.db.select({ id: organizations.stripeCustomerId }).from(organizations).where(eq(organizations.id, organizationId));
-    return row?.id ?? null;
-  }
-
-  async setStripeCustomerId(organizationId: string, customerId: string): Promise<string> {
-    await this.db
-      .update(organizations)
-      .set({ stripeCustomerId: customerId })
-      .where(and(eq(organizations.id, organizationId), isNull(organizations.stripeCustomerId)));
-    const stored = await this.getStripeCustomerId(organizationId);
-    if (stored === null) throw new Error(`organization ${organizationId} does not exist`);
-    return stored;
-  }
-
-  async findOrganizationByStripeCustomer(customerId: string): Promise<Organization | null> {
-    const [row] = await this.db
-      .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-      .from(organizations)
-      .where(eq(organizations.stripeCustomerId, customerId));
-    return row ?? null;
-  }
 }
 
 /**

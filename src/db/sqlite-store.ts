@@ -1,31 +1,20 @@
 import { checkpointOnWorker } from "./sqlite-checkpointer";
 import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
-import { and, asc, desc, eq, gt, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, eq, gt, isNull, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
-import { page } from "./rows";
-import type {
-  CompleteOrderInput,
-  CompleteOrderResult,
-  InvoiceRecord,
-  NewOrder,
-  Order,
-  ProviderEvent,
-  RenewSubscriptionInput,
-  SubscriptionRecord,
-} from "./billing/records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feeds/writers";
 import type { PriceHistoryEntry } from "./feeds/records";
 import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./webhooks/sqlite";
 import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhooks/records";
-import { DISPUTED } from "./ledger/reversals";
 import { fefoOrder, takeInOrder } from "./ledger/allocation";
-import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
+import { grant } from "./ledger/operations";
 import { type LedgerPort, runSync } from "./ledger/port";
-import { invoiceColumns, sqliteLedgerPort } from "./ledger/sqlite";
+import { sqliteLedgerPort } from "./ledger/sqlite";
+import { SQLiteBilling } from "./billing/sqlite";
 import { SQLiteFeeds } from "./feeds/sqlite";
 import { SQLiteIdempotency } from "./idempotency/sqlite";
 import { SQLiteIdentity } from "./identity/sqlite";
@@ -37,15 +26,12 @@ import * as schema from "./schema/sqlite";
 import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
 import type {
   Balance,
-  DisputeReport,
   Bucket,
   FeedRecord,
   KeyCredential,
   LedgerTransaction,
   OfferRecord,
-  Organization,
   Page,
-  PaymentReversalResult,
   ProductRecord,
   Reservation,
   Store,
@@ -56,7 +42,6 @@ import type {
 
 const { organizations, products, merchants, offers, creditBuckets, creditTransactions } = schema;
 const { idempotencyRecords } = schema;
-const { orders, subscriptions, invoices, payments } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
 
@@ -177,6 +162,7 @@ export class SQLiteStore implements Store {
     this.feeds = new SQLiteFeeds(database, (work) => this.write(work));
     this.idempotency = new SQLiteIdempotency(this.db, (work) => this.write(work));
     this.identity = new SQLiteIdentity(this.db, { write: (work) => this.write(work), ledger: this.ledger });
+    this.billing = new SQLiteBilling(this.db, { write: (work) => this.write(work), ledger: this.ledger });
   }
 
   private readonly identity: SQLiteIdentity;
@@ -235,6 +221,27 @@ export class SQLiteStore implements Store {
   listWatches: Store["listWatches"] = async (organizationId, query) => this.watches.list(organizationId, query);
   deleteWatch: Store["deleteWatch"] = async (organizationId, id) => this.watches.delete(organizationId, id);
   runWatchEvaluation: Store["runWatchEvaluation"] = async (input) => this.watches.run(input);
+
+  private readonly billing: SQLiteBilling;
+  createOrder: Store["createOrder"] = async (order) => this.billing.createOrder(order);
+  getOrder: Store["getOrder"] = async (id) => this.billing.getOrder(id);
+  findOrderByProviderRef: Store["findOrderByProviderRef"] = async (providerRef) => this.billing.findOrderByProviderRef(providerRef);
+  listOrders: Store["listOrders"] = async (query) => this.billing.listOrders(query);
+  completeOrder: Store["completeOrder"] = async (input) => this.billing.completeOrder(input);
+  applyPaidGrant: Store["applyPaidGrant"] = async (input) => this.billing.applyPaidGrant(input);
+  refundPayment: Store["refundPayment"] = async (input) => this.billing.refundPayment(input);
+  disputePayment: Store["disputePayment"] = async (input) => this.billing.disputePayment(input);
+  hasPayment: Store["hasPayment"] = async (ref) => this.billing.hasPayment(ref);
+  recordProviderEvent: Store["recordProviderEvent"] = async (event, now) => this.billing.recordProviderEvent(event, now);
+  listInvoices: Store["listInvoices"] = async (organizationId, query) => this.billing.listInvoices(organizationId, query);
+  getInvoice: Store["getInvoice"] = async (id) => this.billing.getInvoice(id);
+  listSubscriptions: Store["listSubscriptions"] = async (organizationId) => this.billing.listSubscriptions(organizationId);
+  listDueSubscriptions: Store["listDueSubscriptions"] = async (now, limit) => this.billing.listDueSubscriptions(now, limit);
+  renewSubscription: Store["renewSubscription"] = async (input) => this.billing.renewSubscription(input);
+  cancelSubscription: Store["cancelSubscription"] = async (organizationId, subscriptionId, now) => this.billing.cancelSubscription(organizationId, subscriptionId, now);
+  getStripeCustomerId: Store["getStripeCustomerId"] = async (organizationId) => this.billing.getStripeCustomerId(organizationId);
+  setStripeCustomerId: Store["setStripeCustomerId"] = async (organizationId, customerId) => this.billing.setStripeCustomerId(organizationId, customerId);
+  findOrganizationByStripeCustomer: Store["findOrganizationByStripeCustomer"] = async (customerId) => this.billing.findOrganizationByStripeCustomer(customerId);
 
   static open(databaseUrl: string): SQLiteStore {
     const database = openSQLite(sqlitePathFromURL(databaseUrl));
@@ -1046,101 +1053,6 @@ export class SQLiteStore implements Store {
 
   // --- billing ---
 
-  async createOrder(order: NewOrder): Promise<Order> {
-    return this.db.insert(orders).values({ ...order, status: "pending" }).returning().get();
-  }
-
-  async getOrder(id: string): Promise<Order | null> {
-    return this.db.select().from(orders).where(eq(orders.id, id)).get() ?? null;
-  }
-
-  async findOrderByProviderRef(providerRef: string): Promise<Order | null> {
-    return this.db.select().from(orders).where(eq(orders.providerRef, providerRef)).get() ?? null;
-  }
-
-  async listOrders(query: { organizationId?: string; limit: number; after?: string }): Promise<Page<Order>> {
-    const rows = this.db
-      .select()
-      .from(orders)
-      .where(and(query.organizationId ? eq(orders.organizationId, query.organizationId) : undefined, query.after ? lt(orders.id, query.after) : undefined))
-      .orderBy(desc(orders.id))
-      .limit(query.limit + 1)
-      .all();
-    return page(rows, query.limit);
-  }
-
-  async completeOrder(input: CompleteOrderInput): Promise<CompleteOrderResult> {
-    return this.write(() => runSync(completeOrder(input), this.ledger));
-  }
-
-  async applyPaidGrant(input: Parameters<Store["applyPaidGrant"]>[0]): Promise<{ applied: boolean; bucket: Bucket | null }> {
-    return this.write(() => runSync(applyPaidGrant(input), this.ledger));
-  }
-
-  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<PaymentReversalResult> {
-    return this.reversePayment(input.event, input.ref, { refundedAmount: input.refundedAmount }, input.description, input.now);
-  }
-
-  async disputePayment(input: { event: ProviderEvent | null; ref: string; dispute: DisputeReport; now: number }): Promise<PaymentReversalResult> {
-    return this.reversePayment(input.event, input.ref, { dispute: input.dispute }, DISPUTED, input.now);
-  }
-
-  private reversePayment(event: ProviderEvent | null, ref: string, report: { refundedAmount?: number; dispute?: DisputeReport }, description: string, now: number): PaymentReversalResult {
-    return this.write(() => runSync(reversePayment({ event, ref, report, description, now }), this.ledger));
-  }
-
-  async hasPayment(ref: string): Promise<boolean> {
-    return this.db.select({ ref: payments.ref }).from(payments).where(eq(payments.ref, ref)).get() !== undefined;
-  }
-
-  async recordProviderEvent(event: ProviderEvent, now: number): Promise<boolean> {
-    return this.write(() => this.ledger.claimEvent(event, now));
-  }
-
-  async listInvoices(organizationId: string, query: { limit: number; after?: string }): Promise<Page<InvoiceRecord>> {
-    const rows = this.db
-      .select(invoiceColumns)
-      .from(invoices)
-      .where(and(eq(invoices.organizationId, organizationId), query.after ? lt(invoices.id, query.after) : undefined))
-      .orderBy(desc(invoices.id))
-      .limit(query.limit + 1)
-      .all();
-    return page(rows, query.limit);
-  }
-
-  async getInvoice(id: string): Promise<InvoiceRecord | null> {
-    return this.db.select(invoiceColumns).from(invoices).where(eq(invoices.id, id)).get() ?? null;
-  }
-
-  async listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]> {
-    return this.db.select().from(subscriptions).where(eq(subscriptions.organizationId, organizationId)).orderBy(desc(subscriptions.id)).all();
-  }
-
-  async listDueSubscriptions(now: number, limit: number): Promise<SubscriptionRecord[]> {
-    return this.db
-      .select()
-      .from(subscriptions)
-      .where(and(eq(subscriptions.status, "active"), lte(subscriptions.currentPeriodEnd, now)))
-      .orderBy(asc(subscriptions.currentPeriodEnd))
-      .limit(limit)
-      .all();
-  }
-
-  async renewSubscription(input: RenewSubscriptionInput): Promise<{ applied: boolean; bucket: Bucket | null; invoice: InvoiceRecord | null }> {
-    return this.write(() => runSync(renewSubscription(input), this.ledger));
-  }
-
-  async cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null> {
-    return (
-      this.db
-        .update(subscriptions)
-        .set({ status: "canceled", canceledAt: now })
-        .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.organizationId, organizationId), eq(subscriptions.status, "active")))
-        .returning()
-        .get() ?? null
-    );
-  }
-
   async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
     return this.database
       .query<PriceHistoryEntry, [string, string | null]>(
@@ -1218,30 +1130,6 @@ export class SQLiteStore implements Store {
     return this.webhooks.dropBacklogOverflow();
   }
 
-  async getStripeCustomerId(organizationId: string): Promise<string | null> {
-    return this.db.select({ id: organizations.stripeCustomerId }).from(organizations).where(eq(organizations.id, organizationId)).get()?.id ?? null;
-  }
-
-  async setStripeCustomerId(organizationId: string, customerId: string): Promise<string> {
-    this.db
-      .update(organizations)
-      .set({ stripeCustomerId: customerId })
-      .where(and(eq(organizations.id, organizationId), sql`${organizations.stripeCustomerId} IS NULL`))
-      .run();
-    const stored = await this.getStripeCustomerId(organizationId);
-    if (stored === null) throw new Error(`organization ${organizationId} does not exist`);
-    return stored;
-  }
-
-  async findOrganizationByStripeCustomer(customerId: string): Promise<Organization | null> {
-    return (
-      this.db
-        .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-        .from(organizations)
-        .where(eq(organizations.stripeCustomerId, customerId))
-        .get() ?? null
-    );
-  }
 }
 
 // A type alias, not an interface: bun:sqlite wants bindings assignable to a string-indexed record.
