@@ -16,7 +16,7 @@ import { type DebitPlan, type HeldDebit, planHeldDebits } from "./ledger/debit-p
 import { errorCode, isConnectionLost, TRANSACTION_ATTEMPTS } from "./database-errors";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./webhooks/postgres";
-import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhooks/records";
+import { balanceEventData, balanceEventTypes, } from "./webhooks/records";
 import { PostgresBilling } from "./billing/postgres";
 import { PostgresFeeds } from "./feeds/postgres";
 import { PostgresIdempotency } from "./idempotency/postgres";
@@ -150,7 +150,6 @@ export class PostgresStore implements Store {
   readonly dialect = "postgres";
   private readonly db: DB;
 
-  private readonly webhooks: PostgresWebhooks;
   private readonly history: PostgresHistory;
 
   /**
@@ -241,6 +240,21 @@ export class PostgresStore implements Store {
   deleteWatch: Store["deleteWatch"] = (organizationId, id) => this.watches.delete(organizationId, id);
   runWatchEvaluation: Store["runWatchEvaluation"] = (input) => this.watches.run(input);
 
+
+  private readonly webhooks: PostgresWebhooks;
+  createWebhookEndpoint: Store["createWebhookEndpoint"] = (endpoint) => this.webhooks.create(endpoint);
+  getWebhookEndpoint: Store["getWebhookEndpoint"] = (organizationId, id) => this.webhooks.get(organizationId, id);
+  listWebhookEndpoints: Store["listWebhookEndpoints"] = (organizationId, query) => this.webhooks.list(organizationId, query);
+  deleteWebhookEndpoint: Store["deleteWebhookEndpoint"] = (organizationId, id) => this.webhooks.delete(organizationId, id);
+  rotateWebhookSecret: Store["rotateWebhookSecret"] = (organizationId, id, input) => this.webhooks.rotateSecret(organizationId, id, input);
+  enableWebhookEndpoint: Store["enableWebhookEndpoint"] = (organizationId, id) => this.webhooks.enable(organizationId, id);
+  sendTestWebhookEvent: Store["sendTestWebhookEvent"] = (organizationId, endpointId, input) => this.webhooks.sendTest(organizationId, endpointId, input);
+  listWebhookDeliveries: Store["listWebhookDeliveries"] = (endpointId, query) => this.webhooks.listDeliveries(endpointId, query);
+  getLowCreditThreshold: Store["getLowCreditThreshold"] = (organizationId) => this.webhooks.lowCreditThreshold(organizationId);
+  setLowCreditThreshold: Store["setLowCreditThreshold"] = (organizationId, threshold) => this.webhooks.setLowCreditThreshold(organizationId, threshold);
+  claimWebhookDeliveries: Store["claimWebhookDeliveries"] = (input) => this.webhooks.claim(input);
+  finishWebhookDelivery: Store["finishWebhookDelivery"] = (attempt) => this.webhooks.finish(attempt);
+  dropWebhookBacklogOverflow: Store["dropWebhookBacklogOverflow"] = () => this.webhooks.dropBacklogOverflow();
   private readonly billing: PostgresBilling;
   createOrder: Store["createOrder"] = (order) => this.billing.createOrder(order);
   getOrder: Store["getOrder"] = (id) => this.billing.getOrder(id);
@@ -1313,58 +1327,6 @@ export class PostgresStore implements Store {
     return deleted.length;
   }
 
-  // --- webhooks ---
-  async createWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint> {
-    return this.webhooks.create(endpoint);
-  }
-
-  async getWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
-    return this.webhooks.get(organizationId, id);
-  }
-
-  async listWebhookEndpoints(organizationId: string, query: { limit: number; after?: string }): Promise<Page<WebhookEndpoint>> {
-    return this.webhooks.list(organizationId, query);
-  }
-
-  async deleteWebhookEndpoint(organizationId: string, id: string): Promise<boolean> {
-    return this.webhooks.delete(organizationId, id);
-  }
-
-  async rotateWebhookSecret(organizationId: string, id: string, input: { secret: string; previousSecretExpiresAt: number }): Promise<WebhookEndpoint | null> {
-    return this.webhooks.rotateSecret(organizationId, id, input);
-  }
-
-  async enableWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
-    return this.webhooks.enable(organizationId, id);
-  }
-
-  async sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean> {
-    return this.webhooks.sendTest(organizationId, endpointId, input);
-  }
-
-  async listWebhookDeliveries(endpointId: string, query: { limit: number; after?: string }): Promise<Page<WebhookDelivery>> {
-    return this.webhooks.listDeliveries(endpointId, query);
-  }
-
-  async getLowCreditThreshold(organizationId: string): Promise<number | null> {
-    return this.webhooks.lowCreditThreshold(organizationId);
-  }
-
-  async setLowCreditThreshold(organizationId: string, threshold: number | null): Promise<void> {
-    await this.webhooks.setLowCreditThreshold(organizationId, threshold);
-  }
-
-  async claimWebhookDeliveries(input: ClaimRequest): Promise<ClaimedDelivery[]> {
-    return this.webhooks.claim(input);
-  }
-
-  async finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean> {
-    return this.webhooks.finish(attempt);
-  }
-
-  async dropWebhookBacklogOverflow(): Promise<number> {
-    return this.webhooks.dropBacklogOverflow();
-  }
 
 }
 

@@ -9,7 +9,7 @@ import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpd
 import type { PriceHistoryEntry } from "./feeds/records";
 import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./webhooks/sqlite";
-import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhooks/records";
+import { balanceEventData, balanceEventTypes, } from "./webhooks/records";
 import { fefoOrder, takeInOrder } from "./ledger/allocation";
 import { grant } from "./ledger/operations";
 import { type LedgerPort, runSync } from "./ledger/port";
@@ -136,7 +136,6 @@ export class SQLiteStore implements Store {
   readonly dialect = "sqlite";
   private readonly db: DB;
 
-  private readonly webhooks: SQLiteWebhooks;
   private readonly history: SQLiteHistory;
 
   constructor(private readonly database: Database) {
@@ -222,6 +221,21 @@ export class SQLiteStore implements Store {
   deleteWatch: Store["deleteWatch"] = async (organizationId, id) => this.watches.delete(organizationId, id);
   runWatchEvaluation: Store["runWatchEvaluation"] = async (input) => this.watches.run(input);
 
+
+  private readonly webhooks: SQLiteWebhooks;
+  createWebhookEndpoint: Store["createWebhookEndpoint"] = async (endpoint) => this.webhooks.create(endpoint);
+  getWebhookEndpoint: Store["getWebhookEndpoint"] = async (organizationId, id) => this.webhooks.get(organizationId, id);
+  listWebhookEndpoints: Store["listWebhookEndpoints"] = async (organizationId, query) => this.webhooks.list(organizationId, query);
+  deleteWebhookEndpoint: Store["deleteWebhookEndpoint"] = async (organizationId, id) => this.webhooks.delete(organizationId, id);
+  rotateWebhookSecret: Store["rotateWebhookSecret"] = async (organizationId, id, input) => this.webhooks.rotateSecret(organizationId, id, input);
+  enableWebhookEndpoint: Store["enableWebhookEndpoint"] = async (organizationId, id) => this.webhooks.enable(organizationId, id);
+  sendTestWebhookEvent: Store["sendTestWebhookEvent"] = async (organizationId, endpointId, input) => this.webhooks.sendTest(organizationId, endpointId, input);
+  listWebhookDeliveries: Store["listWebhookDeliveries"] = async (endpointId, query) => this.webhooks.listDeliveries(endpointId, query);
+  getLowCreditThreshold: Store["getLowCreditThreshold"] = async (organizationId) => this.webhooks.lowCreditThreshold(organizationId);
+  setLowCreditThreshold: Store["setLowCreditThreshold"] = async (organizationId, threshold) => this.webhooks.setLowCreditThreshold(organizationId, threshold);
+  claimWebhookDeliveries: Store["claimWebhookDeliveries"] = async (input) => this.webhooks.claim(input);
+  finishWebhookDelivery: Store["finishWebhookDelivery"] = async (attempt) => this.webhooks.finish(attempt);
+  dropWebhookBacklogOverflow: Store["dropWebhookBacklogOverflow"] = async () => this.webhooks.dropBacklogOverflow();
   private readonly billing: SQLiteBilling;
   createOrder: Store["createOrder"] = async (order) => this.billing.createOrder(order);
   getOrder: Store["getOrder"] = async (id) => this.billing.getOrder(id);
@@ -1077,58 +1091,6 @@ export class SQLiteStore implements Store {
     });
   }
 
-  // --- webhooks ---
-  async createWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint> {
-    return this.webhooks.create(endpoint);
-  }
-
-  async getWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
-    return this.webhooks.get(organizationId, id);
-  }
-
-  async listWebhookEndpoints(organizationId: string, query: { limit: number; after?: string }): Promise<Page<WebhookEndpoint>> {
-    return this.webhooks.list(organizationId, query);
-  }
-
-  async deleteWebhookEndpoint(organizationId: string, id: string): Promise<boolean> {
-    return this.webhooks.delete(organizationId, id);
-  }
-
-  async rotateWebhookSecret(organizationId: string, id: string, input: { secret: string; previousSecretExpiresAt: number }): Promise<WebhookEndpoint | null> {
-    return this.webhooks.rotateSecret(organizationId, id, input);
-  }
-
-  async enableWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
-    return this.webhooks.enable(organizationId, id);
-  }
-
-  async sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean> {
-    return this.webhooks.sendTest(organizationId, endpointId, input);
-  }
-
-  async listWebhookDeliveries(endpointId: string, query: { limit: number; after?: string }): Promise<Page<WebhookDelivery>> {
-    return this.webhooks.listDeliveries(endpointId, query);
-  }
-
-  async getLowCreditThreshold(organizationId: string): Promise<number | null> {
-    return this.webhooks.lowCreditThreshold(organizationId);
-  }
-
-  async setLowCreditThreshold(organizationId: string, threshold: number | null): Promise<void> {
-    this.webhooks.setLowCreditThreshold(organizationId, threshold);
-  }
-
-  async claimWebhookDeliveries(input: ClaimRequest): Promise<ClaimedDelivery[]> {
-    return this.webhooks.claim(input);
-  }
-
-  async finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean> {
-    return this.webhooks.finish(attempt);
-  }
-
-  async dropWebhookBacklogOverflow(): Promise<number> {
-    return this.webhooks.dropBacklogOverflow();
-  }
 
 }
 
