@@ -1,20 +1,19 @@
 import { checkpointOnWorker } from "./sqlite-checkpointer";
-import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
+import { Database } from "bun:sqlite";
 import { and, eq, gt, isNull, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { utcMonth } from "../lib/clock";
 import { newId } from "../lib/ids";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
-import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feeds/writers";
-import type { PriceHistoryEntry } from "./feeds/records";
 import { applySQLiteMigrations } from "./migrate";
 import { SQLiteWebhooks } from "./webhooks/sqlite";
-import { balanceEventData, balanceEventTypes, } from "./webhooks/records";
+import { balanceEventData, balanceEventTypes } from "./webhooks/records";
 import { fefoOrder, takeInOrder } from "./ledger/allocation";
 import { grant } from "./ledger/operations";
 import { type LedgerPort, runSync } from "./ledger/port";
 import { sqliteLedgerPort } from "./ledger/sqlite";
 import { SQLiteBilling } from "./billing/sqlite";
+import { SQLiteCatalog } from "./catalog/sqlite";
 import { SQLiteFeeds } from "./feeds/sqlite";
 import { SQLiteIdempotency } from "./idempotency/sqlite";
 import { SQLiteIdentity } from "./identity/sqlite";
@@ -27,7 +26,6 @@ import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, USAGE_PERI
 import type {
   Balance,
   Bucket,
-  FeedRecord,
   KeyCredential,
   LedgerTransaction,
   OfferRecord,
@@ -40,12 +38,10 @@ import type {
   UsageRecord,
 } from "./store";
 
-const { organizations, products, merchants, offers, creditBuckets, creditTransactions } = schema;
+const { organizations, creditBuckets, creditTransactions } = schema;
 const { idempotencyRecords } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
-
-
 
 /** Opens (and creates) a SQLite database: WAL synced at each commit, a busy timeout for concurrent CLI writers, foreign keys on, rarer checkpoints. */
 export function openSQLite(path: string): Database {
@@ -83,8 +79,6 @@ const bucketColumns = {
 
 // Soonest-expiring first; buckets that never expire last; then oldest first.
 const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
-
-const PRODUCT_CACHE_SIZE = 100_000;
 
 /** How long a write waits for a write lock that another process holds, retrying between event-loop turns. */
 export const LOCK_WAIT_MS = 3_000;
@@ -143,6 +137,7 @@ export class SQLiteStore implements Store {
     this.webhooks = new SQLiteWebhooks(database);
     this.watches = new SQLiteWatches(database, (organizationId, now) => this.spendableBuckets(organizationId, now));
     this.history = new SQLiteHistory(database);
+    this.catalog = new SQLiteCatalog(database, this.db, { write: (work) => this.write(work), syncCaches: () => this.syncCaches(), productCache: this.productCache, history: this.history });
     this.keys = new SQLiteKeys(this.db, {
       write: (work) => this.write(work),
       writeKeepingCaches: (work) => this.writeKeepingCaches(work),
@@ -221,6 +216,18 @@ export class SQLiteStore implements Store {
   deleteWatch: Store["deleteWatch"] = async (organizationId, id) => this.watches.delete(organizationId, id);
   runWatchEvaluation: Store["runWatchEvaluation"] = async (input) => this.watches.run(input);
 
+  private readonly catalog: SQLiteCatalog;
+  applyFeedRecords: Store["applyFeedRecords"] = async (records, now, options) => this.catalog.applyFeedRecords(records, now, options);
+  findProductsWithOffers: Store["findProductsWithOffers"] = async (gtins) => this.catalog.findProductsWithOffers(gtins);
+  refreshCatalogStatistics: Store["refreshCatalogStatistics"] = async () => this.catalog.refreshCatalogStatistics();
+  countProducts: Store["countProducts"] = async () => this.catalog.countProducts();
+  listPriceHistory: Store["listPriceHistory"] = async (gtin, merchantId) => this.catalog.listPriceHistory(gtin, merchantId);
+  prunePriceHistory: Store["prunePriceHistory"] = async (before) => this.catalog.prunePriceHistory(before);
+
+  // A method, not a delegate field: the shutdown tests' preload (test/fixtures/slow-lookup.ts) wraps it on the prototype.
+  async findProductWithOffers(gtin: string) {
+    return this.catalog.findProductWithOffers(gtin);
+  }
 
   private readonly webhooks: SQLiteWebhooks;
   createWebhookEndpoint: Store["createWebhookEndpoint"] = async (endpoint) => this.webhooks.create(endpoint);
@@ -346,118 +353,8 @@ export class SQLiteStore implements Store {
     return new Map(keyIds.map((id) => [id, this.keySpentById().get(this.keyLineOf(id), month)?.spent ?? 0]));
   }
 
-  // Absent optional fields (null) keep what is stored; offers keep the newer observation. Imports
-  // are the one bulk write, and a bun:sqlite call costs more than the row it writes, so rows go
-  // IMPORT_ROWS_PER_STATEMENT at a time as `INSERT … SELECT … FROM (VALUES …)` (the `WHERE true`
-  // lets SQLite parse the upsert clause after a SELECT). SQLite upserts those rows one after the
-  // other, in order, so a key repeated within a statement updates the row its earlier copy wrote,
-  // and the price history triggers see every change a batch makes, as with one statement per record.
-  // Each product and merchant is upserted once per batch; a title is never empty when given, so the
-  // empty title a new product gets without one is also how an update tells "absent".
-  private readonly importStatements = new Map<string, Statement>();
-
-  private importStatement(kind: ImportKind, rows: number): Statement {
-    const key = `${kind}:${rows}`;
-    let statement = this.importStatements.get(key);
-    if (statement === undefined) {
-      statement = this.database.prepare(kind === "offer" ? offerUpsertSQL(rows) : productUpsertSQL(rows, kind === "product-any" ? "any" : "own"));
-      this.importStatements.set(key, statement);
-    }
-    return statement;
-  }
-
-  private readonly importMerchant = this.lazy(() =>
-    this.database.prepare<unknown, [string, string | null]>(
-      "INSERT INTO merchants (id, name) VALUES (?1, coalesce(?2, ?1)) ON CONFLICT (id) DO UPDATE SET name = coalesce(?2, name)",
-    ),
-  );
-
-  /** Runs the `kind` upsert over `values` (`columns` per row), IMPORT_ROWS_PER_STATEMENT rows per statement. */
-  private upsertRows(kind: ImportKind, columns: number, values: SQLQueryBindings[]): void {
-    const perStatement = IMPORT_ROWS_PER_STATEMENT * columns;
-    for (let start = 0; start < values.length; start += perStatement) {
-      const chunk = start === 0 && values.length <= perStatement ? values : values.slice(start, start + perStatement);
-      this.importStatement(kind, chunk.length / columns).run(...chunk);
-    }
-  }
-
-  async applyFeedRecords(records: FeedRecord[], now: number, options: { writer?: FeedWriter } = {}): Promise<{ products: number; offers: number }> {
-    const writer = options.writer ?? OPERATOR;
-    const sourceId = writerSourceId(writer);
-    const productKind: ImportKind = descriptionPrecedence(writer) === "any" ? "product-any" : "product-own";
-    const { products: mergedProducts, merchants: mergedMerchants } = mergeProductsAndMerchants(records);
-    const productValues: SQLQueryBindings[] = [];
-    for (const product of mergedProducts) productValues.push(product.gtin, product.title ?? "", product.brand ?? null, product.imageUrl ?? null, now, sourceId);
-    const offerValues: SQLQueryBindings[] = [];
-    for (const { product, offer } of records) {
-      if (offer === undefined) continue;
-      offerValues.push(product.gtin, offer.merchantId, offer.priceAmount, offer.currency, offer.shippingAmount, offer.availability, offer.condition, offer.url, offer.observedAt, sourceId);
-    }
-    const merchantStatement = this.importMerchant();
-    return this.write(() => {
-      this.upsertRows(productKind, PRODUCT_COLUMNS, productValues);
-      for (const merchant of mergedMerchants) merchantStatement.run(merchant.id, merchant.name ?? null);
-      this.upsertRows("offer", OFFER_COLUMNS, offerValues);
-      return { products: records.length, offers: offerValues.length / OFFER_COLUMNS };
-    });
-  }
-
-  private readonly productByGTIN = this.lazy(() =>
-    this.db
-      .select({ gtin: products.gtin, title: products.title, brand: products.brand, imageUrl: products.imageUrl })
-      .from(products)
-      .where(eq(products.gtin, sql.placeholder("gtin")))
-      .prepare(),
-  );
-
-  private readonly offersByGTIN = this.lazy(() =>
-    this.db
-      .select({
-        merchantId: offers.merchantId,
-        merchantName: merchants.name,
-        priceAmount: offers.priceAmount,
-        currency: offers.currency,
-        shippingAmount: offers.shippingAmount,
-        availability: offers.availability,
-        condition: offers.condition,
-        url: offers.url,
-        observedAt: offers.observedAt,
-      })
-      .from(offers)
-      .innerJoin(merchants, eq(merchants.id, offers.merchantId))
-      .where(eq(offers.gtin, sql.placeholder("gtin")))
-      .prepare(),
-  );
-
-  async findProductWithOffers(gtin: string) {
-    this.syncCaches();
-    return this.productWithOffers(gtin);
-  }
-
-  async findProductsWithOffers(gtins: readonly string[]) {
-    this.syncCaches();
-    return gtins.map((gtin) => this.productWithOffers(gtin));
-  }
-
-  private productWithOffers(gtin: string): { product: ProductRecord; offers: OfferRecord[] } | null {
-    const cached = this.productCache.get(gtin);
-    if (cached !== undefined) return cached;
-    const product = this.productByGTIN().get({ gtin });
-    const found = product === undefined ? null : { product, offers: this.offersByGTIN().all({ gtin }) };
-    if (this.productCache.size >= PRODUCT_CACHE_SIZE) this.productCache.delete(this.productCache.keys().next().value!);
-    this.productCache.set(gtin, found);
-    return found;
-  }
-
   startBackgroundCheckpoints(): { stop(): Promise<void> } {
     return checkpointOnWorker(this.database);
-  }
-
-  /** Nothing to do: without statistics SQLite's planner already takes the primary keys the look-ups use. */
-  async refreshCatalogStatistics(): Promise<void> {}
-
-  async countProducts(): Promise<number> {
-    return this.db.select({ count: sql<number>`count(*)` }).from(products).get()!.count;
   }
 
   private readonly moveLedgerStatement = this.lazy(() =>
@@ -1067,14 +964,6 @@ export class SQLiteStore implements Store {
 
   // --- billing ---
 
-  async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
-    return this.database
-      .query<PriceHistoryEntry, [string, string | null]>(
-        `SELECT gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt, sourceId FROM (${PRICE_HISTORY_SQL}) ORDER BY observedAt, position`,
-      )
-      .all(gtin, merchantId ?? null);
-  }
-
   priceStates(query: HistoryQuery) {
     return this.history.priceStates(query);
   }
@@ -1082,15 +971,6 @@ export class SQLiteStore implements Store {
   priceDays(query: HistoryQuery) {
     return this.history.priceDays(query);
   }
-
-  async prunePriceHistory(before: number): Promise<number> {
-    // An offer's newest entry is the offer itself (`state_since`), so it stays whatever its age.
-    return this.write(() => {
-      this.history.pruneDays(before);
-      return this.database.query("DELETE FROM offer_price_history WHERE observed_at < ?").run(before).changes;
-    });
-  }
-
 
 }
 
@@ -1131,73 +1011,4 @@ function toTransaction(row: TransactionRow): LedgerTransaction {
     description: row.description,
     createdAt: row.created_at,
   };
-}
-
-/**
- * The products and merchants of a batch, each once, with what applying the records one by one would
- * leave: the last given title, brand, image and merchant name win, absent ones keep the stored value.
- */
-function mergeProductsAndMerchants(records: FeedRecord[]): { products: Array<FeedRecord["product"]>; merchants: Array<{ id: string; name?: string }> } {
-  const products = new Map<string, FeedRecord["product"]>();
-  const merchantsById = new Map<string, { id: string; name?: string }>();
-  for (const { product, offer } of records) {
-    const known = products.get(product.gtin);
-    if (known === undefined) products.set(product.gtin, { ...product });
-    else {
-      if (product.title !== undefined) known.title = product.title;
-      if (product.brand !== undefined) known.brand = product.brand;
-      if (product.imageUrl !== undefined) known.imageUrl = product.imageUrl;
-    }
-    if (offer === undefined) continue;
-    const merchant = merchantsById.get(offer.merchantId);
-    if (merchant === undefined) merchantsById.set(offer.merchantId, offer.merchantName === undefined ? { id: offer.merchantId } : { id: offer.merchantId, name: offer.merchantName });
-    else if (offer.merchantName !== undefined) merchant.name = offer.merchantName;
-  }
-  return { products: [...products.values()], merchants: [...merchantsById.values()] };
-}
-
-/**
- * An offer's price history: the states it replaced, then its current one (last among equal times).
- * Parameters: ?1 the GTIN, ?2 a merchant id or null for all.
- */
-const PRICE_HISTORY_SQL = `
-  SELECT gtin, merchant_id AS merchantId, price_amount AS priceAmount, currency, shipping_amount AS shippingAmount, availability,
-         observed_at AS observedAt, source_id AS sourceId, id AS position
-  FROM offer_price_history WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2)
-  UNION ALL
-  SELECT gtin, merchant_id, price_amount, currency, shipping_amount, availability, state_since, state_source_id, ${Number.MAX_SAFE_INTEGER}
-  FROM offers WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2)`;
-
-/** Rows per import upsert statement: past about a hundred, longer statements stop paying off. */
-const IMPORT_ROWS_PER_STATEMENT = 100;
-const PRODUCT_COLUMNS = 6;
-
-/** The upsert statements of an import: products under either description precedence, offers. */
-type ImportKind = "product-any" | "product-own" | "offer";
-const OFFER_COLUMNS = 10;
-
-function valuesList(rows: number, columns: number): string {
-  const row = `(${Array.from({ length: columns }, () => "?").join(", ")})`;
-  return Array.from({ length: rows }, () => row).join(", ");
-}
-
-function productUpsertSQL(rows: number, precedence: "any" | "own"): string {
-  const described = Object.entries(productDescriptionUpdates(precedence)).map(([column, value]) => `${column} = ${value}`);
-  return `INSERT INTO products (gtin, title, brand, image_url, updated_at, described_by) SELECT * FROM (VALUES ${valuesList(rows, PRODUCT_COLUMNS)}) WHERE true
-    ON CONFLICT (gtin) DO UPDATE SET ${described.join(", ")}, updated_at = excluded.updated_at`;
-}
-
-function offerUpsertSQL(rows: number): string {
-  // `offers.x` is the stored row: an update that changes the state starts a new `state_since` (and
-  // the history trigger keeps the state it replaces); an identical repeat keeps the old one.
-  const changed = `excluded.price_amount IS NOT offers.price_amount OR excluded.currency IS NOT offers.currency
-    OR excluded.shipping_amount IS NOT offers.shipping_amount OR excluded.availability IS NOT offers.availability`;
-  return `INSERT INTO offers (gtin, merchant_id, price_amount, currency, shipping_amount, availability, condition, url, observed_at, source_id, state_since, state_source_id)
-    SELECT *, column9, column10 FROM (VALUES ${valuesList(rows, OFFER_COLUMNS)}) WHERE true
-    ON CONFLICT (gtin, merchant_id) DO UPDATE SET price_amount = excluded.price_amount, currency = excluded.currency,
-      shipping_amount = excluded.shipping_amount, availability = excluded.availability, condition = excluded.condition,
-      url = excluded.url, observed_at = excluded.observed_at, source_id = excluded.source_id,
-      state_since = CASE WHEN ${changed} THEN excluded.observed_at ELSE offers.state_since END,
-      state_source_id = CASE WHEN ${changed} THEN excluded.source_id ELSE offers.state_source_id END
-    WHERE excluded.observed_at >= offers.observed_at`;
 }
