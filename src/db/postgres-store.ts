@@ -11,7 +11,8 @@ import { grant } from "./ledger/operations";
 import { type AsyncLedgerPort, type LedgerStep, runAsync } from "./ledger/port";
 import { postgresLedgerPort } from "./ledger/postgres";
 import { type DebitPlan, type HeldDebit, planHeldDebits } from "./ledger/debit-plan";
-import { errorCode, isConnectionLost, TRANSACTION_ATTEMPTS } from "./database-errors";
+import { isConnectionLost } from "./database-errors";
+import { isOverdrawRefused, retrying } from "./postgres-retry";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
 import { emitPostgres, PostgresWebhooks } from "./webhooks/postgres";
 import { balanceEventData, balanceEventTypes } from "./webhooks/records";
@@ -21,11 +22,12 @@ import { PostgresFeeds } from "./feeds/postgres";
 import { PostgresIdempotency } from "./idempotency/postgres";
 import { PostgresIdentity } from "./identity/postgres";
 import { CAPPED_KEY, PostgresKeys, SPENDABLE_BUCKETS } from "./keys/postgres";
+import { PostgresUsage } from "./usage/postgres";
 import { PostgresWatches } from "./watches/postgres";
 import { PostgresHistory } from "./history/postgres";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/postgres";
-import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS, type UsageCount, type UsageTotal } from "./store";
+import { BILLED_REASON, CreditsSpentMeanwhile, DAY_MS, DebitInDoubt, HOUR_MS, splitAllocations, STALE_RESERVATION_MS } from "./store";
 import type {
   Balance,
   BalanceAtKeyRead,
@@ -117,6 +119,7 @@ export class PostgresStore implements Store {
     this.webhooks = new PostgresWebhooks(client);
     this.watches = new PostgresWatches(client);
     this.history = new PostgresHistory(client);
+    this.usage = new PostgresUsage(client);
     this.catalog = new PostgresCatalog(client, this.db, { transaction: (work, config) => this.transaction(work, config), history: this.history });
     this.feeds = new PostgresFeeds(this.db, (work, config) => this.transaction(work, config));
     this.idempotency = new PostgresIdempotency(client, this.db, () => this.databaseNow());
@@ -200,6 +203,10 @@ export class PostgresStore implements Store {
   countProducts: Store["countProducts"] = () => this.catalog.countProducts();
   listPriceHistory: Store["listPriceHistory"] = (gtin, merchantId) => this.catalog.listPriceHistory(gtin, merchantId);
   prunePriceHistory: Store["prunePriceHistory"] = (before) => this.catalog.prunePriceHistory(before);
+
+  private readonly usage: PostgresUsage;
+  addUsageCounts: Store["addUsageCounts"] = (counts) => this.usage.addUsageCounts(counts);
+  usageTotals: Store["usageTotals"] = (organizationId, query) => this.usage.usageTotals(organizationId, query);
 
   private readonly webhooks: PostgresWebhooks;
   createWebhookEndpoint: Store["createWebhookEndpoint"] = (endpoint) => this.webhooks.create(endpoint);
@@ -1012,38 +1019,6 @@ export class PostgresStore implements Store {
 
   // Keyset pages on (createdAt, id), newest first: the upper bound merges the cursor and `to` into
   // one row-value comparison, which the (org, createdAt, id) and (org, type, createdAt, id) indexes range over.
-  // One statement per flush; merged per row first (PostgreSQL refuses to update a row twice in one
-  // statement) and in one order, so flushes of several instances lock rows alike.
-  async addUsageCounts(counts: UsageCount[]): Promise<void> {
-    if (counts.length === 0) return;
-    const merged = new Map<string, UsageCount>();
-    for (const count of counts) {
-      const id = `${count.organizationId}\u0000${count.hourStart}\u0000${count.keyId}\u0000${count.reason}`;
-      const seen = merged.get(id);
-      if (seen === undefined) merged.set(id, { ...count });
-      else seen.requests += count.requests;
-    }
-    const rows = [...merged.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, count]) => ({ organization_id: count.organizationId, hour_start: count.hourStart, key_id: count.keyId, reason: count.reason, requests: count.requests }));
-    await retrying(
-      () => this.client`
-        INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
-        SELECT organization_id, periods.ms, hour_start - hour_start % periods.ms, key_id, reason, sum(requests), 0
-        FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(organization_id text, hour_start bigint, key_id text, reason text, requests bigint)
-        CROSS JOIN (VALUES (${HOUR_MS}::int), (${DAY_MS}::int)) AS periods(ms)
-        GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
-        ON CONFLICT (organization_id, period_ms, period_start, key_id, reason) DO UPDATE SET requests = usage_counters.requests + excluded.requests`,
-    );
-  }
-
-  async usageTotals(organizationId: string, query: { from: number; to: number; periodMs: number; byKey: boolean }): Promise<UsageTotal[]> {
-    const keyColumn = query.byKey ? this.client`key_id` : this.client`''::text`;
-    const rows = await this.client<Array<{ period_start: string; key_id: string; reason: string; requests: string; credits: string }>>`
-      SELECT period_start, ${keyColumn} AS key_id, reason, sum(requests) AS requests, sum(credits) AS credits
-      FROM usage_counters WHERE organization_id = ${organizationId} AND period_ms = ${query.periodMs}::int AND period_start >= ${query.from}::bigint AND period_start < ${query.to}::bigint
-      GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`;
-    return rows.map((row) => ({ periodStart: Number(row.period_start), keyId: row.key_id, reason: row.reason, requests: Number(row.requests), credits: Number(row.credits) }));
-  }
-
   async listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>> {
     let before: { createdAt: number; id: string } | null = null;
     if (query.after !== undefined) {
@@ -1111,40 +1086,6 @@ async function pipelinedTransaction<T extends readonly postgres.MaybeRow[]>(conn
   for (const reply of [begun, firstDone, result, ended]) if (reply.status === "rejected") throw reply.reason;
   if (ended.status === "fulfilled" && ended.value.command !== "COMMIT") throw new Error(`the transaction ended with ${ended.value.command}`);
   return (result as PromiseFulfilledResult<T>).value;
-}
-
-/**
- * Runs a transaction (or a single-statement one) again from the start when PostgreSQL aborted it
- * for a deadlock or a serialization failure: both mean "another transaction won; retry".
- */
-async function retrying<T>(run: () => Promise<T>, alsoRetry: (error: unknown) => boolean = () => false): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await run();
-    } catch (error) {
-      if (attempt >= TRANSACTION_ATTEMPTS || !(isRetryable(error) || alsoRetry(error))) throw error;
-    }
-  }
-}
-
-/**
- * The bucket check (`remaining >= 0`) refused a reservation although the credits were there. A
- * release that committed after the reserve statement's snapshot raised a bucket (1 → 4, say): the
- * `FOR UPDATE` CTE locks and reads the new row (4) and takes 3 from it, but PostgreSQL computes the
- * UPDATE's new row from the snapshot's version first (1 − 3) and checks constraints on it before it
- * finds the newer version and recomputes (4 − 3). With the constraint dropped, no bucket ever went
- * below zero in the same race (releases racing reserves, 60 rounds of 8). The statement is refused
- * whole (nothing held, nothing debited), so it runs again on a fresh snapshot, like a deadlock.
- */
-function isOverdrawRefused(error: unknown): boolean {
-  const cause = ((error as { cause?: unknown } | null)?.cause ?? error) as { code?: string; constraint_name?: string } | null;
-  return cause?.code === "23514" && cause.constraint_name === "credit_buckets_remaining_not_negative";
-}
-
-/** Deadlock (40P01) and serialization failure (40001). */
-function isRetryable(error: unknown): boolean {
-  const code = errorCode(error);
-  return code === "40P01" || code === "40001";
 }
 
 /**

@@ -18,11 +18,12 @@ import { SQLiteFeeds } from "./feeds/sqlite";
 import { SQLiteIdempotency } from "./idempotency/sqlite";
 import { SQLiteIdentity } from "./identity/sqlite";
 import { SQLiteKeys } from "./keys/sqlite";
+import { SQLiteUsage } from "./usage/sqlite";
 import { SQLiteWatches } from "./watches/sqlite";
 import { SQLiteHistory } from "./history/sqlite";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/sqlite";
-import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
+import { BILLED_REASON, hourStartOf, splitAllocations } from "./store";
 import type {
   Balance,
   Bucket,
@@ -137,6 +138,7 @@ export class SQLiteStore implements Store {
     this.webhooks = new SQLiteWebhooks(database);
     this.watches = new SQLiteWatches(database, (organizationId, now) => this.spendableBuckets(organizationId, now));
     this.history = new SQLiteHistory(database);
+    this.usage = new SQLiteUsage(database, (work) => this.writeKeepingCaches(work));
     this.catalog = new SQLiteCatalog(database, this.db, { write: (work) => this.write(work), syncCaches: () => this.syncCaches(), productCache: this.productCache, history: this.history });
     this.keys = new SQLiteKeys(this.db, {
       write: (work) => this.write(work),
@@ -228,6 +230,10 @@ export class SQLiteStore implements Store {
   async findProductWithOffers(gtin: string) {
     return this.catalog.findProductWithOffers(gtin);
   }
+
+  private readonly usage: SQLiteUsage;
+  addUsageCounts: Store["addUsageCounts"] = async (counts) => this.usage.addUsageCounts(counts);
+  usageTotals: Store["usageTotals"] = async (organizationId, query) => this.usage.usageTotals(organizationId, query);
 
   private readonly webhooks: SQLiteWebhooks;
   createWebhookEndpoint: Store["createWebhookEndpoint"] = async (endpoint) => this.webhooks.create(endpoint);
@@ -670,19 +676,6 @@ export class SQLiteStore implements Store {
     this.countBilledUsage(items);
   }
 
-  // Adds to a usage counter row (requests and credits), creating it at zero first.
-  private readonly upsertUsageCounter = this.lazy(() =>
-    this.database.prepare<unknown, [string, number, number, string, string, number, number]>(
-      `INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-       ON CONFLICT (organization_id, period_ms, period_start, key_id, reason) DO UPDATE SET requests = requests + excluded.requests, credits = credits + excluded.credits`,
-    ),
-  );
-
-  /** Adds to the hour's row and the day's row of a count. */
-  private addUsageCount(organizationId: string, hourStart: number, keyId: string, reason: string, requests: number, credits: number): void {
-    for (const periodMs of USAGE_PERIODS_MS) this.upsertUsageCounter().run(organizationId, periodMs, periodStartOf(hourStart, periodMs), keyId, reason, requests, credits);
-  }
-
   /** The billed look-ups of a debit batch into the hourly counters, one upsert per row touched, in the debit's transaction. */
   private countBilledUsage(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
     const counts = new Map<string, { organizationId: string; hourStart: number; keyId: string; requests: number; credits: number }>();
@@ -700,36 +693,8 @@ export class SQLiteStore implements Store {
         count.credits += reservation.amount;
       }
     }
-    for (const count of counts.values()) this.addUsageCount(count.organizationId, count.hourStart, count.keyId, BILLED_REASON, count.requests, count.credits);
+    for (const count of counts.values()) this.usage.addUsageCount(count.organizationId, count.hourStart, count.keyId, BILLED_REASON, count.requests, count.credits);
   }
-
-  async addUsageCounts(counts: UsageCount[]): Promise<void> {
-    if (counts.length === 0) return;
-    this.writeKeepingCaches(() => {
-      for (const count of counts) this.addUsageCount(count.organizationId, count.hourStart, count.keyId, count.reason, count.requests, 0);
-    });
-  }
-
-  async usageTotals(organizationId: string, query: { from: number; to: number; periodMs: number; byKey: boolean }): Promise<UsageTotal[]> {
-    const statement = query.byKey ? this.usageTotalsByKey() : this.usageTotalsByReason();
-    return statement.all(organizationId, query.periodMs, query.from, query.to);
-  }
-
-  private readonly usageTotalsByReason = this.lazy(() =>
-    this.database.prepare<UsageTotal, [string, number, number, number]>(
-      `SELECT period_start AS periodStart, '' AS keyId, reason, sum(requests) AS requests, sum(credits) AS credits
-       FROM usage_counters WHERE organization_id = ?1 AND period_ms = ?2 AND period_start >= ?3 AND period_start < ?4
-       GROUP BY period_start, reason ORDER BY period_start, reason`,
-    ),
-  );
-
-  private readonly usageTotalsByKey = this.lazy(() =>
-    this.database.prepare<UsageTotal, [string, number, number, number]>(
-      `SELECT period_start AS periodStart, key_id AS keyId, reason, requests, credits
-       FROM usage_counters WHERE organization_id = ?1 AND period_ms = ?2 AND period_start >= ?3 AND period_start < ?4
-       ORDER BY period_start, key_id, reason`,
-    ),
-  );
 
   private async flushCommits(): Promise<void> {
     // One reservation committed twice at once is debited once: the later calls answer false.
