@@ -1,17 +1,14 @@
 import { checkpointOnWorker } from "./sqlite-checkpointer";
 import { Database } from "bun:sqlite";
-import { and, eq, gt, isNull, lte, or, sql } from "drizzle-orm";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
-import { utcMonth } from "../lib/clock";
-import { newId } from "../lib/ids";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import { applySQLiteMigrations } from "./migrate";
+import { isLocked, whileLocked } from "./sqlite-locked";
 import { SQLiteWebhooks } from "./webhooks/sqlite";
-import { balanceEventData, balanceEventTypes } from "./webhooks/records";
-import { fefoOrder, takeInOrder } from "./ledger/allocation";
 import { grant } from "./ledger/operations";
 import { type LedgerPort, runSync } from "./ledger/port";
 import { sqliteLedgerPort } from "./ledger/sqlite";
+import { SQLiteHolds } from "./ledger/sqlite-holds";
 import { SQLiteBilling } from "./billing/sqlite";
 import { SQLiteCatalog } from "./catalog/sqlite";
 import { SQLiteFeeds } from "./feeds/sqlite";
@@ -23,24 +20,18 @@ import { SQLiteWatches } from "./watches/sqlite";
 import { SQLiteHistory } from "./history/sqlite";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/sqlite";
-import { BILLED_REASON, hourStartOf, splitAllocations } from "./store";
 import type {
-  Balance,
   Bucket,
   KeyCredential,
   LedgerTransaction,
   OfferRecord,
   Page,
   ProductRecord,
-  Reservation,
   Store,
   TransactionQuery,
   TransactionType,
-  UsageRecord,
 } from "./store";
 
-const { organizations, creditBuckets, creditTransactions } = schema;
-const { idempotencyRecords } = schema;
 
 type DB = BunSQLiteDatabase<typeof schema>;
 
@@ -68,45 +59,12 @@ export function sqlitePathFromURL(databaseUrl: string): string {
   return path === "" ? ":memory:" : path;
 }
 
-const bucketColumns = {
-  id: creditBuckets.id,
-  organizationId: creditBuckets.organizationId,
-  source: creditBuckets.source,
-  granted: creditBuckets.granted,
-  remaining: creditBuckets.remaining,
-  expiresAt: creditBuckets.expiresAt,
-  createdAt: creditBuckets.createdAt,
-};
-
-// Soonest-expiring first; buckets that never expire last; then oldest first.
-const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
-
-/** How long a write waits for a write lock that another process holds, retrying between event-loop turns. */
-export const LOCK_WAIT_MS = 3_000;
 /**
  * How long one attempt may block the event loop in SQLite's own busy handler. bun:sqlite is
  * synchronous: a long busy_timeout would freeze every request and timer while another process
  * (an operator's import) holds the write lock.
  */
 const BUSY_TIMEOUT_MS = 5;
-
-function isLocked(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
-}
-
-/** Runs `attempt` again, with growing pauses, while the database is locked by another connection, for up to LOCK_WAIT_MS. */
-async function whileLocked<T>(attempt: () => T | Promise<T>): Promise<T> {
-  const deadline = performance.now() + LOCK_WAIT_MS;
-  for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
-    try {
-      return await attempt();
-    } catch (error) {
-      if (!isLocked(error) || performance.now() + pause > deadline) throw error;
-    }
-    await Bun.sleep(pause);
-  }
-}
 
 /**
  * The store with every method retried while the database is locked. A method that failed with
@@ -136,27 +94,38 @@ export class SQLiteStore implements Store {
   constructor(private readonly database: Database) {
     this.db = drizzle(database, { schema });
     this.webhooks = new SQLiteWebhooks(database);
-    this.watches = new SQLiteWatches(database, (organizationId, now) => this.spendableBuckets(organizationId, now));
+    this.watches = new SQLiteWatches(database, (organizationId, now) => this.holds.spendableBuckets(organizationId, now));
     this.history = new SQLiteHistory(database);
     this.usage = new SQLiteUsage(database, (work) => this.writeKeepingCaches(work));
+    this.idempotency = new SQLiteIdempotency(this.db, (work) => this.write(work));
+    this.holds = new SQLiteHolds(database, this.db, {
+      write: (work) => this.write(work),
+      writeKeepingCaches: (work) => this.writeKeepingCaches(work),
+      syncCaches: (scope) => this.syncCaches(scope),
+      bucketCache: this.bucketCache,
+      keyLimitCache: this.keyLimitCache,
+      keySpentCache: this.keySpentCache,
+      idempotency: this.idempotency,
+      usage: this.usage,
+      emit: (events) => this.webhooks.emit(events),
+    });
     this.catalog = new SQLiteCatalog(database, this.db, { write: (work) => this.write(work), syncCaches: () => this.syncCaches(), productCache: this.productCache, history: this.history });
     this.keys = new SQLiteKeys(this.db, {
       write: (work) => this.write(work),
       writeKeepingCaches: (work) => this.writeKeepingCaches(work),
       syncCaches: (scope) => this.syncCaches(scope),
       keyCache: this.keyCache,
-      keyLineOf: (keyId) => this.keyLineOf(keyId),
+      keyLineOf: (keyId) => this.holds.keyLineOf(keyId),
       emit: (events) => this.webhooks.emit(events),
     });
     this.ledger = sqliteLedgerPort({
       db: this.db,
-      appendLedger: (entry) => this.appendLedger(entry),
+      appendLedger: (entry) => this.holds.appendLedger(entry),
       emit: (events) => this.webhooks.emit(events),
-      writeOffExpired: (organizationId, now) => void this.writeOffExpired(organizationId, now),
-      heldIn: (bucketId) => this.holds.get(bucketId) ?? 0,
+      writeOffExpired: (organizationId, now) => void this.holds.writeOffExpired(organizationId, now),
+      heldIn: (bucketId) => this.holds.heldIn(bucketId),
     });
     this.feeds = new SQLiteFeeds(database, (work) => this.write(work));
-    this.idempotency = new SQLiteIdempotency(this.db, (work) => this.write(work));
     this.identity = new SQLiteIdentity(this.db, { write: (work) => this.write(work), ledger: this.ledger });
     this.billing = new SQLiteBilling(this.db, { write: (work) => this.write(work), ledger: this.ledger });
   }
@@ -234,6 +203,19 @@ export class SQLiteStore implements Store {
   private readonly usage: SQLiteUsage;
   addUsageCounts: Store["addUsageCounts"] = async (counts) => this.usage.addUsageCounts(counts);
   usageTotals: Store["usageTotals"] = async (organizationId, query) => this.usage.usageTotals(organizationId, query);
+
+  /** Credits held by requests in flight, their debits, releases and sweeps, and the ledger's running sum. */
+  private readonly holds: SQLiteHolds;
+  reserveCredits: Store["reserveCredits"] = async (input) => this.holds.reserveCredits(input);
+  // Not async, and not retried while locked (retryingWhileLocked): the group commit retries its debits itself.
+  commitReservation: Store["commitReservation"] = (reservationId, usage) => this.holds.commitReservation(reservationId, usage);
+  releaseReservation: Store["releaseReservation"] = async (reservationId, now) => this.holds.releaseReservation(reservationId, now);
+  shrinkReservation: Store["shrinkReservation"] = async (reservationId, keep, now) => this.holds.shrinkReservation(reservationId, keep, now);
+  recoverInFlightWork: Store["recoverInFlightWork"] = async (now) => this.holds.recoverInFlightWork(now);
+  releaseStaleReservations: Store["releaseStaleReservations"] = async (now) => this.holds.releaseStaleReservations(now);
+  availableCredits: Store["availableCredits"] = async (organizationId, now) => this.holds.availableCredits(organizationId, now);
+  getBalance: Store["getBalance"] = async (organizationId, now) => this.holds.getBalance(organizationId, now);
+  monthlySpending: Store["monthlySpending"] = async (keyIds, month) => this.holds.monthlySpending(keyIds, month);
 
   private readonly webhooks: SQLiteWebhooks;
   createWebhookEndpoint: Store["createWebhookEndpoint"] = async (endpoint) => this.webhooks.create(endpoint);
@@ -355,81 +337,8 @@ export class SQLiteStore implements Store {
     }
   }
 
-  async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
-    return new Map(keyIds.map((id) => [id, this.keySpentById().get(this.keyLineOf(id), month)?.spent ?? 0]));
-  }
-
   startBackgroundCheckpoints(): { stop(): Promise<void> } {
     return checkpointOnWorker(this.database);
-  }
-
-  private readonly moveLedgerStatement = this.lazy(() =>
-    this.db
-      .update(organizations)
-      .set({ ledgerBalance: sql`${organizations.ledgerBalance} + ${sql.placeholder("amount")}` })
-      .where(eq(organizations.id, sql.placeholder("organizationId")))
-      .returning({ ledgerBalance: organizations.ledgerBalance, lowCreditThreshold: organizations.lowCreditThreshold })
-      .prepare(),
-  );
-
-  private readonly insertTransaction = this.lazy(() =>
-    this.db
-      .insert(creditTransactions)
-      .values({
-        id: sql.placeholder("id"),
-        organizationId: sql.placeholder("organizationId"),
-        type: sql.placeholder("type"),
-        amount: sql.placeholder("amount"),
-        balanceAfter: sql.placeholder("balanceAfter"),
-        bucketId: sql.placeholder("bucketId"),
-        keyId: sql.placeholder("keyId"),
-        requestId: sql.placeholder("requestId"),
-        gtin: sql.placeholder("gtin"),
-        description: sql.placeholder("description"),
-        createdAt: sql.placeholder("createdAt"),
-      })
-      .prepare(),
-  );
-
-  /**
-   * Appends a ledger row and moves the running sum; the only way credits enter or leave the ledger.
-   * A row that lowers the sum across the low-credit threshold or to zero writes its balance events
-   * too. Returns the sum after the row.
-   */
-  private appendLedger(row: Omit<LedgerTransaction, "id" | "balanceAfter" | "bucketId" | "keyId" | "requestId" | "gtin"> & Partial<Pick<LedgerTransaction, "bucketId" | "keyId" | "requestId" | "gtin">>): number {
-    const { ledgerBalance: balanceAfter, lowCreditThreshold } = this.moveLedger(row.organizationId, row.amount);
-    if (row.amount < 0) this.emitBalanceEvents(row.organizationId, balanceAfter - row.amount, balanceAfter, lowCreditThreshold, row.createdAt);
-    this.insertTransaction().run({
-      id: newId("txn", row.createdAt),
-      bucketId: null,
-      keyId: null,
-      requestId: null,
-      gtin: null,
-      ...row,
-      balanceAfter,
-    });
-    return balanceAfter;
-  }
-
-  private emitBalanceEvents(organizationId: string, before: number, after: number, threshold: number | null, now: number): void {
-    const types = balanceEventTypes(before, after, threshold);
-    if (types.length === 0) return;
-    this.webhooks.emit(types.map((type) => ({ id: newId("msg", now), organizationId, type, data: balanceEventData(type, organizationId, after, threshold), createdAt: now })));
-  }
-
-  private readonly adjustBucket = this.lazy(() =>
-    this.db
-      .update(creditBuckets)
-      .set({ remaining: sql`${creditBuckets.remaining} + ${sql.placeholder("delta")}` })
-      .where(eq(creditBuckets.id, sql.placeholder("bucketId")))
-      .prepare(),
-  );
-
-  /** Adds `amount` to the organization's running ledger sum and returns the new sum (the row's balanceAfter) and the low-credit threshold. */
-  private moveLedger(organizationId: string, amount: number): { ledgerBalance: number; lowCreditThreshold: number | null } {
-    const row = this.moveLedgerStatement().get({ organizationId, amount });
-    if (row === undefined) throw new Error(`organization ${organizationId} does not exist`);
-    return row;
   }
 
   /** The ledger port on this connection, for the money operations (ledger/operations.ts). */
@@ -438,439 +347,6 @@ export class SQLiteStore implements Store {
   async grantCredits(input: Parameters<Store["grantCredits"]>[0]): Promise<Bucket> {
     const { organizationId, now, ...credits } = input;
     return this.write(() => runSync(grant(organizationId, credits, now), this.ledger));
-  }
-
-  /**
-   * Writes off the expired buckets (of one organization, or all) with an `expiry` ledger row each.
-   * Credits held by a request in flight stay in their bucket until it commits or releases; a
-   * later sweep writes off what a release gives back.
-   */
-  private writeOffExpired(organizationId: string | null, now: number): number {
-    const expired = this.db
-      .select({ id: creditBuckets.id, organizationId: creditBuckets.organizationId, remaining: creditBuckets.remaining })
-      .from(creditBuckets)
-      .where(
-        and(
-          organizationId === null ? undefined : eq(creditBuckets.organizationId, organizationId),
-          gt(creditBuckets.remaining, 0),
-          lte(creditBuckets.expiresAt, now),
-        ),
-      )
-      .all();
-    let written = 0;
-    for (const bucket of expired) {
-      const amount = bucket.remaining - (this.holds.get(bucket.id) ?? 0);
-      if (amount <= 0) continue;
-      this.adjustBucket().run({ bucketId: bucket.id, delta: -amount });
-      this.appendLedger({ organizationId: bucket.organizationId, type: "expiry", amount: -amount, bucketId: bucket.id, description: "Expired credits written off", createdAt: now });
-      written++;
-    }
-    return written;
-  }
-
-  private readonly bucketsWithCredits = this.lazy(() =>
-    this.db
-      .select({ id: creditBuckets.id, remaining: creditBuckets.remaining, expiresAt: creditBuckets.expiresAt })
-      .from(creditBuckets)
-      .where(and(eq(creditBuckets.organizationId, sql.placeholder("organizationId")), gt(creditBuckets.remaining, 0)))
-      .orderBy(...FEFO)
-      .prepare(),
-  );
-
-  // Reservations live in memory: one `serve` process owns a SQLite file, JavaScript runs one request
-  // at a time between awaits, and a hold is taken synchronously after reading the buckets, so two
-  // requests can never hold the same credit. A crash loses only holds, never credits: buckets are
-  // debited only when a usage row is written, in the same transaction.
-  private readonly holds = new Map<string, number>();
-  private readonly heldReservations = new Map<string, { organizationId: string; amount: number; allocations: Array<{ bucketId: string; amount: number }>; keyId: string | null; requestId: string }>();
-  /** Credits held per key line by its requests in flight (for monthly credit limits). */
-  private readonly keyHolds = new Map<string, number>();
-
-  private readonly keyLimitById = this.lazy(() =>
-    this.database.prepare<{ limit: number | null }, [string]>("SELECT monthly_credit_limit AS \"limit\" FROM api_keys WHERE id = ?1 OR line_id = ?1 ORDER BY status = 'ACTIVE' DESC, created_at DESC LIMIT 1"),
-  );
-  private readonly keySpentById = this.lazy(() =>
-    this.database.prepare<{ spent: number }, [string, string]>("SELECT spent FROM api_key_monthly_usage WHERE key_id = ?1 AND month = ?2"),
-  );
-
-  private readonly keyLines = new Map<string, string>();
-  private readonly keyLineById = this.lazy(() =>
-    this.database.prepare<{ line: string }, [string]>("SELECT coalesce(line_id, id) AS line FROM api_keys WHERE id = ?1"),
-  );
-
-  // Invariant: a monthly credit limit fences a key's line (the key and its rotations): the line's
-  // spending is one counter, its requests in flight hold against it, and its limit is the live key's,
-  // so neither a rotation nor a request of the old key still running frees room under the limit.
-  /** The line of a key: fixed when the key is made, so it is cached for good. */
-  private keyLineOf(keyId: string): string {
-    let line = this.keyLines.get(keyId);
-    if (line === undefined) {
-      line = this.keyLineById().get(keyId)?.line ?? keyId;
-      this.keyLines.set(keyId, line);
-    }
-    return line;
-  }
-
-  /** The line's monthly credit limit as stored now (the caches are exact: any change clears them). */
-  private keyLimitOf(line: string): number | null {
-    let limit = this.keyLimitCache.get(line);
-    if (limit === undefined) {
-      limit = this.keyLimitById().get(line)?.limit ?? null;
-      this.keyLimitCache.set(line, limit);
-    }
-    return limit;
-  }
-
-  /** What the line's committed debits of `month` add up to. */
-  private keySpentIn(line: string, month: string): number {
-    let cached = this.keySpentCache.get(line);
-    if (cached === undefined || cached.month !== month) {
-      cached = { month, spent: this.keySpentById().get(line, month)?.spent ?? 0 };
-      this.keySpentCache.set(line, cached);
-    }
-    return cached.spent;
-  }
-
-  private changeKeyHold(keyId: string | null, delta: number): void {
-    if (keyId === null) return;
-    const line = this.keyLineOf(keyId);
-    const held = (this.keyHolds.get(line) ?? 0) + delta;
-    if (held === 0) this.keyHolds.delete(line);
-    else this.keyHolds.set(line, held);
-  }
-
-  /** Spendable buckets (unexpired, FEFO) with what requests in flight hold already taken out. */
-  private spendableBuckets(organizationId: string, now: number): Array<{ id: string; free: number }> {
-    const spendable: Array<{ id: string; free: number }> = [];
-    this.syncCaches();
-    let buckets = this.bucketCache.get(organizationId);
-    if (buckets === undefined) {
-      buckets = this.bucketsWithCredits().all({ organizationId });
-      this.bucketCache.set(organizationId, buckets);
-    }
-    for (const bucket of buckets) {
-      if (bucket.expiresAt !== null && bucket.expiresAt <= now) continue;
-      const free = bucket.remaining - (this.holds.get(bucket.id) ?? 0);
-      if (free > 0) spendable.push({ id: bucket.id, free });
-    }
-    return spendable;
-  }
-
-  private changeHold(bucketId: string, delta: number): void {
-    const held = (this.holds.get(bucketId) ?? 0) + delta;
-    if (held === 0) this.holds.delete(bucketId);
-    else this.holds.set(bucketId, held);
-  }
-
-  // Invariant: the credits held never exceed a bucket's remaining credits, and a key's spending in
-  // the month plus what its requests hold never exceed its monthly limit. Both are checked and the
-  // holds taken in one synchronous step, so no other request runs in between.
-  async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
-    const buckets = this.spendableBuckets(input.organizationId, input.now);
-    const available = buckets.reduce((sum, bucket) => sum + bucket.free, 0);
-    if (available < input.amount) return { ok: false, available };
-    const keyLine = input.keyId === null ? null : this.keyLineOf(input.keyId);
-    const keyLimit = keyLine === null ? null : this.keyLimitOf(keyLine);
-    if (keyLimit !== null && this.keySpentIn(keyLine!, utcMonth(input.now)) + (this.keyHolds.get(keyLine!) ?? 0) + input.amount > keyLimit) {
-      return { ok: false, available, keyLimit };
-    }
-    const allocations = takeInOrder(buckets, input.amount);
-    for (const allocation of allocations) this.changeHold(allocation.bucketId, allocation.amount);
-    const reservationId = newId("res", input.now);
-    this.heldReservations.set(reservationId, { organizationId: input.organizationId, amount: input.amount, allocations, keyId: input.keyId, requestId: input.requestId });
-    this.changeKeyHold(input.keyId, input.amount);
-    return { ok: true, reservationId, available: available - input.amount };
-  }
-
-  private pendingCommits: Array<{ reservationId: string; usage: UsageRecord; done: (error: unknown) => void }> = [];
-
-  /**
-   * Group commit: the debits of every request that reaches commit in the same event-loop turn are
-   * written in one transaction, and each request is answered only after that transaction commits.
-   */
-  commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
-    if (!this.heldReservations.has(reservationId)) return Promise.resolve(false);
-    return new Promise<boolean>((resolve, reject) => {
-      if (this.pendingCommits.length === 0) setImmediate(() => void this.flushCommits());
-      this.pendingCommits.push({ reservationId, usage, done: (error) => (error === false ? resolve(false) : error === undefined ? resolve(true) : reject(error)) });
-    });
-  }
-
-  private readonly setLedgerBalance = this.lazy(() =>
-    this.db
-      .update(organizations)
-      .set({ ledgerBalance: sql`${sql.placeholder("ledgerBalance")}` })
-      .where(eq(organizations.id, sql.placeholder("organizationId")))
-      .prepare(),
-  );
-
-  private readonly ledgerBalanceOf = this.lazy(() =>
-    this.db.select({ ledgerBalance: organizations.ledgerBalance, lowCreditThreshold: organizations.lowCreditThreshold }).from(organizations).where(eq(organizations.id, sql.placeholder("organizationId"))).prepare(),
-  );
-
-  // The usage row of every billed look-up: bun:sqlite's own prepared statement, without drizzle's
-  // per-call placeholder mapping (this runs once per billed request).
-  private readonly insertUsage = this.lazy(() =>
-    this.database.prepare<unknown, [string, string, number, number, string | null, string | null, string, string | null, string, number]>(
-      `INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-       VALUES (?1, ?2, 'usage', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`,
-    ),
-  );
-
-  private readonly addKeySpending = this.lazy(() =>
-    this.database.prepare<unknown, [string, string, number]>(
-      `INSERT INTO api_key_monthly_usage (key_id, month, spent) VALUES (?1, ?2, ?3)
-       ON CONFLICT (key_id, month) DO UPDATE SET spent = spent + excluded.spent`,
-    ),
-  );
-
-  // Invariant: the buckets' debits, the usage rows, the running ledger sum and the keys' monthly
-  // spending of a batch commit together, so each request is billed exactly once, balanceAfter
-  // follows the ledger order and a key's spending is what its usage rows add up to.
-  private debitBatch(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
-    const keySpending = new Map<string, { keyId: string; month: string; amount: number }>();
-    const bucketDebits = new Map<string, number>();
-    const ledgerBalances = new Map<string, number>();
-    // Per organization: its sum before the batch, its low-credit threshold and the time of its last debit, for the balance events.
-    const ledgerBefore = new Map<string, { before: number; threshold: number | null; now: number }>();
-    for (const { reservationId, usage } of items) {
-      const reservation = this.heldReservations.get(reservationId)!;
-      for (const allocation of reservation.allocations) bucketDebits.set(allocation.bucketId, (bucketDebits.get(allocation.bucketId) ?? 0) + allocation.amount);
-      let start = ledgerBefore.get(reservation.organizationId);
-      if (start === undefined) {
-        const row = this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!;
-        start = { before: row.ledgerBalance, threshold: row.lowCreditThreshold, now: usage.now };
-        ledgerBefore.set(reservation.organizationId, start);
-      }
-      start.now = Math.max(start.now, usage.now);
-      const balanceAfter = (ledgerBalances.get(reservation.organizationId) ?? start.before) - reservation.amount;
-      ledgerBalances.set(reservation.organizationId, balanceAfter);
-      this.insertUsage().run(
-        newId("txn", usage.now),
-        reservation.organizationId,
-        -reservation.amount,
-        balanceAfter,
-        reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
-        reservation.keyId,
-        reservation.requestId,
-        usage.gtin,
-        usage.description,
-        usage.now,
-      );
-      if (usage.idempotency !== undefined) this.idempotency.completeIdempotencyRecord(usage.idempotency);
-      if (reservation.keyId !== null) {
-        const month = utcMonth(usage.now);
-        const keyId = this.keyLineOf(reservation.keyId);
-        const spending = keySpending.get(`${keyId} ${month}`);
-        if (spending === undefined) keySpending.set(`${keyId} ${month}`, { keyId, month, amount: reservation.amount });
-        else spending.amount += reservation.amount;
-      }
-    }
-    for (const { keyId, month, amount } of keySpending.values()) this.addKeySpending().run(keyId, month, amount);
-    for (const [bucketId, amount] of bucketDebits) this.adjustBucket().run({ bucketId, delta: -amount });
-    for (const [organizationId, ledgerBalance] of ledgerBalances) {
-      this.setLedgerBalance().run({ organizationId, ledgerBalance });
-      const start = ledgerBefore.get(organizationId)!;
-      this.emitBalanceEvents(organizationId, start.before, ledgerBalance, start.threshold, start.now);
-    }
-    this.countBilledUsage(items);
-  }
-
-  /** The billed look-ups of a debit batch into the hourly counters, one upsert per row touched, in the debit's transaction. */
-  private countBilledUsage(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
-    const counts = new Map<string, { organizationId: string; hourStart: number; keyId: string; requests: number; credits: number }>();
-    for (const { reservationId, usage } of items) {
-      const reservation = this.heldReservations.get(reservationId)!;
-      const hourStart = hourStartOf(usage.now);
-      const keyId = reservation.keyId ?? "";
-      const id = `${reservation.organizationId}\u0000${hourStart}\u0000${keyId}`;
-      const count = counts.get(id);
-      // A batch counts its billed GTINs, as single look-ups count themselves.
-      const requests = usage.items ?? 1;
-      if (count === undefined) counts.set(id, { organizationId: reservation.organizationId, hourStart, keyId, requests, credits: reservation.amount });
-      else {
-        count.requests += requests;
-        count.credits += reservation.amount;
-      }
-    }
-    for (const count of counts.values()) this.usage.addUsageCount(count.organizationId, count.hourStart, count.keyId, BILLED_REASON, count.requests, count.credits);
-  }
-
-  private async flushCommits(): Promise<void> {
-    // One reservation committed twice at once is debited once: the later calls answer false.
-    const seen = new Set<string>();
-    const batch = this.pendingCommits.filter((item) => !seen.has(item.reservationId) && seen.add(item.reservationId));
-    const kept = new Set(batch);
-    const repeated = this.pendingCommits.filter((item) => !kept.has(item));
-    this.pendingCommits = [];
-    for (const item of repeated) item.done(false);
-    const debit = async (items: typeof batch) => {
-      // The sweep of a crashed request's holds cannot happen here, but a release can: debit only what is still held.
-      const held = items.filter((item) => this.heldReservations.has(item.reservationId));
-      for (const item of items) if (!held.includes(item)) item.done(false);
-      if (held.length === 0) return;
-      // A request whose Idempotency-Key claim was taken over meanwhile is not billed (the claim fences the debit).
-      const owned = await whileLocked(() => {
-        const owning = this.writeKeepingCaches(() => {
-          const owning = held.filter((item) => this.idempotency.ownsClaim(item.usage));
-          this.debitBatch(owning);
-          return owning;
-        });
-        // In the same synchronous step as the commit: no request may see the debit in the database
-        // while its hold still counts (it would count twice against the balance or the key's limit).
-        for (const item of owning) {
-          this.debitCachedBuckets(item.reservationId);
-          this.spendCachedKey(item.reservationId, item.usage.now);
-          this.dropReservation(item.reservationId);
-        }
-        return owning;
-      });
-      for (const item of held) if (!owned.includes(item)) item.done(false);
-      for (const item of owned) item.done(undefined);
-    };
-    try {
-      await debit(batch);
-    } catch (error) {
-      // A lock that outlasted LOCK_WAIT_MS fails the whole batch; any other error is one bad debit,
-      // which must not fail its neighbours: retry each alone and fail only the culprit.
-      for (const item of batch.filter((candidate) => this.heldReservations.has(candidate.reservationId))) {
-        try {
-          if (isLocked(error)) throw error;
-          await debit([item]);
-        } catch (itemError) {
-          // Not debited: the caller gives the held credits back (lookUpPrice releases on any failed commit).
-          item.done(itemError);
-        }
-      }
-    }
-  }
-
-  /** After a committed debit, the cached buckets take the same debit (so the cache stays exact). */
-  private debitCachedBuckets(reservationId: string): void {
-    const reservation = this.heldReservations.get(reservationId)!;
-    const buckets = this.bucketCache.get(reservation.organizationId);
-    if (buckets === undefined) return;
-    for (const allocation of reservation.allocations) {
-      const bucket = buckets.find((b) => b.id === allocation.bucketId);
-      if (bucket === undefined) this.bucketCache.delete(reservation.organizationId);
-      else bucket.remaining -= allocation.amount;
-    }
-  }
-
-  /** After a committed debit, the key's cached monthly spending takes it too. */
-  private spendCachedKey(reservationId: string, now: number): void {
-    const reservation = this.heldReservations.get(reservationId)!;
-    if (reservation.keyId === null) return;
-    const line = this.keyLineOf(reservation.keyId);
-    const cached = this.keySpentCache.get(line);
-    if (cached === undefined) return;
-    if (cached.month === utcMonth(now)) cached.spent += reservation.amount;
-    else this.keySpentCache.delete(line);
-  }
-
-  private dropReservation(reservationId: string): boolean {
-    const reservation = this.heldReservations.get(reservationId);
-    if (reservation === undefined) return false;
-    this.heldReservations.delete(reservationId);
-    for (const allocation of reservation.allocations) this.changeHold(allocation.bucketId, -allocation.amount);
-    this.changeKeyHold(reservation.keyId, -reservation.amount);
-    return true;
-  }
-
-  async releaseReservation(reservationId: string, now: number): Promise<boolean> {
-    const reservation = this.heldReservations.get(reservationId);
-    if (reservation === undefined) return false;
-    // Paid before the holds drop, in the same synchronous step, so no request can spend what a refund is owed.
-    if (reservation.allocations.some((allocation) => this.clawbackOwedOf().get(allocation.bucketId)!.owed > 0)) {
-      this.write(() => this.payClawbacks(reservation.organizationId, reservation.allocations, now));
-    }
-    return this.dropReservation(reservationId);
-  }
-
-  async shrinkReservation(reservationId: string, keep: number, now: number): Promise<boolean> {
-    const reservation = this.heldReservations.get(reservationId);
-    if (reservation === undefined) return false;
-    if (!(keep > 0 && keep < reservation.amount)) throw new RangeError(`cannot keep ${keep} of a reservation of ${reservation.amount}`);
-    const { kept, given } = splitAllocations(reservation.allocations, keep);
-    // As in releaseReservation: refunds are paid before the holds drop, in the same synchronous step.
-    if (given.some((allocation) => this.clawbackOwedOf().get(allocation.bucketId)!.owed > 0)) {
-      this.write(() => this.payClawbacks(reservation.organizationId, given, now));
-    }
-    for (const allocation of given) this.changeHold(allocation.bucketId, -allocation.amount);
-    this.changeKeyHold(reservation.keyId, keep - reservation.amount);
-    reservation.allocations = kept;
-    reservation.amount = keep;
-    return true;
-  }
-
-  // Read at every release of a hold (each stale-data answer): bun:sqlite's own statement, without
-  // drizzle's per-call mapping, which cost that answer about 15 % of its CPU.
-  private readonly clawbackOwedOf = this.lazy(() =>
-    this.database.prepare<{ owed: number }, [string]>("SELECT clawback_owed AS owed FROM credit_buckets WHERE id = ?1"),
-  );
-
-  private readonly payClawback = this.lazy(() =>
-    this.db
-      .update(creditBuckets)
-      .set({ remaining: sql`${creditBuckets.remaining} - ${sql.placeholder("paid")}`, clawbackOwed: sql`${creditBuckets.clawbackOwed} - ${sql.placeholder("paid")}` })
-      .where(eq(creditBuckets.id, sql.placeholder("bucketId")))
-      .prepare(),
-  );
-
-  // Invariant: a refund's claim on held credits is paid from exactly what comes back to the bucket,
-  // with one `refund` row in the same transaction; credits a request committed are usage, not owed.
-  private payClawbacks(organizationId: string, givenBack: Array<{ bucketId: string; amount: number }>, now: number): void {
-    const paid: Array<{ bucketId: string; amount: number }> = [];
-    for (const { bucketId, amount } of givenBack) {
-      const pay = Math.min(this.clawbackOwedOf().get(bucketId)!.owed, amount);
-      if (pay === 0) continue;
-      this.payClawback().run({ bucketId, paid: pay });
-      paid.push({ bucketId, amount: pay });
-    }
-    const total = paid.reduce((sum, item) => sum + item.amount, 0);
-    if (total === 0) return;
-    const bucketId = paid.length === 1 ? paid[0]!.bucketId : null;
-    this.appendLedger({ organizationId, type: "refund", amount: -total, bucketId, description: "Refund: credits a request in flight gave back", createdAt: now });
-  }
-
-  async recoverInFlightWork(now: number): Promise<void> {
-    this.write((tx) => {
-      tx.delete(idempotencyRecords).where(eq(idempotencyRecords.status, "in-progress")).run();
-      // The holds of the previous process died with it: what a refund was owed from them is back in its bucket.
-      const owing = tx
-        .select({ id: creditBuckets.id, organizationId: creditBuckets.organizationId, remaining: creditBuckets.remaining })
-        .from(creditBuckets)
-        .where(gt(creditBuckets.clawbackOwed, 0))
-        .all();
-      for (const bucket of owing) this.payClawbacks(bucket.organizationId, [{ bucketId: bucket.id, amount: bucket.remaining }], now);
-      tx.update(creditBuckets).set({ clawbackOwed: 0 }).where(gt(creditBuckets.clawbackOwed, 0)).run();
-    });
-  }
-
-  /** Holds are in memory and die with the process, so nothing is ever left to sweep. */
-  async releaseStaleReservations(_now: number): Promise<number> {
-    return 0;
-  }
-
-  async availableCredits(organizationId: string, now: number): Promise<number> {
-    return this.spendableBuckets(organizationId, now).reduce((sum, bucket) => sum + bucket.free, 0);
-  }
-
-  // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a
-  // reader, so the operator CLI can read beside a serving process without touching its credits.
-  async getBalance(organizationId: string, now: number): Promise<Balance> {
-    // Spent, expired, written-off and clawed-back buckets are history: the ledger tells it, the balance does not list them.
-    const buckets = this.db
-      .select(bucketColumns)
-      .from(creditBuckets)
-      .where(and(eq(creditBuckets.organizationId, organizationId), gt(creditBuckets.remaining, 0), or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, now))))
-      .orderBy(...FEFO)
-      .all()
-      .map((bucket) => ({ ...bucket, remaining: bucket.remaining - (this.holds.get(bucket.id) ?? 0) }));
-    let reserved = 0;
-    for (const reservation of this.heldReservations.values()) if (reservation.organizationId === organizationId) reserved += reservation.amount;
-    const available = buckets.reduce((sum, b) => sum + b.remaining, 0);
-    return { available, reserved, buckets };
   }
 
   // Raw SQL for the index hint: with one type the (org, type, createdAt, id) index answers a page
@@ -918,7 +394,7 @@ export class SQLiteStore implements Store {
   }
 
   async expireBuckets(now: number): Promise<number> {
-    return this.write(() => this.writeOffExpired(null, now));
+    return this.write(() => this.holds.writeOffExpired(null, now));
   }
 
   /** Prepares a statement on first use, so the statement is built once per store. */
