@@ -393,8 +393,6 @@ export class PostgresStore implements Store {
     return this.client`(extract(epoch from now()) * 1000)::bigint`;
   }
 
-  // --- billing ---
-
   priceStates(query: HistoryQuery) {
     return this.history.priceStates(query);
   }

@@ -32,7 +32,6 @@ import type {
   TransactionType,
 } from "./store";
 
-
 type DB = BunSQLiteDatabase<typeof schema>;
 
 /** Opens (and creates) a SQLite database: WAL synced at each commit, a busy timeout for concurrent CLI writers, foreign keys on, rarer checkpoints. */
@@ -403,8 +402,6 @@ export class SQLiteStore implements Store {
     return () => (value ??= build());
   }
 
-  // --- billing ---
-
   priceStates(query: HistoryQuery) {
     return this.history.priceStates(query);
   }
@@ -412,7 +409,6 @@ export class SQLiteStore implements Store {
   priceDays(query: HistoryQuery) {
     return this.history.priceDays(query);
   }
-
 }
 
 // A type alias, not an interface: bun:sqlite wants bindings assignable to a string-indexed record.
