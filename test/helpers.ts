@@ -7,7 +7,7 @@ import { applyPostgresMigrations } from "../src/db/migrate";
 import { openDebitConnection, openPostgresClient } from "../src/db/postgres-client";
 import { PostgresStore } from "../src/db/postgres-store";
 import { SQLiteStore } from "../src/db/sqlite-store";
-import type { NewOrder } from "../src/db/billing-records";
+import type { NewOrder } from "../src/db/billing/records";
 import { SYSTEM_USER_ID, type FeedRecord, type Store } from "../src/db/store";
 import { FakeClock } from "../src/lib/clock";
 import { createLogger } from "../src/lib/logger";

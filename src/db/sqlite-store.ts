@@ -1,66 +1,38 @@
 import { checkpointOnWorker } from "./sqlite-checkpointer";
-import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
-import { and, asc, desc, eq, gt, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { Database } from "bun:sqlite";
 import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
-import { utcMonth } from "../lib/clock";
-import { newId } from "../lib/ids";
-import { page } from "./rows";
-import type {
-  CompleteOrderInput,
-  CompleteOrderResult,
-  InvoiceRecord,
-  NewOrder,
-  Order,
-  ProviderEvent,
-  RenewSubscriptionInput,
-  SubscriptionRecord,
-} from "./billing-records";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
-import { descriptionPrecedence, type FeedWriter, OPERATOR, productDescriptionUpdates, writerSourceId } from "./feeds/writers";
-import type { PriceHistoryEntry } from "./feeds/records";
 import { applySQLiteMigrations } from "./migrate";
-import { SQLiteWebhooks } from "./sqlite-webhooks";
-import { balanceEventData, balanceEventTypes, type ClaimedDelivery, type ClaimRequest, type DeliveryAttempt, type NewWebhookEndpoint, type WebhookDelivery, type WebhookEndpoint } from "./webhook-records";
-import { DISPUTED } from "./ledger/reversals";
-import { fefoOrder, takeInOrder } from "./ledger/allocation";
-import { applyPaidGrant, completeOrder, grant, renewSubscription, reversePayment } from "./ledger/operations";
+import { isLocked, whileLocked } from "./sqlite-locked";
+import { SQLiteWebhooks } from "./webhooks/sqlite";
+import { grant } from "./ledger/operations";
 import { type LedgerPort, runSync } from "./ledger/port";
-import { invoiceColumns, sqliteLedgerPort } from "./ledger/sqlite";
+import { sqliteLedgerPort } from "./ledger/sqlite";
+import { SQLiteHolds } from "./ledger/sqlite-holds";
+import { SQLiteBilling } from "./billing/sqlite";
+import { SQLiteCatalog } from "./catalog/sqlite";
 import { SQLiteFeeds } from "./feeds/sqlite";
 import { SQLiteIdempotency } from "./idempotency/sqlite";
 import { SQLiteIdentity } from "./identity/sqlite";
 import { SQLiteKeys } from "./keys/sqlite";
+import { SQLiteUsage } from "./usage/sqlite";
 import { SQLiteWatches } from "./watches/sqlite";
 import { SQLiteHistory } from "./history/sqlite";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/sqlite";
-import { BILLED_REASON, hourStartOf, periodStartOf, splitAllocations, USAGE_PERIODS_MS, type UsageCount, type UsageTotal } from "./store";
 import type {
-  Balance,
-  DisputeReport,
   Bucket,
-  FeedRecord,
   KeyCredential,
   LedgerTransaction,
   OfferRecord,
-  Organization,
   Page,
-  PaymentReversalResult,
   ProductRecord,
-  Reservation,
   Store,
   TransactionQuery,
   TransactionType,
-  UsageRecord,
 } from "./store";
 
-const { organizations, products, merchants, offers, creditBuckets, creditTransactions } = schema;
-const { idempotencyRecords } = schema;
-const { orders, subscriptions, invoices, payments } = schema;
-
 type DB = BunSQLiteDatabase<typeof schema>;
-
-
 
 /** Opens (and creates) a SQLite database: WAL synced at each commit, a busy timeout for concurrent CLI writers, foreign keys on, rarer checkpoints. */
 export function openSQLite(path: string): Database {
@@ -86,47 +58,12 @@ export function sqlitePathFromURL(databaseUrl: string): string {
   return path === "" ? ":memory:" : path;
 }
 
-const bucketColumns = {
-  id: creditBuckets.id,
-  organizationId: creditBuckets.organizationId,
-  source: creditBuckets.source,
-  granted: creditBuckets.granted,
-  remaining: creditBuckets.remaining,
-  expiresAt: creditBuckets.expiresAt,
-  createdAt: creditBuckets.createdAt,
-};
-
-// Soonest-expiring first; buckets that never expire last; then oldest first.
-const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
-
-const PRODUCT_CACHE_SIZE = 100_000;
-
-/** How long a write waits for a write lock that another process holds, retrying between event-loop turns. */
-export const LOCK_WAIT_MS = 3_000;
 /**
  * How long one attempt may block the event loop in SQLite's own busy handler. bun:sqlite is
  * synchronous: a long busy_timeout would freeze every request and timer while another process
  * (an operator's import) holds the write lock.
  */
 const BUSY_TIMEOUT_MS = 5;
-
-function isLocked(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
-}
-
-/** Runs `attempt` again, with growing pauses, while the database is locked by another connection, for up to LOCK_WAIT_MS. */
-async function whileLocked<T>(attempt: () => T | Promise<T>): Promise<T> {
-  const deadline = performance.now() + LOCK_WAIT_MS;
-  for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
-    try {
-      return await attempt();
-    } catch (error) {
-      if (!isLocked(error) || performance.now() + pause > deadline) throw error;
-    }
-    await Bun.sleep(pause);
-  }
-}
 
 /**
  * The store with every method retried while the database is locked. A method that failed with
@@ -151,32 +88,45 @@ export class SQLiteStore implements Store {
   readonly dialect = "sqlite";
   private readonly db: DB;
 
-  private readonly webhooks: SQLiteWebhooks;
   private readonly history: SQLiteHistory;
 
   constructor(private readonly database: Database) {
     this.db = drizzle(database, { schema });
     this.webhooks = new SQLiteWebhooks(database);
-    this.watches = new SQLiteWatches(database, (organizationId, now) => this.spendableBuckets(organizationId, now));
+    this.watches = new SQLiteWatches(database, (organizationId, now) => this.holds.spendableBuckets(organizationId, now));
     this.history = new SQLiteHistory(database);
+    this.usage = new SQLiteUsage(database, (work) => this.writeKeepingCaches(work));
+    this.idempotency = new SQLiteIdempotency(this.db, (work) => this.write(work));
+    this.holds = new SQLiteHolds(database, this.db, {
+      write: (work) => this.write(work),
+      writeKeepingCaches: (work) => this.writeKeepingCaches(work),
+      syncCaches: (scope) => this.syncCaches(scope),
+      bucketCache: this.bucketCache,
+      keyLimitCache: this.keyLimitCache,
+      keySpentCache: this.keySpentCache,
+      idempotency: this.idempotency,
+      usage: this.usage,
+      emit: (events) => this.webhooks.emit(events),
+    });
+    this.catalog = new SQLiteCatalog(database, this.db, { write: (work) => this.write(work), syncCaches: () => this.syncCaches(), productCache: this.productCache, history: this.history });
     this.keys = new SQLiteKeys(this.db, {
       write: (work) => this.write(work),
       writeKeepingCaches: (work) => this.writeKeepingCaches(work),
       syncCaches: (scope) => this.syncCaches(scope),
       keyCache: this.keyCache,
-      keyLineOf: (keyId) => this.keyLineOf(keyId),
+      keyLineOf: (keyId) => this.holds.keyLineOf(keyId),
       emit: (events) => this.webhooks.emit(events),
     });
     this.ledger = sqliteLedgerPort({
       db: this.db,
-      appendLedger: (entry) => this.appendLedger(entry),
+      appendLedger: (entry) => this.holds.appendLedger(entry),
       emit: (events) => this.webhooks.emit(events),
-      writeOffExpired: (organizationId, now) => void this.writeOffExpired(organizationId, now),
-      heldIn: (bucketId) => this.holds.get(bucketId) ?? 0,
+      writeOffExpired: (organizationId, now) => void this.holds.writeOffExpired(organizationId, now),
+      heldIn: (bucketId) => this.holds.heldIn(bucketId),
     });
     this.feeds = new SQLiteFeeds(database, (work) => this.write(work));
-    this.idempotency = new SQLiteIdempotency(this.db, (work) => this.write(work));
     this.identity = new SQLiteIdentity(this.db, { write: (work) => this.write(work), ledger: this.ledger });
+    this.billing = new SQLiteBilling(this.db, { write: (work) => this.write(work), ledger: this.ledger });
   }
 
   private readonly identity: SQLiteIdentity;
@@ -235,6 +185,71 @@ export class SQLiteStore implements Store {
   listWatches: Store["listWatches"] = async (organizationId, query) => this.watches.list(organizationId, query);
   deleteWatch: Store["deleteWatch"] = async (organizationId, id) => this.watches.delete(organizationId, id);
   runWatchEvaluation: Store["runWatchEvaluation"] = async (input) => this.watches.run(input);
+
+  private readonly catalog: SQLiteCatalog;
+  applyFeedRecords: Store["applyFeedRecords"] = async (records, now, options) => this.catalog.applyFeedRecords(records, now, options);
+  findProductsWithOffers: Store["findProductsWithOffers"] = async (gtins) => this.catalog.findProductsWithOffers(gtins);
+  refreshCatalogStatistics: Store["refreshCatalogStatistics"] = async () => this.catalog.refreshCatalogStatistics();
+  countProducts: Store["countProducts"] = async () => this.catalog.countProducts();
+  listPriceHistory: Store["listPriceHistory"] = async (gtin, merchantId) => this.catalog.listPriceHistory(gtin, merchantId);
+  prunePriceHistory: Store["prunePriceHistory"] = async (before) => this.catalog.prunePriceHistory(before);
+
+  // A method, not a delegate field: the shutdown tests' preload (test/fixtures/slow-lookup.ts) wraps it on the prototype.
+  async findProductWithOffers(gtin: string) {
+    return this.catalog.findProductWithOffers(gtin);
+  }
+
+  private readonly usage: SQLiteUsage;
+  addUsageCounts: Store["addUsageCounts"] = async (counts) => this.usage.addUsageCounts(counts);
+  usageTotals: Store["usageTotals"] = async (organizationId, query) => this.usage.usageTotals(organizationId, query);
+
+  /** Credits held by requests in flight, their debits, releases and sweeps, and the ledger's running sum. */
+  private readonly holds: SQLiteHolds;
+  reserveCredits: Store["reserveCredits"] = async (input) => this.holds.reserveCredits(input);
+  // Not async, and not retried while locked (retryingWhileLocked): the group commit retries its debits itself.
+  commitReservation: Store["commitReservation"] = (reservationId, usage) => this.holds.commitReservation(reservationId, usage);
+  releaseReservation: Store["releaseReservation"] = async (reservationId, now) => this.holds.releaseReservation(reservationId, now);
+  shrinkReservation: Store["shrinkReservation"] = async (reservationId, keep, now) => this.holds.shrinkReservation(reservationId, keep, now);
+  recoverInFlightWork: Store["recoverInFlightWork"] = async (now) => this.holds.recoverInFlightWork(now);
+  releaseStaleReservations: Store["releaseStaleReservations"] = async (now) => this.holds.releaseStaleReservations(now);
+  availableCredits: Store["availableCredits"] = async (organizationId, now) => this.holds.availableCredits(organizationId, now);
+  getBalance: Store["getBalance"] = async (organizationId, now) => this.holds.getBalance(organizationId, now);
+  monthlySpending: Store["monthlySpending"] = async (keyIds, month) => this.holds.monthlySpending(keyIds, month);
+
+  private readonly webhooks: SQLiteWebhooks;
+  createWebhookEndpoint: Store["createWebhookEndpoint"] = async (endpoint) => this.webhooks.create(endpoint);
+  getWebhookEndpoint: Store["getWebhookEndpoint"] = async (organizationId, id) => this.webhooks.get(organizationId, id);
+  listWebhookEndpoints: Store["listWebhookEndpoints"] = async (organizationId, query) => this.webhooks.list(organizationId, query);
+  deleteWebhookEndpoint: Store["deleteWebhookEndpoint"] = async (organizationId, id) => this.webhooks.delete(organizationId, id);
+  rotateWebhookSecret: Store["rotateWebhookSecret"] = async (organizationId, id, input) => this.webhooks.rotateSecret(organizationId, id, input);
+  enableWebhookEndpoint: Store["enableWebhookEndpoint"] = async (organizationId, id) => this.webhooks.enable(organizationId, id);
+  sendTestWebhookEvent: Store["sendTestWebhookEvent"] = async (organizationId, endpointId, input) => this.webhooks.sendTest(organizationId, endpointId, input);
+  listWebhookDeliveries: Store["listWebhookDeliveries"] = async (endpointId, query) => this.webhooks.listDeliveries(endpointId, query);
+  getLowCreditThreshold: Store["getLowCreditThreshold"] = async (organizationId) => this.webhooks.lowCreditThreshold(organizationId);
+  setLowCreditThreshold: Store["setLowCreditThreshold"] = async (organizationId, threshold) => this.webhooks.setLowCreditThreshold(organizationId, threshold);
+  claimWebhookDeliveries: Store["claimWebhookDeliveries"] = async (input) => this.webhooks.claim(input);
+  finishWebhookDelivery: Store["finishWebhookDelivery"] = async (attempt) => this.webhooks.finish(attempt);
+  dropWebhookBacklogOverflow: Store["dropWebhookBacklogOverflow"] = async () => this.webhooks.dropBacklogOverflow();
+  private readonly billing: SQLiteBilling;
+  createOrder: Store["createOrder"] = async (order) => this.billing.createOrder(order);
+  getOrder: Store["getOrder"] = async (id) => this.billing.getOrder(id);
+  findOrderByProviderRef: Store["findOrderByProviderRef"] = async (providerRef) => this.billing.findOrderByProviderRef(providerRef);
+  listOrders: Store["listOrders"] = async (query) => this.billing.listOrders(query);
+  completeOrder: Store["completeOrder"] = async (input) => this.billing.completeOrder(input);
+  applyPaidGrant: Store["applyPaidGrant"] = async (input) => this.billing.applyPaidGrant(input);
+  refundPayment: Store["refundPayment"] = async (input) => this.billing.refundPayment(input);
+  disputePayment: Store["disputePayment"] = async (input) => this.billing.disputePayment(input);
+  hasPayment: Store["hasPayment"] = async (ref) => this.billing.hasPayment(ref);
+  recordProviderEvent: Store["recordProviderEvent"] = async (event, now) => this.billing.recordProviderEvent(event, now);
+  listInvoices: Store["listInvoices"] = async (organizationId, query) => this.billing.listInvoices(organizationId, query);
+  getInvoice: Store["getInvoice"] = async (id) => this.billing.getInvoice(id);
+  listSubscriptions: Store["listSubscriptions"] = async (organizationId) => this.billing.listSubscriptions(organizationId);
+  listDueSubscriptions: Store["listDueSubscriptions"] = async (now, limit) => this.billing.listDueSubscriptions(now, limit);
+  renewSubscription: Store["renewSubscription"] = async (input) => this.billing.renewSubscription(input);
+  cancelSubscription: Store["cancelSubscription"] = async (organizationId, subscriptionId, now) => this.billing.cancelSubscription(organizationId, subscriptionId, now);
+  getStripeCustomerId: Store["getStripeCustomerId"] = async (organizationId) => this.billing.getStripeCustomerId(organizationId);
+  setStripeCustomerId: Store["setStripeCustomerId"] = async (organizationId, customerId) => this.billing.setStripeCustomerId(organizationId, customerId);
+  findOrganizationByStripeCustomer: Store["findOrganizationByStripeCustomer"] = async (customerId) => this.billing.findOrganizationByStripeCustomer(customerId);
 
   static open(databaseUrl: string): SQLiteStore {
     const database = openSQLite(sqlitePathFromURL(databaseUrl));
@@ -321,191 +336,8 @@ export class SQLiteStore implements Store {
     }
   }
 
-  async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
-    return new Map(keyIds.map((id) => [id, this.keySpentById().get(this.keyLineOf(id), month)?.spent ?? 0]));
-  }
-
-  // Absent optional fields (null) keep what is stored; offers keep the newer observation. Imports
-  // are the one bulk write, and a bun:sqlite call costs more than the row it writes, so rows go
-  // IMPORT_ROWS_PER_STATEMENT at a time as `INSERT … SELECT … FROM (VALUES …)` (the `WHERE true`
-  // lets SQLite parse the upsert clause after a SELECT). SQLite upserts those rows one after the
-  // other, in order, so a key repeated within a statement updates the row its earlier copy wrote,
-  // and the price history triggers see every change a batch makes, as with one statement per record.
-  // Each product and merchant is upserted once per batch; a title is never empty when given, so the
-  // empty title a new product gets without one is also how an update tells "absent".
-  private readonly importStatements = new Map<string, Statement>();
-
-  private importStatement(kind: ImportKind, rows: number): Statement {
-    const key = `${kind}:${rows}`;
-    let statement = this.importStatements.get(key);
-    if (statement === undefined) {
-      statement = this.database.prepare(kind === "offer" ? offerUpsertSQL(rows) : productUpsertSQL(rows, kind === "product-any" ? "any" : "own"));
-      this.importStatements.set(key, statement);
-    }
-    return statement;
-  }
-
-  private readonly importMerchant = this.lazy(() =>
-    this.database.prepare<unknown, [string, string | null]>(
-      "INSERT INTO merchants (id, name) VALUES (?1, coalesce(?2, ?1)) ON CONFLICT (id) DO UPDATE SET name = coalesce(?2, name)",
-    ),
-  );
-
-  /** Runs the `kind` upsert over `values` (`columns` per row), IMPORT_ROWS_PER_STATEMENT rows per statement. */
-  private upsertRows(kind: ImportKind, columns: number, values: SQLQueryBindings[]): void {
-    const perStatement = IMPORT_ROWS_PER_STATEMENT * columns;
-    for (let start = 0; start < values.length; start += perStatement) {
-      const chunk = start === 0 && values.length <= perStatement ? values : values.slice(start, start + perStatement);
-      this.importStatement(kind, chunk.length / columns).run(...chunk);
-    }
-  }
-
-  async applyFeedRecords(records: FeedRecord[], now: number, options: { writer?: FeedWriter } = {}): Promise<{ products: number; offers: number }> {
-    const writer = options.writer ?? OPERATOR;
-    const sourceId = writerSourceId(writer);
-    const productKind: ImportKind = descriptionPrecedence(writer) === "any" ? "product-any" : "product-own";
-    const { products: mergedProducts, merchants: mergedMerchants } = mergeProductsAndMerchants(records);
-    const productValues: SQLQueryBindings[] = [];
-    for (const product of mergedProducts) productValues.push(product.gtin, product.title ?? "", product.brand ?? null, product.imageUrl ?? null, now, sourceId);
-    const offerValues: SQLQueryBindings[] = [];
-    for (const { product, offer } of records) {
-      if (offer === undefined) continue;
-      offerValues.push(product.gtin, offer.merchantId, offer.priceAmount, offer.currency, offer.shippingAmount, offer.availability, offer.condition, offer.url, offer.observedAt, sourceId);
-    }
-    const merchantStatement = this.importMerchant();
-    return this.write(() => {
-      this.upsertRows(productKind, PRODUCT_COLUMNS, productValues);
-      for (const merchant of mergedMerchants) merchantStatement.run(merchant.id, merchant.name ?? null);
-      this.upsertRows("offer", OFFER_COLUMNS, offerValues);
-      return { products: records.length, offers: offerValues.length / OFFER_COLUMNS };
-    });
-  }
-
-  private readonly productByGTIN = this.lazy(() =>
-    this.db
-      .select({ gtin: products.gtin, title: products.title, brand: products.brand, imageUrl: products.imageUrl })
-      .from(products)
-      .where(eq(products.gtin, sql.placeholder("gtin")))
-      .prepare(),
-  );
-
-  private readonly offersByGTIN = this.lazy(() =>
-    this.db
-      .select({
-        merchantId: offers.merchantId,
-        merchantName: merchants.name,
-        priceAmount: offers.priceAmount,
-        currency: offers.currency,
-        shippingAmount: offers.shippingAmount,
-        availability: offers.availability,
-        condition: offers.condition,
-        url: offers.url,
-        observedAt: offers.observedAt,
-      })
-      .from(offers)
-      .innerJoin(merchants, eq(merchants.id, offers.merchantId))
-      .where(eq(offers.gtin, sql.placeholder("gtin")))
-      .prepare(),
-  );
-
-  async findProductWithOffers(gtin: string) {
-    this.syncCaches();
-    return this.productWithOffers(gtin);
-  }
-
-  async findProductsWithOffers(gtins: readonly string[]) {
-    this.syncCaches();
-    return gtins.map((gtin) => this.productWithOffers(gtin));
-  }
-
-  private productWithOffers(gtin: string): { product: ProductRecord; offers: OfferRecord[] } | null {
-    const cached = this.productCache.get(gtin);
-    if (cached !== undefined) return cached;
-    const product = this.productByGTIN().get({ gtin });
-    const found = product === undefined ? null : { product, offers: this.offersByGTIN().all({ gtin }) };
-    if (this.productCache.size >= PRODUCT_CACHE_SIZE) this.productCache.delete(this.productCache.keys().next().value!);
-    this.productCache.set(gtin, found);
-    return found;
-  }
-
   startBackgroundCheckpoints(): { stop(): Promise<void> } {
     return checkpointOnWorker(this.database);
-  }
-
-  /** Nothing to do: without statistics SQLite's planner already takes the primary keys the look-ups use. */
-  async refreshCatalogStatistics(): Promise<void> {}
-
-  async countProducts(): Promise<number> {
-    return this.db.select({ count: sql<number>`count(*)` }).from(products).get()!.count;
-  }
-
-  private readonly moveLedgerStatement = this.lazy(() =>
-    this.db
-      .update(organizations)
-      .set({ ledgerBalance: sql`${organizations.ledgerBalance} + ${sql.placeholder("amount")}` })
-      .where(eq(organizations.id, sql.placeholder("organizationId")))
-      .returning({ ledgerBalance: organizations.ledgerBalance, lowCreditThreshold: organizations.lowCreditThreshold })
-      .prepare(),
-  );
-
-  private readonly insertTransaction = this.lazy(() =>
-    this.db
-      .insert(creditTransactions)
-      .values({
-        id: sql.placeholder("id"),
-        organizationId: sql.placeholder("organizationId"),
-        type: sql.placeholder("type"),
-        amount: sql.placeholder("amount"),
-        balanceAfter: sql.placeholder("balanceAfter"),
-        bucketId: sql.placeholder("bucketId"),
-        keyId: sql.placeholder("keyId"),
-        requestId: sql.placeholder("requestId"),
-        gtin: sql.placeholder("gtin"),
-        description: sql.placeholder("description"),
-        createdAt: sql.placeholder("createdAt"),
-      })
-      .prepare(),
-  );
-
-  /**
-   * Appends a ledger row and moves the running sum; the only way credits enter or leave the ledger.
-   * A row that lowers the sum across the low-credit threshold or to zero writes its balance events
-   * too. Returns the sum after the row.
-   */
-  private appendLedger(row: Omit<LedgerTransaction, "id" | "balanceAfter" | "bucketId" | "keyId" | "requestId" | "gtin"> & Partial<Pick<LedgerTransaction, "bucketId" | "keyId" | "requestId" | "gtin">>): number {
-    const { ledgerBalance: balanceAfter, lowCreditThreshold } = this.moveLedger(row.organizationId, row.amount);
-    if (row.amount < 0) this.emitBalanceEvents(row.organizationId, balanceAfter - row.amount, balanceAfter, lowCreditThreshold, row.createdAt);
-    this.insertTransaction().run({
-      id: newId("txn", row.createdAt),
-      bucketId: null,
-      keyId: null,
-      requestId: null,
-      gtin: null,
-      ...row,
-      balanceAfter,
-    });
-    return balanceAfter;
-  }
-
-  private emitBalanceEvents(organizationId: string, before: number, after: number, threshold: number | null, now: number): void {
-    const types = balanceEventTypes(before, after, threshold);
-    if (types.length === 0) return;
-    this.webhooks.emit(types.map((type) => ({ id: newId("msg", now), organizationId, type, data: balanceEventData(type, organizationId, after, threshold), createdAt: now })));
-  }
-
-  private readonly adjustBucket = this.lazy(() =>
-    this.db
-      .update(creditBuckets)
-      .set({ remaining: sql`${creditBuckets.remaining} + ${sql.placeholder("delta")}` })
-      .where(eq(creditBuckets.id, sql.placeholder("bucketId")))
-      .prepare(),
-  );
-
-  /** Adds `amount` to the organization's running ledger sum and returns the new sum (the row's balanceAfter) and the low-credit threshold. */
-  private moveLedger(organizationId: string, amount: number): { ledgerBalance: number; lowCreditThreshold: number | null } {
-    const row = this.moveLedgerStatement().get({ organizationId, amount });
-    if (row === undefined) throw new Error(`organization ${organizationId} does not exist`);
-    return row;
   }
 
   /** The ledger port on this connection, for the money operations (ledger/operations.ts). */
@@ -514,480 +346,6 @@ export class SQLiteStore implements Store {
   async grantCredits(input: Parameters<Store["grantCredits"]>[0]): Promise<Bucket> {
     const { organizationId, now, ...credits } = input;
     return this.write(() => runSync(grant(organizationId, credits, now), this.ledger));
-  }
-
-  /**
-   * Writes off the expired buckets (of one organization, or all) with an `expiry` ledger row each.
-   * Credits held by a request in flight stay in their bucket until it commits or releases; a
-   * later sweep writes off what a release gives back.
-   */
-  private writeOffExpired(organizationId: string | null, now: number): number {
-    const expired = this.db
-      .select({ id: creditBuckets.id, organizationId: creditBuckets.organizationId, remaining: creditBuckets.remaining })
-      .from(creditBuckets)
-      .where(
-        and(
-          organizationId === null ? undefined : eq(creditBuckets.organizationId, organizationId),
-          gt(creditBuckets.remaining, 0),
-          lte(creditBuckets.expiresAt, now),
-        ),
-      )
-      .all();
-    let written = 0;
-    for (const bucket of expired) {
-      const amount = bucket.remaining - (this.holds.get(bucket.id) ?? 0);
-      if (amount <= 0) continue;
-      this.adjustBucket().run({ bucketId: bucket.id, delta: -amount });
-      this.appendLedger({ organizationId: bucket.organizationId, type: "expiry", amount: -amount, bucketId: bucket.id, description: "Expired credits written off", createdAt: now });
-      written++;
-    }
-    return written;
-  }
-
-  private readonly bucketsWithCredits = this.lazy(() =>
-    this.db
-      .select({ id: creditBuckets.id, remaining: creditBuckets.remaining, expiresAt: creditBuckets.expiresAt })
-      .from(creditBuckets)
-      .where(and(eq(creditBuckets.organizationId, sql.placeholder("organizationId")), gt(creditBuckets.remaining, 0)))
-      .orderBy(...FEFO)
-      .prepare(),
-  );
-
-  // Reservations live in memory: one `serve` process owns a SQLite file, JavaScript runs one request
-  // at a time between awaits, and a hold is taken synchronously after reading the buckets, so two
-  // requests can never hold the same credit. A crash loses only holds, never credits: buckets are
-  // debited only when a usage row is written, in the same transaction.
-  private readonly holds = new Map<string, number>();
-  private readonly heldReservations = new Map<string, { organizationId: string; amount: number; allocations: Array<{ bucketId: string; amount: number }>; keyId: string | null; requestId: string }>();
-  /** Credits held per key line by its requests in flight (for monthly credit limits). */
-  private readonly keyHolds = new Map<string, number>();
-
-  private readonly keyLimitById = this.lazy(() =>
-    this.database.prepare<{ limit: number | null }, [string]>("SELECT monthly_credit_limit AS \"limit\" FROM api_keys WHERE id = ?1 OR line_id = ?1 ORDER BY status = 'ACTIVE' DESC, created_at DESC LIMIT 1"),
-  );
-  private readonly keySpentById = this.lazy(() =>
-    this.database.prepare<{ spent: number }, [string, string]>("SELECT spent FROM api_key_monthly_usage WHERE key_id = ?1 AND month = ?2"),
-  );
-
-  private readonly keyLines = new Map<string, string>();
-  private readonly keyLineById = this.lazy(() =>
-    this.database.prepare<{ line: string }, [string]>("SELECT coalesce(line_id, id) AS line FROM api_keys WHERE id = ?1"),
-  );
-
-  // Invariant: a monthly credit limit fences a key's line (the key and its rotations): the line's
-  // spending is one counter, its requests in flight hold against it, and its limit is the live key's,
-  // so neither a rotation nor a request of the old key still running frees room under the limit.
-  /** The line of a key: fixed when the key is made, so it is cached for good. */
-  private keyLineOf(keyId: string): string {
-    let line = this.keyLines.get(keyId);
-    if (line === undefined) {
-      line = this.keyLineById().get(keyId)?.line ?? keyId;
-      this.keyLines.set(keyId, line);
-    }
-    return line;
-  }
-
-  /** The line's monthly credit limit as stored now (the caches are exact: any change clears them). */
-  private keyLimitOf(line: string): number | null {
-    let limit = this.keyLimitCache.get(line);
-    if (limit === undefined) {
-      limit = this.keyLimitById().get(line)?.limit ?? null;
-      this.keyLimitCache.set(line, limit);
-    }
-    return limit;
-  }
-
-  /** What the line's committed debits of `month` add up to. */
-  private keySpentIn(line: string, month: string): number {
-    let cached = this.keySpentCache.get(line);
-    if (cached === undefined || cached.month !== month) {
-      cached = { month, spent: this.keySpentById().get(line, month)?.spent ?? 0 };
-      this.keySpentCache.set(line, cached);
-    }
-    return cached.spent;
-  }
-
-  private changeKeyHold(keyId: string | null, delta: number): void {
-    if (keyId === null) return;
-    const line = this.keyLineOf(keyId);
-    const held = (this.keyHolds.get(line) ?? 0) + delta;
-    if (held === 0) this.keyHolds.delete(line);
-    else this.keyHolds.set(line, held);
-  }
-
-  /** Spendable buckets (unexpired, FEFO) with what requests in flight hold already taken out. */
-  private spendableBuckets(organizationId: string, now: number): Array<{ id: string; free: number }> {
-    const spendable: Array<{ id: string; free: number }> = [];
-    this.syncCaches();
-    let buckets = this.bucketCache.get(organizationId);
-    if (buckets === undefined) {
-      buckets = this.bucketsWithCredits().all({ organizationId });
-      this.bucketCache.set(organizationId, buckets);
-    }
-    for (const bucket of buckets) {
-      if (bucket.expiresAt !== null && bucket.expiresAt <= now) continue;
-      const free = bucket.remaining - (this.holds.get(bucket.id) ?? 0);
-      if (free > 0) spendable.push({ id: bucket.id, free });
-    }
-    return spendable;
-  }
-
-  private changeHold(bucketId: string, delta: number): void {
-    const held = (this.holds.get(bucketId) ?? 0) + delta;
-    if (held === 0) this.holds.delete(bucketId);
-    else this.holds.set(bucketId, held);
-  }
-
-  // Invariant: the credits held never exceed a bucket's remaining credits, and a key's spending in
-  // the month plus what its requests hold never exceed its monthly limit. Both are checked and the
-  // holds taken in one synchronous step, so no other request runs in between.
-  async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
-    const buckets = this.spendableBuckets(input.organizationId, input.now);
-    const available = buckets.reduce((sum, bucket) => sum + bucket.free, 0);
-    if (available < input.amount) return { ok: false, available };
-    const keyLine = input.keyId === null ? null : this.keyLineOf(input.keyId);
-    const keyLimit = keyLine === null ? null : this.keyLimitOf(keyLine);
-    if (keyLimit !== null && this.keySpentIn(keyLine!, utcMonth(input.now)) + (this.keyHolds.get(keyLine!) ?? 0) + input.amount > keyLimit) {
-      return { ok: false, available, keyLimit };
-    }
-    const allocations = takeInOrder(buckets, input.amount);
-    for (const allocation of allocations) this.changeHold(allocation.bucketId, allocation.amount);
-    const reservationId = newId("res", input.now);
-    this.heldReservations.set(reservationId, { organizationId: input.organizationId, amount: input.amount, allocations, keyId: input.keyId, requestId: input.requestId });
-    this.changeKeyHold(input.keyId, input.amount);
-    return { ok: true, reservationId, available: available - input.amount };
-  }
-
-  private pendingCommits: Array<{ reservationId: string; usage: UsageRecord; done: (error: unknown) => void }> = [];
-
-  /**
-   * Group commit: the debits of every request that reaches commit in the same event-loop turn are
-   * written in one transaction, and each request is answered only after that transaction commits.
-   */
-  commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
-    if (!this.heldReservations.has(reservationId)) return Promise.resolve(false);
-    return new Promise<boolean>((resolve, reject) => {
-      if (this.pendingCommits.length === 0) setImmediate(() => void this.flushCommits());
-      this.pendingCommits.push({ reservationId, usage, done: (error) => (error === false ? resolve(false) : error === undefined ? resolve(true) : reject(error)) });
-    });
-  }
-
-  private readonly setLedgerBalance = this.lazy(() =>
-    this.db
-      .update(organizations)
-      .set({ ledgerBalance: sql`${sql.placeholder("ledgerBalance")}` })
-      .where(eq(organizations.id, sql.placeholder("organizationId")))
-      .prepare(),
-  );
-
-  private readonly ledgerBalanceOf = this.lazy(() =>
-    this.db.select({ ledgerBalance: organizations.ledgerBalance, lowCreditThreshold: organizations.lowCreditThreshold }).from(organizations).where(eq(organizations.id, sql.placeholder("organizationId"))).prepare(),
-  );
-
-  // The usage row of every billed look-up: bun:sqlite's own prepared statement, without drizzle's
-  // per-call placeholder mapping (this runs once per billed request).
-  private readonly insertUsage = this.lazy(() =>
-    this.database.prepare<unknown, [string, string, number, number, string | null, string | null, string, string | null, string, number]>(
-      `INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-       VALUES (?1, ?2, 'usage', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`,
-    ),
-  );
-
-  private readonly addKeySpending = this.lazy(() =>
-    this.database.prepare<unknown, [string, string, number]>(
-      `INSERT INTO api_key_monthly_usage (key_id, month, spent) VALUES (?1, ?2, ?3)
-       ON CONFLICT (key_id, month) DO UPDATE SET spent = spent + excluded.spent`,
-    ),
-  );
-
-  // Invariant: the buckets' debits, the usage rows, the running ledger sum and the keys' monthly
-  // spending of a batch commit together, so each request is billed exactly once, balanceAfter
-  // follows the ledger order and a key's spending is what its usage rows add up to.
-  private debitBatch(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
-    const keySpending = new Map<string, { keyId: string; month: string; amount: number }>();
-    const bucketDebits = new Map<string, number>();
-    const ledgerBalances = new Map<string, number>();
-    // Per organization: its sum before the batch, its low-credit threshold and the time of its last debit, for the balance events.
-    const ledgerBefore = new Map<string, { before: number; threshold: number | null; now: number }>();
-    for (const { reservationId, usage } of items) {
-      const reservation = this.heldReservations.get(reservationId)!;
-      for (const allocation of reservation.allocations) bucketDebits.set(allocation.bucketId, (bucketDebits.get(allocation.bucketId) ?? 0) + allocation.amount);
-      let start = ledgerBefore.get(reservation.organizationId);
-      if (start === undefined) {
-        const row = this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!;
-        start = { before: row.ledgerBalance, threshold: row.lowCreditThreshold, now: usage.now };
-        ledgerBefore.set(reservation.organizationId, start);
-      }
-      start.now = Math.max(start.now, usage.now);
-      const balanceAfter = (ledgerBalances.get(reservation.organizationId) ?? start.before) - reservation.amount;
-      ledgerBalances.set(reservation.organizationId, balanceAfter);
-      this.insertUsage().run(
-        newId("txn", usage.now),
-        reservation.organizationId,
-        -reservation.amount,
-        balanceAfter,
-        reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
-        reservation.keyId,
-        reservation.requestId,
-        usage.gtin,
-        usage.description,
-        usage.now,
-      );
-      if (usage.idempotency !== undefined) this.idempotency.completeIdempotencyRecord(usage.idempotency);
-      if (reservation.keyId !== null) {
-        const month = utcMonth(usage.now);
-        const keyId = this.keyLineOf(reservation.keyId);
-        const spending = keySpending.get(`${keyId} ${month}`);
-        if (spending === undefined) keySpending.set(`${keyId} ${month}`, { keyId, month, amount: reservation.amount });
-        else spending.amount += reservation.amount;
-      }
-    }
-    for (const { keyId, month, amount } of keySpending.values()) this.addKeySpending().run(keyId, month, amount);
-    for (const [bucketId, amount] of bucketDebits) this.adjustBucket().run({ bucketId, delta: -amount });
-    for (const [organizationId, ledgerBalance] of ledgerBalances) {
-      this.setLedgerBalance().run({ organizationId, ledgerBalance });
-      const start = ledgerBefore.get(organizationId)!;
-      this.emitBalanceEvents(organizationId, start.before, ledgerBalance, start.threshold, start.now);
-    }
-    this.countBilledUsage(items);
-  }
-
-  // Adds to a usage counter row (requests and credits), creating it at zero first.
-  private readonly upsertUsageCounter = this.lazy(() =>
-    this.database.prepare<unknown, [string, number, number, string, string, number, number]>(
-      `INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-       ON CONFLICT (organization_id, period_ms, period_start, key_id, reason) DO UPDATE SET requests = requests + excluded.requests, credits = credits + excluded.credits`,
-    ),
-  );
-
-  /** Adds to the hour's row and the day's row of a count. */
-  private addUsageCount(organizationId: string, hourStart: number, keyId: string, reason: string, requests: number, credits: number): void {
-    for (const periodMs of USAGE_PERIODS_MS) this.upsertUsageCounter().run(organizationId, periodMs, periodStartOf(hourStart, periodMs), keyId, reason, requests, credits);
-  }
-
-  /** The billed look-ups of a debit batch into the hourly counters, one upsert per row touched, in the debit's transaction. */
-  private countBilledUsage(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
-    const counts = new Map<string, { organizationId: string; hourStart: number; keyId: string; requests: number; credits: number }>();
-    for (const { reservationId, usage } of items) {
-      const reservation = this.heldReservations.get(reservationId)!;
-      const hourStart = hourStartOf(usage.now);
-      const keyId = reservation.keyId ?? "";
-      const id = `${reservation.organizationId}\u0000${hourStart}\u0000${keyId}`;
-      const count = counts.get(id);
-      // A batch counts its billed GTINs, as single look-ups count themselves.
-      const requests = usage.items ?? 1;
-      if (count === undefined) counts.set(id, { organizationId: reservation.organizationId, hourStart, keyId, requests, credits: reservation.amount });
-      else {
-        count.requests += requests;
-        count.credits += reservation.amount;
-      }
-    }
-    for (const count of counts.values()) this.addUsageCount(count.organizationId, count.hourStart, count.keyId, BILLED_REASON, count.requests, count.credits);
-  }
-
-  async addUsageCounts(counts: UsageCount[]): Promise<void> {
-    if (counts.length === 0) return;
-    this.writeKeepingCaches(() => {
-      for (const count of counts) this.addUsageCount(count.organizationId, count.hourStart, count.keyId, count.reason, count.requests, 0);
-    });
-  }
-
-  async usageTotals(organizationId: string, query: { from: number; to: number; periodMs: number; byKey: boolean }): Promise<UsageTotal[]> {
-    const statement = query.byKey ? this.usageTotalsByKey() : this.usageTotalsByReason();
-    return statement.all(organizationId, query.periodMs, query.from, query.to);
-  }
-
-  private readonly usageTotalsByReason = this.lazy(() =>
-    this.database.prepare<UsageTotal, [string, number, number, number]>(
-      `SELECT period_start AS periodStart, '' AS keyId, reason, sum(requests) AS requests, sum(credits) AS credits
-       FROM usage_counters WHERE organization_id = ?1 AND period_ms = ?2 AND period_start >= ?3 AND period_start < ?4
-       GROUP BY period_start, reason ORDER BY period_start, reason`,
-    ),
-  );
-
-  private readonly usageTotalsByKey = this.lazy(() =>
-    this.database.prepare<UsageTotal, [string, number, number, number]>(
-      `SELECT period_start AS periodStart, key_id AS keyId, reason, requests, credits
-       FROM usage_counters WHERE organization_id = ?1 AND period_ms = ?2 AND period_start >= ?3 AND period_start < ?4
-       ORDER BY period_start, key_id, reason`,
-    ),
-  );
-
-  private async flushCommits(): Promise<void> {
-    // One reservation committed twice at once is debited once: the later calls answer false.
-    const seen = new Set<string>();
-    const batch = this.pendingCommits.filter((item) => !seen.has(item.reservationId) && seen.add(item.reservationId));
-    const kept = new Set(batch);
-    const repeated = this.pendingCommits.filter((item) => !kept.has(item));
-    this.pendingCommits = [];
-    for (const item of repeated) item.done(false);
-    const debit = async (items: typeof batch) => {
-      // The sweep of a crashed request's holds cannot happen here, but a release can: debit only what is still held.
-      const held = items.filter((item) => this.heldReservations.has(item.reservationId));
-      for (const item of items) if (!held.includes(item)) item.done(false);
-      if (held.length === 0) return;
-      // A request whose Idempotency-Key claim was taken over meanwhile is not billed (the claim fences the debit).
-      const owned = await whileLocked(() => {
-        const owning = this.writeKeepingCaches(() => {
-          const owning = held.filter((item) => this.idempotency.ownsClaim(item.usage));
-          this.debitBatch(owning);
-          return owning;
-        });
-        // In the same synchronous step as the commit: no request may see the debit in the database
-        // while its hold still counts (it would count twice against the balance or the key's limit).
-        for (const item of owning) {
-          this.debitCachedBuckets(item.reservationId);
-          this.spendCachedKey(item.reservationId, item.usage.now);
-          this.dropReservation(item.reservationId);
-        }
-        return owning;
-      });
-      for (const item of held) if (!owned.includes(item)) item.done(false);
-      for (const item of owned) item.done(undefined);
-    };
-    try {
-      await debit(batch);
-    } catch (error) {
-      // A lock that outlasted LOCK_WAIT_MS fails the whole batch; any other error is one bad debit,
-      // which must not fail its neighbours: retry each alone and fail only the culprit.
-      for (const item of batch.filter((candidate) => this.heldReservations.has(candidate.reservationId))) {
-        try {
-          if (isLocked(error)) throw error;
-          await debit([item]);
-        } catch (itemError) {
-          // Not debited: the caller gives the held credits back (lookUpPrice releases on any failed commit).
-          item.done(itemError);
-        }
-      }
-    }
-  }
-
-  /** After a committed debit, the cached buckets take the same debit (so the cache stays exact). */
-  private debitCachedBuckets(reservationId: string): void {
-    const reservation = this.heldReservations.get(reservationId)!;
-    const buckets = this.bucketCache.get(reservation.organizationId);
-    if (buckets === undefined) return;
-    for (const allocation of reservation.allocations) {
-      const bucket = buckets.find((b) => b.id === allocation.bucketId);
-      if (bucket === undefined) this.bucketCache.delete(reservation.organizationId);
-      else bucket.remaining -= allocation.amount;
-    }
-  }
-
-  /** After a committed debit, the key's cached monthly spending takes it too. */
-  private spendCachedKey(reservationId: string, now: number): void {
-    const reservation = this.heldReservations.get(reservationId)!;
-    if (reservation.keyId === null) return;
-    const line = this.keyLineOf(reservation.keyId);
-    const cached = this.keySpentCache.get(line);
-    if (cached === undefined) return;
-    if (cached.month === utcMonth(now)) cached.spent += reservation.amount;
-    else this.keySpentCache.delete(line);
-  }
-
-  private dropReservation(reservationId: string): boolean {
-    const reservation = this.heldReservations.get(reservationId);
-    if (reservation === undefined) return false;
-    this.heldReservations.delete(reservationId);
-    for (const allocation of reservation.allocations) this.changeHold(allocation.bucketId, -allocation.amount);
-    this.changeKeyHold(reservation.keyId, -reservation.amount);
-    return true;
-  }
-
-  async releaseReservation(reservationId: string, now: number): Promise<boolean> {
-    const reservation = this.heldReservations.get(reservationId);
-    if (reservation === undefined) return false;
-    // Paid before the holds drop, in the same synchronous step, so no request can spend what a refund is owed.
-    if (reservation.allocations.some((allocation) => this.clawbackOwedOf().get(allocation.bucketId)!.owed > 0)) {
-      this.write(() => this.payClawbacks(reservation.organizationId, reservation.allocations, now));
-    }
-    return this.dropReservation(reservationId);
-  }
-
-  async shrinkReservation(reservationId: string, keep: number, now: number): Promise<boolean> {
-    const reservation = this.heldReservations.get(reservationId);
-    if (reservation === undefined) return false;
-    if (!(keep > 0 && keep < reservation.amount)) throw new RangeError(`cannot keep ${keep} of a reservation of ${reservation.amount}`);
-    const { kept, given } = splitAllocations(reservation.allocations, keep);
-    // As in releaseReservation: refunds are paid before the holds drop, in the same synchronous step.
-    if (given.some((allocation) => this.clawbackOwedOf().get(allocation.bucketId)!.owed > 0)) {
-      this.write(() => this.payClawbacks(reservation.organizationId, given, now));
-    }
-    for (const allocation of given) this.changeHold(allocation.bucketId, -allocation.amount);
-    this.changeKeyHold(reservation.keyId, keep - reservation.amount);
-    reservation.allocations = kept;
-    reservation.amount = keep;
-    return true;
-  }
-
-  // Read at every release of a hold (each stale-data answer): bun:sqlite's own statement, without
-  // drizzle's per-call mapping, which cost that answer about 15 % of its CPU.
-  private readonly clawbackOwedOf = this.lazy(() =>
-    this.database.prepare<{ owed: number }, [string]>("SELECT clawback_owed AS owed FROM credit_buckets WHERE id = ?1"),
-  );
-
-  private readonly payClawback = this.lazy(() =>
-    this.db
-      .update(creditBuckets)
-      .set({ remaining: sql`${creditBuckets.remaining} - ${sql.placeholder("paid")}`, clawbackOwed: sql`${creditBuckets.clawbackOwed} - ${sql.placeholder("paid")}` })
-      .where(eq(creditBuckets.id, sql.placeholder("bucketId")))
-      .prepare(),
-  );
-
-  // Invariant: a refund's claim on held credits is paid from exactly what comes back to the bucket,
-  // with one `refund` row in the same transaction; credits a request committed are usage, not owed.
-  private payClawbacks(organizationId: string, givenBack: Array<{ bucketId: string; amount: number }>, now: number): void {
-    const paid: Array<{ bucketId: string; amount: number }> = [];
-    for (const { bucketId, amount } of givenBack) {
-      const pay = Math.min(this.clawbackOwedOf().get(bucketId)!.owed, amount);
-      if (pay === 0) continue;
-      this.payClawback().run({ bucketId, paid: pay });
-      paid.push({ bucketId, amount: pay });
-    }
-    const total = paid.reduce((sum, item) => sum + item.amount, 0);
-    if (total === 0) return;
-    const bucketId = paid.length === 1 ? paid[0]!.bucketId : null;
-    this.appendLedger({ organizationId, type: "refund", amount: -total, bucketId, description: "Refund: credits a request in flight gave back", createdAt: now });
-  }
-
-  async recoverInFlightWork(now: number): Promise<void> {
-    this.write((tx) => {
-      tx.delete(idempotencyRecords).where(eq(idempotencyRecords.status, "in-progress")).run();
-      // The holds of the previous process died with it: what a refund was owed from them is back in its bucket.
-      const owing = tx
-        .select({ id: creditBuckets.id, organizationId: creditBuckets.organizationId, remaining: creditBuckets.remaining })
-        .from(creditBuckets)
-        .where(gt(creditBuckets.clawbackOwed, 0))
-        .all();
-      for (const bucket of owing) this.payClawbacks(bucket.organizationId, [{ bucketId: bucket.id, amount: bucket.remaining }], now);
-      tx.update(creditBuckets).set({ clawbackOwed: 0 }).where(gt(creditBuckets.clawbackOwed, 0)).run();
-    });
-  }
-
-  /** Holds are in memory and die with the process, so nothing is ever left to sweep. */
-  async releaseStaleReservations(_now: number): Promise<number> {
-    return 0;
-  }
-
-  async availableCredits(organizationId: string, now: number): Promise<number> {
-    return this.spendableBuckets(organizationId, now).reduce((sum, bucket) => sum + bucket.free, 0);
-  }
-
-  // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a
-  // reader, so the operator CLI can read beside a serving process without touching its credits.
-  async getBalance(organizationId: string, now: number): Promise<Balance> {
-    // Spent, expired, written-off and clawed-back buckets are history: the ledger tells it, the balance does not list them.
-    const buckets = this.db
-      .select(bucketColumns)
-      .from(creditBuckets)
-      .where(and(eq(creditBuckets.organizationId, organizationId), gt(creditBuckets.remaining, 0), or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, now))))
-      .orderBy(...FEFO)
-      .all()
-      .map((bucket) => ({ ...bucket, remaining: bucket.remaining - (this.holds.get(bucket.id) ?? 0) }));
-    let reserved = 0;
-    for (const reservation of this.heldReservations.values()) if (reservation.organizationId === organizationId) reserved += reservation.amount;
-    const available = buckets.reduce((sum, b) => sum + b.remaining, 0);
-    return { available, reserved, buckets };
   }
 
   // Raw SQL for the index hint: with one type the (org, type, createdAt, id) index answers a page
@@ -1035,7 +393,7 @@ export class SQLiteStore implements Store {
   }
 
   async expireBuckets(now: number): Promise<number> {
-    return this.write(() => this.writeOffExpired(null, now));
+    return this.write(() => this.holds.writeOffExpired(null, now));
   }
 
   /** Prepares a statement on first use, so the statement is built once per store. */
@@ -1044,203 +402,12 @@ export class SQLiteStore implements Store {
     return () => (value ??= build());
   }
 
-  // --- billing ---
-
-  async createOrder(order: NewOrder): Promise<Order> {
-    return this.db.insert(orders).values({ ...order, status: "pending" }).returning().get();
-  }
-
-  async getOrder(id: string): Promise<Order | null> {
-    return this.db.select().from(orders).where(eq(orders.id, id)).get() ?? null;
-  }
-
-  async findOrderByProviderRef(providerRef: string): Promise<Order | null> {
-    return this.db.select().from(orders).where(eq(orders.providerRef, providerRef)).get() ?? null;
-  }
-
-  async listOrders(query: { organizationId?: string; limit: number; after?: string }): Promise<Page<Order>> {
-    const rows = this.db
-      .select()
-      .from(orders)
-      .where(and(query.organizationId ? eq(orders.organizationId, query.organizationId) : undefined, query.after ? lt(orders.id, query.after) : undefined))
-      .orderBy(desc(orders.id))
-      .limit(query.limit + 1)
-      .all();
-    return page(rows, query.limit);
-  }
-
-  async completeOrder(input: CompleteOrderInput): Promise<CompleteOrderResult> {
-    return this.write(() => runSync(completeOrder(input), this.ledger));
-  }
-
-  async applyPaidGrant(input: Parameters<Store["applyPaidGrant"]>[0]): Promise<{ applied: boolean; bucket: Bucket | null }> {
-    return this.write(() => runSync(applyPaidGrant(input), this.ledger));
-  }
-
-  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<PaymentReversalResult> {
-    return this.reversePayment(input.event, input.ref, { refundedAmount: input.refundedAmount }, input.description, input.now);
-  }
-
-  async disputePayment(input: { event: ProviderEvent | null; ref: string; dispute: DisputeReport; now: number }): Promise<PaymentReversalResult> {
-    return this.reversePayment(input.event, input.ref, { dispute: input.dispute }, DISPUTED, input.now);
-  }
-
-  private reversePayment(event: ProviderEvent | null, ref: string, report: { refundedAmount?: number; dispute?: DisputeReport }, description: string, now: number): PaymentReversalResult {
-    return this.write(() => runSync(reversePayment({ event, ref, report, description, now }), this.ledger));
-  }
-
-  async hasPayment(ref: string): Promise<boolean> {
-    return this.db.select({ ref: payments.ref }).from(payments).where(eq(payments.ref, ref)).get() !== undefined;
-  }
-
-  async recordProviderEvent(event: ProviderEvent, now: number): Promise<boolean> {
-    return this.write(() => this.ledger.claimEvent(event, now));
-  }
-
-  async listInvoices(organizationId: string, query: { limit: number; after?: string }): Promise<Page<InvoiceRecord>> {
-    const rows = this.db
-      .select(invoiceColumns)
-      .from(invoices)
-      .where(and(eq(invoices.organizationId, organizationId), query.after ? lt(invoices.id, query.after) : undefined))
-      .orderBy(desc(invoices.id))
-      .limit(query.limit + 1)
-      .all();
-    return page(rows, query.limit);
-  }
-
-  async getInvoice(id: string): Promise<InvoiceRecord | null> {
-    return this.db.select(invoiceColumns).from(invoices).where(eq(invoices.id, id)).get() ?? null;
-  }
-
-  async listSubscriptions(organizationId: string): Promise<SubscriptionRecord[]> {
-    return this.db.select().from(subscriptions).where(eq(subscriptions.organizationId, organizationId)).orderBy(desc(subscriptions.id)).all();
-  }
-
-  async listDueSubscriptions(now: number, limit: number): Promise<SubscriptionRecord[]> {
-    return this.db
-      .select()
-      .from(subscriptions)
-      .where(and(eq(subscriptions.status, "active"), lte(subscriptions.currentPeriodEnd, now)))
-      .orderBy(asc(subscriptions.currentPeriodEnd))
-      .limit(limit)
-      .all();
-  }
-
-  async renewSubscription(input: RenewSubscriptionInput): Promise<{ applied: boolean; bucket: Bucket | null; invoice: InvoiceRecord | null }> {
-    return this.write(() => runSync(renewSubscription(input), this.ledger));
-  }
-
-  async cancelSubscription(organizationId: string, subscriptionId: string, now: number): Promise<SubscriptionRecord | null> {
-    return (
-      this.db
-        .update(subscriptions)
-        .set({ status: "canceled", canceledAt: now })
-        .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.organizationId, organizationId), eq(subscriptions.status, "active")))
-        .returning()
-        .get() ?? null
-    );
-  }
-
-  async listPriceHistory(gtin: string, merchantId?: string): Promise<PriceHistoryEntry[]> {
-    return this.database
-      .query<PriceHistoryEntry, [string, string | null]>(
-        `SELECT gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt, sourceId FROM (${PRICE_HISTORY_SQL}) ORDER BY observedAt, position`,
-      )
-      .all(gtin, merchantId ?? null);
-  }
-
   priceStates(query: HistoryQuery) {
     return this.history.priceStates(query);
   }
 
   priceDays(query: HistoryQuery) {
     return this.history.priceDays(query);
-  }
-
-  async prunePriceHistory(before: number): Promise<number> {
-    // An offer's newest entry is the offer itself (`state_since`), so it stays whatever its age.
-    return this.write(() => {
-      this.history.pruneDays(before);
-      return this.database.query("DELETE FROM offer_price_history WHERE observed_at < ?").run(before).changes;
-    });
-  }
-
-  // --- webhooks ---
-  async createWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint> {
-    return this.webhooks.create(endpoint);
-  }
-
-  async getWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
-    return this.webhooks.get(organizationId, id);
-  }
-
-  async listWebhookEndpoints(organizationId: string, query: { limit: number; after?: string }): Promise<Page<WebhookEndpoint>> {
-    return this.webhooks.list(organizationId, query);
-  }
-
-  async deleteWebhookEndpoint(organizationId: string, id: string): Promise<boolean> {
-    return this.webhooks.delete(organizationId, id);
-  }
-
-  async rotateWebhookSecret(organizationId: string, id: string, input: { secret: string; previousSecretExpiresAt: number }): Promise<WebhookEndpoint | null> {
-    return this.webhooks.rotateSecret(organizationId, id, input);
-  }
-
-  async enableWebhookEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
-    return this.webhooks.enable(organizationId, id);
-  }
-
-  async sendTestWebhookEvent(organizationId: string, endpointId: string, input: { eventId: string; now: number }): Promise<boolean> {
-    return this.webhooks.sendTest(organizationId, endpointId, input);
-  }
-
-  async listWebhookDeliveries(endpointId: string, query: { limit: number; after?: string }): Promise<Page<WebhookDelivery>> {
-    return this.webhooks.listDeliveries(endpointId, query);
-  }
-
-  async getLowCreditThreshold(organizationId: string): Promise<number | null> {
-    return this.webhooks.lowCreditThreshold(organizationId);
-  }
-
-  async setLowCreditThreshold(organizationId: string, threshold: number | null): Promise<void> {
-    this.webhooks.setLowCreditThreshold(organizationId, threshold);
-  }
-
-  async claimWebhookDeliveries(input: ClaimRequest): Promise<ClaimedDelivery[]> {
-    return this.webhooks.claim(input);
-  }
-
-  async finishWebhookDelivery(attempt: DeliveryAttempt): Promise<boolean> {
-    return this.webhooks.finish(attempt);
-  }
-
-  async dropWebhookBacklogOverflow(): Promise<number> {
-    return this.webhooks.dropBacklogOverflow();
-  }
-
-  async getStripeCustomerId(organizationId: string): Promise<string | null> {
-    return this.db.select({ id: organizations.stripeCustomerId }).from(organizations).where(eq(organizations.id, organizationId)).get()?.id ?? null;
-  }
-
-  async setStripeCustomerId(organizationId: string, customerId: string): Promise<string> {
-    this.db
-      .update(organizations)
-      .set({ stripeCustomerId: customerId })
-      .where(and(eq(organizations.id, organizationId), sql`${organizations.stripeCustomerId} IS NULL`))
-      .run();
-    const stored = await this.getStripeCustomerId(organizationId);
-    if (stored === null) throw new Error(`organization ${organizationId} does not exist`);
-    return stored;
-  }
-
-  async findOrganizationByStripeCustomer(customerId: string): Promise<Organization | null> {
-    return (
-      this.db
-        .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
-        .from(organizations)
-        .where(eq(organizations.stripeCustomerId, customerId))
-        .get() ?? null
-    );
   }
 }
 
@@ -1281,73 +448,4 @@ function toTransaction(row: TransactionRow): LedgerTransaction {
     description: row.description,
     createdAt: row.created_at,
   };
-}
-
-/**
- * The products and merchants of a batch, each once, with what applying the records one by one would
- * leave: the last given title, brand, image and merchant name win, absent ones keep the stored value.
- */
-function mergeProductsAndMerchants(records: FeedRecord[]): { products: Array<FeedRecord["product"]>; merchants: Array<{ id: string; name?: string }> } {
-  const products = new Map<string, FeedRecord["product"]>();
-  const merchantsById = new Map<string, { id: string; name?: string }>();
-  for (const { product, offer } of records) {
-    const known = products.get(product.gtin);
-    if (known === undefined) products.set(product.gtin, { ...product });
-    else {
-      if (product.title !== undefined) known.title = product.title;
-      if (product.brand !== undefined) known.brand = product.brand;
-      if (product.imageUrl !== undefined) known.imageUrl = product.imageUrl;
-    }
-    if (offer === undefined) continue;
-    const merchant = merchantsById.get(offer.merchantId);
-    if (merchant === undefined) merchantsById.set(offer.merchantId, offer.merchantName === undefined ? { id: offer.merchantId } : { id: offer.merchantId, name: offer.merchantName });
-    else if (offer.merchantName !== undefined) merchant.name = offer.merchantName;
-  }
-  return { products: [...products.values()], merchants: [...merchantsById.values()] };
-}
-
-/**
- * An offer's price history: the states it replaced, then its current one (last among equal times).
- * Parameters: ?1 the GTIN, ?2 a merchant id or null for all.
- */
-const PRICE_HISTORY_SQL = `
-  SELECT gtin, merchant_id AS merchantId, price_amount AS priceAmount, currency, shipping_amount AS shippingAmount, availability,
-         observed_at AS observedAt, source_id AS sourceId, id AS position
-  FROM offer_price_history WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2)
-  UNION ALL
-  SELECT gtin, merchant_id, price_amount, currency, shipping_amount, availability, state_since, state_source_id, ${Number.MAX_SAFE_INTEGER}
-  FROM offers WHERE gtin = ?1 AND (?2 IS NULL OR merchant_id = ?2)`;
-
-/** Rows per import upsert statement: past about a hundred, longer statements stop paying off. */
-const IMPORT_ROWS_PER_STATEMENT = 100;
-const PRODUCT_COLUMNS = 6;
-
-/** The upsert statements of an import: products under either description precedence, offers. */
-type ImportKind = "product-any" | "product-own" | "offer";
-const OFFER_COLUMNS = 10;
-
-function valuesList(rows: number, columns: number): string {
-  const row = `(${Array.from({ length: columns }, () => "?").join(", ")})`;
-  return Array.from({ length: rows }, () => row).join(", ");
-}
-
-function productUpsertSQL(rows: number, precedence: "any" | "own"): string {
-  const described = Object.entries(productDescriptionUpdates(precedence)).map(([column, value]) => `${column} = ${value}`);
-  return `INSERT INTO products (gtin, title, brand, image_url, updated_at, described_by) SELECT * FROM (VALUES ${valuesList(rows, PRODUCT_COLUMNS)}) WHERE true
-    ON CONFLICT (gtin) DO UPDATE SET ${described.join(", ")}, updated_at = excluded.updated_at`;
-}
-
-function offerUpsertSQL(rows: number): string {
-  // `offers.x` is the stored row: an update that changes the state starts a new `state_since` (and
-  // the history trigger keeps the state it replaces); an identical repeat keeps the old one.
-  const changed = `excluded.price_amount IS NOT offers.price_amount OR excluded.currency IS NOT offers.currency
-    OR excluded.shipping_amount IS NOT offers.shipping_amount OR excluded.availability IS NOT offers.availability`;
-  return `INSERT INTO offers (gtin, merchant_id, price_amount, currency, shipping_amount, availability, condition, url, observed_at, source_id, state_since, state_source_id)
-    SELECT *, column9, column10 FROM (VALUES ${valuesList(rows, OFFER_COLUMNS)}) WHERE true
-    ON CONFLICT (gtin, merchant_id) DO UPDATE SET price_amount = excluded.price_amount, currency = excluded.currency,
-      shipping_amount = excluded.shipping_amount, availability = excluded.availability, condition = excluded.condition,
-      url = excluded.url, observed_at = excluded.observed_at, source_id = excluded.source_id,
-      state_since = CASE WHEN ${changed} THEN excluded.observed_at ELSE offers.state_since END,
-      state_source_id = CASE WHEN ${changed} THEN excluded.source_id ELSE offers.state_source_id END
-    WHERE excluded.observed_at >= offers.observed_at`;
 }

@@ -12,8 +12,8 @@ import type {
   ProviderEvent,
   RenewSubscriptionInput,
   SubscriptionRecord,
-} from "./billing-records";
-import type { ClaimedDelivery, ClaimRequest, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhook-records";
+} from "./billing/records";
+import type { ClaimedDelivery, ClaimRequest, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhooks/records";
 import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feeds/records";
 import type { FeedWriter } from "./feeds/writers";
 import type { CreateWatchResult, NewWatch, PriceWatch, WatchBatchInput, WatchBatchResult } from "./watches/records";

@@ -43,7 +43,7 @@ test("a debit retried after its statement committed is found written: one usage 
   // The statement the group commit ran, then the lone retry its caller's error would start.
   const held = { organizationId: organization.id, amount: 3, keyId: null, requestId: "req_retried", committing: true };
   const pending = { reservationId: reservation.reservationId, usage: { gtin: null, description: "look-up", now: Date.now() }, held, transactionId: "txn_retried", resolve: () => {}, reject: () => {} };
-  const debit = (retried: boolean) => (store as unknown as { debitBatch(items: unknown[], options: { retried: boolean }): Promise<Map<string, { outcome: string }>> }).debitBatch([pending], { retried });
+  const debit = (retried: boolean) => (store as unknown as { reservations: { debitBatch(items: unknown[], options: { retried: boolean }): Promise<Map<string, { outcome: string }>> } }).reservations.debitBatch([pending], { retried });
   expect((await debit(false)).get(reservation.reservationId)?.outcome).toBe("committed");
   expect((await debit(true)).get(reservation.reservationId)?.outcome).toBe("committed");
 
@@ -183,7 +183,7 @@ test("a batch of held look-ups writes what the general debit statement writes: b
         resolve: () => {},
         reject: () => {},
       }));
-    const debit = (items: unknown[]) => (store as unknown as Debit).debitBatch(items, { retried });
+    const debit = (items: unknown[]) => (store as unknown as { reservations: Debit }).reservations.debitBatch(items, { retried });
     // 12 credits: 2, 4, 3 and 2 are taken (the 1 of the capped key is not), then 5 does not fit and neither does the 1 after it.
     const first = await debit(batch([[2, uncapped.id, 1], [4, uncapped.id, 1], [1, capped.id, 1], [3, null, 1], [2, uncapped.id, 7], [5, uncapped.id, 1], [1, uncapped.id, 1]], 0));
     const second = await debit(batch([[1, uncapped.id, 1]], 10));

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import type { NewOrder } from "../../src/db/billing-records";
+import type { NewOrder } from "../../src/db/billing/records";
 import { BILLED_REASON, DAY_MS, HOUR_MS, hourStartOf, type Store } from "../../src/db/store";
 import type { FakeClock } from "../../src/lib/clock";
 import { ledgerSum, type TwoStores, twoStoresOnOneDatabase } from "../helpers";

@@ -65,7 +65,7 @@ test("a read that began before a newer version was seen is not kept under it", a
   // The read's rows reach the store only after an import has committed and been seen: they may
   // predate that import, so they must not be handed out again under its version.
   type Prepared = { execute(values: { gtin: string }): Promise<unknown[]> };
-  const internals = serving as unknown as { productWithOffers: () => Prepared };
+  const internals = (serving as unknown as { catalog: { productWithOffers: () => Prepared } }).catalog;
   const prepared = internals.productWithOffers();
   let letThrough!: () => void;
   const held = new Promise<void>((resolve) => (letThrough = resolve));

@@ -67,7 +67,8 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
   if (observer instanceof SQLiteStore) {
     const remaining = new Map(observer.connection.query("SELECT id, remaining FROM credit_buckets").all().map((row) => [(row as { id: string }).id, (row as { remaining: number }).remaining]));
     for (const instance of world.alive()) {
-      const holds = (instance.inner as unknown as { holds: Map<string, number> }).holds;
+      // The store's money path (ledger/sqlite-holds.ts) keeps the credits held per bucket.
+      const holds = (instance.inner as unknown as { holds: { holds: Map<string, number> } }).holds.holds;
       for (const [bucketId, held] of holds) if (held > (remaining.get(bucketId) ?? 0)) violation(`${instance.name} holds ${held} credits of bucket ${bucketId}, which has ${remaining.get(bucketId) ?? 0}`);
     }
   }

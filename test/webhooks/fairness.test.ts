@@ -2,7 +2,7 @@
 // back another's events; claims respect per-endpoint and per-organization limits across instances;
 // test events are rate limited; an endpoint's backlog is bounded.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { BACKLOG_DROPPED, MAX_PENDING_PER_ENDPOINT } from "../../src/db/webhook-records";
+import { BACKLOG_DROPPED, MAX_PENDING_PER_ENDPOINT } from "../../src/db/webhooks/records";
 import { newId } from "../../src/lib/ids";
 import { DELIVERY_LIMITS } from "../../src/modules/webhooks/dispatcher";
 import { newWebhookSecret } from "../../src/modules/webhooks/signature";

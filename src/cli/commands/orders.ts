@@ -1,4 +1,4 @@
-import type { Order } from "../../db/billing-records";
+import type { Order } from "../../db/billing/records";
 import { systemClock, toISO } from "../../lib/clock";
 import { Problem } from "../../http/problem";
 import { bucketJSON } from "../../modules/billing/serialize";

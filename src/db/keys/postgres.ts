@@ -2,11 +2,11 @@ import { and, desc, eq, gt, isNull, lt, or, type SQL, sql } from "drizzle-orm";
 import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { newId } from "../../lib/ids";
-import { emitPostgres } from "../postgres-webhooks";
+import { emitPostgres } from "../webhooks/postgres";
 import { page, toKeyRecord } from "../rows";
 import * as schema from "../schema/postgres";
 import type { ApiKeyRecord, KeyControls, KeyCredential, KeyReplacement, NewApiKey, Page } from "../store";
-import { keyEventData } from "../webhook-records";
+import { keyEventData } from "../webhooks/records";
 
 const { users, apiKeys, creditBuckets, catalogVersion } = schema;
 

@@ -4,7 +4,7 @@ import { newId } from "../../lib/ids";
 import { page, toKeyRecord } from "../rows";
 import * as schema from "../schema/sqlite";
 import type { ApiKeyRecord, KeyControls, KeyCredential, KeyReplacement, NewApiKey, Page } from "../store";
-import { keyEventData, type NewWebhookEvent } from "../webhook-records";
+import { keyEventData, type NewWebhookEvent } from "../webhooks/records";
 
 const { users, apiKeys } = schema;
 

@@ -1,5 +1,5 @@
 import { DAY_MS, HOUR_MS } from "../store";
-import { balanceEventTypes } from "../webhook-records";
+import { balanceEventTypes } from "../webhooks/records";
 import { soleBucket, takeInOrder } from "./allocation";
 
 /** A look-up whose credits this instance holds in memory, in batch order. */

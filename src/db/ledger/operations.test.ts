@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import type { Order, SubscriptionRecord } from "../billing-records";
+import type { Order, SubscriptionRecord } from "../billing/records";
 import type { Bucket } from "../store";
 import { applyPaidGrant, completeOrder, renewSubscription, reversePayment } from "./operations";
 import { invoiceNumber, runSync, type LedgerEntry, type LedgerPort, type PaymentRow } from "./port";

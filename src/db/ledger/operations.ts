@@ -1,9 +1,9 @@
 // Each money operation of the ledger, written once over the port (port.ts) and run inside one
 // transaction of either dialect. The invariant above each is what its transaction guarantees.
 import { newId } from "../../lib/ids";
-import type { CompleteOrderInput, CompleteOrderResult, CreditGrant, InvoiceRecord, PaymentInput, ProviderEvent, RenewSubscriptionInput, SubscriptionRecord } from "../billing-records";
+import type { CompleteOrderInput, CompleteOrderResult, CreditGrant, InvoiceRecord, PaymentInput, ProviderEvent, RenewSubscriptionInput, SubscriptionRecord } from "../billing/records";
 import type { Bucket, DisputeReport, PaymentReversalResult } from "../store";
-import { grantEventData, invoiceEventData } from "../webhook-records";
+import { grantEventData, invoiceEventData } from "../webhooks/records";
 import { port, type LedgerStep } from "./port";
 import { creditsTakenBack, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, settleBucket } from "./reversals";
 

@@ -1,9 +1,9 @@
 // The ledger port: the few primitives the money operations (operations.ts) are written over. Each
 // dialect implements it inside one of its transactions, SQLite synchronously on the serving
 // connection, PostgreSQL with awaits; the operations never see which.
-import type { InvoiceInput, InvoiceRecord, Order, PaymentInput, ProviderEvent, SubscriptionRecord } from "../billing-records";
+import type { InvoiceInput, InvoiceRecord, Order, PaymentInput, ProviderEvent, SubscriptionRecord } from "../billing/records";
 import type { Bucket, LedgerTransaction } from "../store";
-import type { NewWebhookEvent } from "../webhook-records";
+import type { NewWebhookEvent } from "../webhooks/records";
 import type { Reversal } from "./reversals";
 
 /** A ledger row as the operations write it; the port adds the id and the running sum. */

@@ -4,7 +4,7 @@
 import { and, asc, eq, gt, inArray, lte, sql } from "drizzle-orm";
 import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { newId } from "../../lib/ids";
-import { emitPostgres } from "../postgres-webhooks";
+import { emitPostgres } from "../webhooks/postgres";
 import * as schema from "../schema/postgres";
 import { invoiceColumnsOf, invoiceNumber, type AsyncLedgerPort, type LedgerEntry } from "./port";
 
@@ -26,6 +26,11 @@ export interface PostgresLedgerDeps {
 }
 
 export function postgresLedgerPort(tx: Tx, deps: PostgresLedgerDeps): AsyncLedgerPort {
+  return { ...orderSteps(tx, deps), ...invoiceAndPaymentSteps(tx), ...bucketSteps(tx, deps) };
+}
+
+/** The port's steps of provider events, orders, grants and subscriptions, and the ledger's one writer. */
+function orderSteps(tx: Tx, deps: PostgresLedgerDeps): Pick<AsyncLedgerPort, "claimEvent" | "lockPayment" | "getOrder" | "completePendingOrder" | "insertBucket" | "appendLedger" | "emit" | "insertPayment" | "insertSubscription"> {
   return {
     // An instance inserting the same id meanwhile makes this wait for its outcome.
     async claimEvent(event, now) {
@@ -64,6 +69,12 @@ export function postgresLedgerPort(tx: Tx, deps: PostgresLedgerDeps): AsyncLedge
       const [created] = await tx.insert(subscriptions).values(subscription).returning();
       return created!;
     },
+  };
+}
+
+/** The port's steps of invoices, subscription periods, payments and their reversals. */
+function invoiceAndPaymentSteps(tx: Tx): Pick<AsyncLedgerPort, "insertInvoice" | "advancePeriod" | "getPayment" | "getReversal" | "putReversal" | "setPaymentRefund"> {
+  return {
     // Numbers have no gaps: the sequence is taken under a transaction-scoped advisory lock (per
     // schema), held until commit, so instances take turns and each reads the previous holder's
     // committed invoice; the unique index backs it.
@@ -99,6 +110,12 @@ export function postgresLedgerPort(tx: Tx, deps: PostgresLedgerDeps): AsyncLedge
     async setPaymentRefund(ref, refunded) {
       await tx.update(payments).set({ refundedAmount: refunded.amount, refundedCredits: refunded.credits }).where(eq(payments.ref, ref));
     },
+  };
+}
+
+/** The port's steps on credit buckets: expiry write-offs and the settlement of a payment's bucket. */
+function bucketSteps(tx: Tx, deps: PostgresLedgerDeps): Pick<AsyncLedgerPort, "writeOffExpired" | "settlementBucket" | "adjustBucket"> {
+  return {
     async writeOffExpired(organizationId, now) {
       const expired = await tx
         .select({ id: creditBuckets.id })

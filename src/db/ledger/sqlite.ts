@@ -3,9 +3,9 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
 import { newId } from "../../lib/ids";
-import type { InvoiceRecord } from "../billing-records";
+import type { InvoiceRecord } from "../billing/records";
 import * as schema from "../schema/sqlite";
-import type { NewWebhookEvent } from "../webhook-records";
+import type { NewWebhookEvent } from "../webhooks/records";
 import { invoiceColumnsOf, invoiceNumber, type LedgerEntry, type LedgerPort } from "./port";
 
 const { orders, subscriptions, invoices, payments, paymentReversals, providerEvents, creditBuckets, creditTransactions } = schema;

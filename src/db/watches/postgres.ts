@@ -1,12 +1,12 @@
 import type { SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import type postgres from "postgres";
-import { emitPostgres } from "../postgres-webhooks";
+import { emitPostgres } from "../webhooks/postgres";
 import { fefoOrder } from "../ledger/allocation";
-import { planHeldDebits } from "../ledger/debit-plan";
+import { type DebitPlan, planHeldDebits } from "../ledger/debit-plan";
 import { page } from "../rows";
 import type { Page } from "../store";
-import { balanceEventData, balanceEventTypes, type NewWebhookEvent } from "../webhook-records";
+import { balanceEventData, balanceEventTypes, type NewWebhookEvent } from "../webhooks/records";
 import { newId } from "../../lib/ids";
 import {
   type CreateWatchResult,
@@ -25,6 +25,7 @@ import {
 } from "./records";
 
 type Sql = postgres.Sql | postgres.TransactionSql;
+type Evaluated = ReturnType<typeof evaluateWatches>;
 
 const WATCH_COLUMNS = `id, organization_id, gtin, merchant_id, trigger, below_amount, below_currency, status, paused_reason, armed, last_merchant_id,
   last_price, last_currency, last_availability, last_observed_at, created_at, last_triggered_at`;
@@ -172,36 +173,70 @@ export class PostgresWatches {
     let paused = 0;
     let events = 0;
     if (fired.length > 0) {
-      const organizations = [...new Set(fired.map((watch) => watch.watch.organizationId))].sort();
-      const bucketRows = await tx<Array<{ id: string; organization_id: string; remaining: string }>>`
+      const charged = await this.chargeFired(tx, fired, input);
+      events = charged.events;
+      moved.push(...charged.updates);
+      paused = charged.paused;
+    }
+    if (moved.length > 0) await this.saveWatchStates(tx, moved);
+    return { changes: changes.length, events, paused, resumed };
+  }
+
+  /** Charges the watches that fired (their debits, balance events and notifications), and pauses those whose organization could not pay. */
+  private async chargeFired(tx: postgres.TransactionSql, fired: Evaluated["fired"], input: WatchBatchInput): Promise<{ events: number; paused: number; updates: Evaluated["moved"] }> {
+    const organizations = [...new Set(fired.map((watch) => watch.watch.organizationId))].sort();
+    const bucketRows = await tx<Array<{ id: string; organization_id: string; remaining: string }>>`
         SELECT id, organization_id, remaining FROM credit_buckets
         WHERE organization_id = ANY(${organizations}::text[]) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${input.now})
         ORDER BY organization_id, ${tx.unsafe(fefoOrder())} FOR UPDATE`;
-      const sumRows = await tx<Array<{ id: string; ledger_balance: string; low_credit_threshold: string | null }>>`
+    const sumRows = await tx<Array<{ id: string; ledger_balance: string; low_credit_threshold: string | null }>>`
         SELECT id, ledger_balance, low_credit_threshold FROM organizations WHERE id = ANY(${organizations}::text[]) ORDER BY id FOR NO KEY UPDATE`;
-      const plan = planHeldDebits(
-        fired.map((watch) => watch.debit),
-        {
-          buckets: bucketRows.map((row) => ({ id: row.id, organizationId: row.organization_id, remaining: Number(row.remaining) })),
-          organizations: new Map(sumRows.map((row) => [row.id, { ledgerBalance: Number(row.ledger_balance), lowCreditThreshold: numberOrNull(row.low_credit_threshold) }])),
-          keys: new Map(),
-        },
-      );
-      if (plan.buckets.length > 0) {
-        await tx`
+    const plan = planHeldDebits(
+      fired.map((watch) => watch.debit),
+      {
+        buckets: bucketRows.map((row) => ({ id: row.id, organizationId: row.organization_id, remaining: Number(row.remaining) })),
+        organizations: new Map(sumRows.map((row) => [row.id, { ledgerBalance: Number(row.ledger_balance), lowCreditThreshold: numberOrNull(row.low_credit_threshold) }])),
+        keys: new Map(),
+      },
+    );
+    if (plan.buckets.length > 0) await this.writeWatchDebits(tx, plan);
+    await emit(
+      tx,
+      plan.crossings.flatMap((crossing) =>
+        balanceEventTypes(crossing.before, crossing.after, crossing.threshold).map((type) => ({
+          id: newId("msg", crossing.createdAt),
+          organizationId: crossing.organizationId,
+          type,
+          data: balanceEventData(type, crossing.organizationId, crossing.after, crossing.threshold),
+          createdAt: crossing.createdAt,
+        })),
+      ),
+    );
+    const settled = settleWatches(fired, new Set(plan.committed), input.now);
+    await emit(tx, settled.events);
+    let paused = 0;
+    if (settled.unpaid.length > 0) {
+      paused = (await tx`UPDATE price_watches SET status = 'paused', paused_reason = 'insufficient-credits' WHERE organization_id = ANY(${settled.unpaid}::text[]) AND status = 'active'`).count;
+    }
+    return { events: settled.events.length, paused, updates: settled.updates };
+  }
+
+  /** The planned debits of fired watches: buckets, ledger sums, usage rows and usage counters. */
+  private async writeWatchDebits(tx: postgres.TransactionSql, plan: DebitPlan): Promise<void> {
+    await tx`
           UPDATE credit_buckets SET remaining = credit_buckets.remaining - t.amount
           FROM unnest(${plan.buckets.map((b) => b.id)}::text[], ${plan.buckets.map((b) => String(b.amount))}::bigint[]) AS t(id, amount) WHERE credit_buckets.id = t.id`;
-        await tx`
+    await tx`
           UPDATE organizations SET ledger_balance = organizations.ledger_balance - t.amount
           FROM unnest(${plan.organizations.map((o) => o.id)}::text[], ${plan.organizations.map((o) => String(o.amount))}::bigint[]) AS t(id, amount) WHERE organizations.id = t.id`;
-        await tx`
+    await tx`
           INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
           SELECT id, organization_id, 'usage', amount, balance_after, bucket_id, NULL, request_id, gtin, description, created_at
           FROM unnest(${plan.ledger.map((r) => r.id)}::text[], ${plan.ledger.map((r) => r.organizationId)}::text[], ${plan.ledger.map((r) => String(r.amount))}::bigint[],
                       ${plan.ledger.map((r) => String(r.balanceAfter))}::bigint[], ${plan.ledger.map((r) => r.bucketId)}::text[], ${plan.ledger.map((r) => r.requestId)}::text[],
                       ${plan.ledger.map((r) => r.gtin)}::text[], ${plan.ledger.map((r) => r.description)}::text[], ${plan.ledger.map((r) => String(r.createdAt))}::bigint[])
             AS t(id, organization_id, amount, balance_after, bucket_id, request_id, gtin, description, created_at)`;
-        await tx`
+    await tx`
           INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
           SELECT organization_id, period_ms, period_start, '', ${WATCH_USAGE_REASON}, requests, credits
           FROM unnest(${plan.counters.map((c) => c.organizationId)}::text[], ${plan.counters.map((c) => c.periodMs)}::int[], ${plan.counters.map((c) => String(c.periodStart))}::bigint[],
@@ -209,45 +244,25 @@ export class PostgresWatches {
             AS t(organization_id, period_ms, period_start, requests, credits)
           ON CONFLICT (organization_id, period_ms, period_start, key_id, reason)
           DO UPDATE SET requests = usage_counters.requests + excluded.requests, credits = usage_counters.credits + excluded.credits`;
-      }
-      await emit(
-        tx,
-        plan.crossings.flatMap((crossing) =>
-          balanceEventTypes(crossing.before, crossing.after, crossing.threshold).map((type) => ({
-            id: newId("msg", crossing.createdAt),
-            organizationId: crossing.organizationId,
-            type,
-            data: balanceEventData(type, crossing.organizationId, crossing.after, crossing.threshold),
-            createdAt: crossing.createdAt,
-          })),
-        ),
-      );
-      const settled = settleWatches(fired, new Set(plan.committed), input.now);
-      await emit(tx, settled.events);
-      events = settled.events.length;
-      moved.push(...settled.updates);
-      if (settled.unpaid.length > 0) {
-        paused = (await tx`UPDATE price_watches SET status = 'paused', paused_reason = 'insufficient-credits' WHERE organization_id = ANY(${settled.unpaid}::text[]) AND status = 'active'`).count;
-      }
-    }
-    if (moved.length > 0) {
-      const rows = moved.map((update) => ({
-        id: update.id,
-        armed: update.armed,
-        merchant_id: update.state.merchantId,
-        price: update.state.price,
-        currency: update.state.currency,
-        availability: update.state.availability,
-        observed_at: update.state.observedAt,
-        triggered_at: update.triggeredAt,
-      }));
-      await tx`
+  }
+
+  /** Stores the watches' new armed state and last seen offer. */
+  private async saveWatchStates(tx: postgres.TransactionSql, moved: Evaluated["moved"]): Promise<void> {
+    const rows = moved.map((update) => ({
+      id: update.id,
+      armed: update.armed,
+      merchant_id: update.state.merchantId,
+      price: update.state.price,
+      currency: update.state.currency,
+      availability: update.state.availability,
+      observed_at: update.state.observedAt,
+      triggered_at: update.triggeredAt,
+    }));
+    await tx`
         UPDATE price_watches w SET armed = t.armed, last_merchant_id = t.merchant_id, last_price = t.price, last_currency = t.currency,
           last_availability = t.availability, last_observed_at = t.observed_at, last_triggered_at = coalesce(t.triggered_at, w.last_triggered_at)
         FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb)
           AS t(id text, armed boolean, merchant_id text, price bigint, currency text, availability text, observed_at bigint, triggered_at bigint)
         WHERE w.id = t.id`;
-    }
-    return { changes: changes.length, events, paused, resumed };
   }
 }

@@ -3,7 +3,7 @@
 import type { HeldDebit } from "../ledger/debit-plan";
 import { utcMonth } from "../../lib/clock";
 import { newId } from "../../lib/ids";
-import type { NewWebhookEvent } from "../webhook-records";
+import type { NewWebhookEvent } from "../webhooks/records";
 
 export const WATCH_TRIGGERS = ["any-change", "price-drop", "below"] as const;
 export type WatchTrigger = (typeof WATCH_TRIGGERS)[number];

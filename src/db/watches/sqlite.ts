@@ -1,9 +1,9 @@
 import type { Database } from "bun:sqlite";
 import { planHeldDebits } from "../ledger/debit-plan";
 import { page } from "../rows";
-import { SQLiteWebhooks } from "../sqlite-webhooks";
+import { SQLiteWebhooks } from "../webhooks/sqlite";
 import { USAGE_PERIODS_MS, type Page } from "../store";
-import { balanceEventData, balanceEventTypes } from "../webhook-records";
+import { balanceEventData, balanceEventTypes } from "../webhooks/records";
 import { newId } from "../../lib/ids";
 import {
   type CreateWatchResult,

@@ -1,4 +1,4 @@
-import type { CreditGrant, InvoiceInput, Order, PlanInterval } from "../../db/billing-records";
+import type { CreditGrant, InvoiceInput, Order, PlanInterval } from "../../db/billing/records";
 import { addIntervals } from "./periods";
 
 const DAY_MS = 86_400_000;

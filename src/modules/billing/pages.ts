@@ -1,7 +1,7 @@
 // HTML pages of the local provider: checkout (with a Pay button in development mode), printable
 // invoice, billing portal. No script and no external asset; every dynamic value is escaped.
-import type { InvoiceRecord, Order, SubscriptionRecord } from "../../db/billing-records";
-import type { InvoiceStatus, PlanInterval, SubscriptionStatus } from "../../db/billing-records";
+import type { InvoiceRecord, Order, SubscriptionRecord } from "../../db/billing/records";
+import type { InvoiceStatus, PlanInterval, SubscriptionStatus } from "../../db/billing/records";
 import type { Language } from "../../http/i18n";
 import { money } from "../../lib/money";
 import type { Catalog } from "./catalog";

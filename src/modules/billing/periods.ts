@@ -1,4 +1,4 @@
-import type { PlanInterval } from "../../db/billing-records";
+import type { PlanInterval } from "../../db/billing/records";
 
 function daysInMonth(year: number, month: number): number {
   return new Date(Date.UTC(year, month + 1, 0)).getUTCDate();

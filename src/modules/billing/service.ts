@@ -1,4 +1,4 @@
-import type { NewOrder, Order } from "../../db/billing-records";
+import type { NewOrder, Order } from "../../db/billing/records";
 import { decodeLedgerCursor } from "../../db/cursor";
 import type { Bucket, Store, TransactionQuery, TransactionType } from "../../db/store";
 import type { Config } from "../../config";

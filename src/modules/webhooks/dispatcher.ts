@@ -1,5 +1,5 @@
 import { DAY_MS, type Store } from "../../db/store";
-import { type ClaimedDelivery, type DeliveryLimits, MAX_PENDING_PER_ENDPOINT } from "../../db/webhook-records";
+import { type ClaimedDelivery, type DeliveryLimits, MAX_PENDING_PER_ENDPOINT } from "../../db/webhooks/records";
 import type { Clock } from "../../lib/clock";
 import { newRandomToken } from "../../lib/ids";
 import type { Logger } from "../../lib/logger";

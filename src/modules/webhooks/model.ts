@@ -1,5 +1,5 @@
 import { t } from "elysia";
-import { WEBHOOK_EVENT_TYPES } from "../../db/webhook-records";
+import { WEBHOOK_EVENT_TYPES } from "../../db/webhooks/records";
 import { Int, PageQuery, pageOf, Timestamp } from "../../http/model";
 
 const EventType = t.UnionEnum(WEBHOOK_EVENT_TYPES, { description: "An event type an endpoint may subscribe to" });

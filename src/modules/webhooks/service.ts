@@ -1,5 +1,5 @@
 import type { Store } from "../../db/store";
-import type { SubscribableEventType, WebhookDelivery, WebhookEndpoint } from "../../db/webhook-records";
+import type { SubscribableEventType, WebhookDelivery, WebhookEndpoint } from "../../db/webhooks/records";
 import { toISO } from "../../lib/clock";
 import { newId } from "../../lib/ids";
 import { Problem } from "../../http/problem";

@@ -1,4 +1,4 @@
-import type { InvoiceStatus, NewOrder, ProviderName } from "../../../db/billing-records";
+import type { InvoiceStatus, NewOrder, ProviderName } from "../../../db/billing/records";
 import type { Page } from "../../../db/store";
 
 /** An invoice as the API shows it, whichever provider keeps it. */

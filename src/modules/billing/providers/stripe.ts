@@ -1,5 +1,5 @@
 import type Stripe from "stripe";
-import type { InvoiceStatus, NewOrder, Order, ProviderEvent } from "../../../db/billing-records";
+import type { InvoiceStatus, NewOrder, Order, ProviderEvent } from "../../../db/billing/records";
 import type { DisputeReport, Store } from "../../../db/store";
 import type { Clock } from "../../../lib/clock";
 import type { Logger } from "../../../lib/logger";

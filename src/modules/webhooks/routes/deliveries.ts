@@ -3,7 +3,7 @@ import type { Services } from "../../../services";
 import { ProblemSchema } from "../../../http/model";
 import { Problem } from "../../../http/problem";
 import { authPlugin, sessionPrincipal } from "../../auth/plugin";
-import { decodeDeliveryCursor } from "../../../db/webhook-records";
+import { decodeDeliveryCursor } from "../../../db/webhooks/records";
 import { DeliveryListQuery, DeliveryPageSchema, EndpointParams } from "../model";
 import { deliveryJSON, endpointOfOrganization } from "../service";
 import { NO_STORE, TAG, security, sessionErrors } from "./common";

@@ -1,7 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import type postgres from "postgres";
-import { page } from "./rows";
-import type { Page } from "./store";
+import { page } from "../rows";
+import type { Page } from "../store";
 import {
   BACKLOG_DROPPED,
   chooseFairly,
@@ -17,7 +17,7 @@ import {
   type NewWebhookEvent,
   type WebhookDelivery,
   type WebhookEndpoint,
-} from "./webhook-records";
+} from "./records";
 
 /** What runs a drizzle statement: the database or a transaction. */
 interface Executor {

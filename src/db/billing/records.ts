@@ -1,6 +1,6 @@
 // Records of the billing section of the Store (orders, invoices, subscriptions, payments, provider
 // events), kept apart from store.ts so the billing and auth sections merge without touching each other.
-import type { Bucket, BucketSource, TransactionType } from "./store";
+import type { Bucket, BucketSource, TransactionType } from "../store";
 
 export type OrderKind = "pack" | "subscription";
 export type OrderStatus = "pending" | "completed";

@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
-import { page } from "./rows";
-import type { Page } from "./store";
+import { page } from "../rows";
+import type { Page } from "../store";
 import {
   BACKLOG_DROPPED,
   chooseFairly,
@@ -16,7 +16,7 @@ import {
   type NewWebhookEvent,
   type WebhookDelivery,
   type WebhookEndpoint,
-} from "./webhook-records";
+} from "./records";
 
 const ENDPOINT_SELECT = `SELECT id, organization_id AS organizationId, url, event_types AS eventTypes, status, failing_since AS failingSince,
   disabled_at AS disabledAt, created_at AS createdAt FROM webhook_endpoints`;

@@ -1,0 +1,441 @@
+import { and, eq, gt, isNull, or, sql } from "drizzle-orm";
+import type { PgTransactionConfig } from "drizzle-orm/pg-core";
+import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import type postgres from "postgres";
+import { utcMonth } from "../../lib/clock";
+import { newId } from "../../lib/ids";
+import { isConnectionLost } from "../database-errors";
+import { CAPPED_KEY, SPENDABLE_BUCKETS } from "../keys/postgres";
+import { isOverdrawRefused, retrying } from "../postgres-retry";
+import * as schema from "../schema/postgres";
+import { CreditsSpentMeanwhile, DebitInDoubt, splitAllocations, STALE_RESERVATION_MS } from "../store";
+import type { Balance, BalanceAtKeyRead, Reservation, Store, UsageRecord } from "../store";
+import { fefoOrder } from "./allocation";
+import { balanceEvents, type DebitOutcome, debitBatch, fefo, type HeldCredits, type PendingDebit } from "./postgres-debits";
+
+const { creditBuckets, reservations } = schema;
+
+type DB = PostgresJsDatabase<typeof schema>;
+type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
+
+const bucketColumns = {
+  id: creditBuckets.id,
+  organizationId: creditBuckets.organizationId,
+  source: creditBuckets.source,
+  granted: creditBuckets.granted,
+  remaining: creditBuckets.remaining,
+  expiresAt: creditBuckets.expiresAt,
+  createdAt: creditBuckets.createdAt,
+};
+
+// Soonest-expiring first; buckets that never expire last; then oldest first (reserveCredits
+// spells the same order in SQL, and locks buckets in it).
+const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
+
+/** Debits per group-commit statement at most; more wait for the next one. */
+const COMMIT_BATCH_LIMIT = 500;
+
+/**
+ * What the PostgreSQL store lends its reservations: its retrying transaction, the database's clock,
+ * and, read at each use, the group commit's own connection and how long a debit whose connection
+ * was lost is retried (both properties of the store, which tests may replace).
+ */
+export interface PostgresReservationsDeps {
+  transaction<T>(work: (tx: Tx) => Promise<T>, config?: PgTransactionConfig): Promise<T>;
+  databaseNow(): postgres.PendingQuery<postgres.Row[]>;
+  debitConnection(): postgres.Sql;
+  lostConnectionPatienceMs(): number;
+}
+
+/**
+ * Credits held by requests in flight on PostgreSQL: in this instance's memory for uncapped keys, in
+ * reservation rows for capped ones; the group commit that debits them; releases, shrinks and sweeps
+ * that give them back with the refunds they owe; and balances.
+ */
+export class PostgresReservations {
+  constructor(
+    private readonly client: postgres.Sql,
+    private readonly db: DB,
+    private readonly deps: PostgresReservationsDeps,
+  ) {}
+
+  private transaction<T>(work: (tx: Tx) => Promise<T>, config?: PgTransactionConfig): Promise<T> {
+    return this.deps.transaction(work, config);
+  }
+
+  private databaseNow() {
+    return this.deps.databaseNow();
+  }
+
+  private get lostConnectionPatienceMs(): number {
+    return this.deps.lostConnectionPatienceMs();
+  }
+
+  /** Builds a statement on first use, so it is built once per store. */
+  private lazy<T>(build: () => T): () => T {
+    let value: T | undefined;
+    return () => (value ??= build());
+  }
+
+  /** Waits for the debits queued for the group commit to be written. */
+  async drain(): Promise<void> {
+    await this.flushing;
+  }
+
+  /** One batch of the group commit, on the store's debit connection (see debitBatch). */
+  private debitBatch(items: PendingDebit[], options: { retried: boolean }): Promise<Map<string, DebitOutcome>> {
+    return debitBatch(this.deps.debitConnection(), items, options);
+  }
+
+  // A billed request of a key without a monthly credit limit (nearly all) writes once: its debit.
+  // reserveCredits only reads the balance (and whether the key is capped after all; both come with
+  // the request's key, read by findKeyCredential in the same statement) and holds the credits in this
+  // instance's memory, so its other requests cannot take them too; the debit takes
+  // them from the buckets, soonest-expiring first, in the group commit's statement, under the
+  // buckets' row locks, and takes nothing when they are gone (another instance spent them in
+  // between): the look-up is then a 402. A crash loses only memory: nothing was written before the
+  // debit, and the debit (usage row, bucket updates, ledger sum, Idempotency-Key answer) is one
+  // statement that commits synchronously before the request is answered; group commit shares its
+  // WAL flush among the requests that commit together.
+  //
+  // A capped key's request holds its credits in a reservation row instead (reserveCapped), so the
+  // monthly limit counts requests in flight on every instance. Such rows survive the instance that
+  // wrote them: any instance commits, releases or sweeps them. Reserve and release commit without
+  // waiting (synchronous_commit off): a lost reserve was never answered (and the WAL is sequential,
+  // so any later synchronous commit flushes it too), and a lost release leaves a reservation row
+  // that the stale sweep gives back.
+  async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
+    const reservationId = newId("res", input.now);
+    const balance = input.balance ?? (await this.balanceCheck().execute({ organizationId: input.organizationId, keyId: input.keyId, now: input.now }))[0]!;
+    if (balance.capped) return this.reserveCapped(input, reservationId);
+    const available = Math.max(0, balance.spendable - (this.heldHere.get(input.organizationId) ?? 0));
+    if (available < input.amount) return { ok: false, available };
+    this.held.set(reservationId, { organizationId: input.organizationId, amount: input.amount, keyId: input.keyId, requestId: input.requestId, committing: false });
+    this.holdHere(input.organizationId, input.amount);
+    return { ok: true, reservationId, available: available - input.amount };
+  }
+
+  /** Credits held in memory by this instance's requests in flight: by reservation id, and their sum by organization. */
+  private readonly held = new Map<string, HeldCredits>();
+
+  private readonly heldHere = new Map<string, number>();
+
+  private holdHere(organizationId: string, amount: number): void {
+    const total = (this.heldHere.get(organizationId) ?? 0) + amount;
+    if (total === 0) this.heldHere.delete(organizationId);
+    else this.heldHere.set(organizationId, total);
+  }
+
+  /** The spendable balance, and whether the key's requests take the capped path (CAPPED_KEY). */
+  private readonly balanceCheck = this.lazy(() =>
+    this.db
+      .select({
+        spendable: sql<number>`coalesce(sum(${creditBuckets.remaining}), 0)`.mapWith(Number),
+        capped: sql<boolean>`EXISTS (SELECT 1 FROM api_keys WHERE id = ${sql.placeholder("keyId")} AND ${CAPPED_KEY})`,
+      })
+      .from(creditBuckets)
+      .where(SPENDABLE_BUCKETS)
+      .prepare("balance_check"),
+  );
+
+  // Invariant: a key line's spending in the month plus what its open reservations hold never exceeds
+  // its monthly limit (a line is a key and its rotations, and its limit is the live key's). Every
+  // reservation of a capped line first locks the line's counter row of the month (inserting it if
+  // needed; a key's line never changes, so a rotation cannot split the queue), and every debit moves
+  // that row in its own statement, so reservations of one line queue on it and each one reads the
+  // committed spending and reservations of the others (read in a second statement, after the lock:
+  // a debit that committed before is seen whole, one still running waits and is seen as neither).
+  // A released reservation frees its share at once.
+  private async reserveCapped(input: Parameters<Store["reserveCredits"]>[0], reservationId: string): Promise<Reservation> {
+    const keyId = input.keyId!;
+    const outcome = await retrying(() =>
+      this.client.begin(async (tx) => {
+        const [counter] = await tx<Array<{ line: string; spent: string }>>`
+          INSERT INTO api_key_monthly_usage (key_id, month, spent)
+          SELECT coalesce(line_id, id), ${utcMonth(input.now)}, 0 FROM api_keys WHERE id = ${keyId}
+          ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent
+          RETURNING key_id AS line, spent`;
+        const line = counter!.line;
+        const [key] = await tx<Array<{ monthly_credit_limit: string | null; held: string }>>`
+          SELECT (SELECT monthly_credit_limit FROM api_keys WHERE id = ${line} OR line_id = ${line} ORDER BY status = 'ACTIVE' DESC, created_at DESC LIMIT 1) AS monthly_credit_limit,
+                 (SELECT coalesce(sum(amount), 0)::bigint FROM reservations WHERE key_id IN (SELECT id FROM api_keys WHERE id = ${line} OR line_id = ${line})) AS held`;
+        const limit = key?.monthly_credit_limit == null ? null : Number(key.monthly_credit_limit);
+        if (limit !== null && Number(counter!.spent) + Number(key!.held) + input.amount > limit) return { refusedBy: limit };
+        const [row] = await this.reserveStatement(tx, input, reservationId);
+        return { row: row! };
+      }),
+      isOverdrawRefused,
+    );
+    if ("refusedBy" in outcome) return { ok: false, available: await this.availableCredits(input.organizationId, input.now), keyLimit: outcome.refusedBy };
+    if (outcome.row.reservation_id === null) return { ok: false, available: Number(outcome.row.available) };
+    return { ok: true, reservationId, available: Number(outcome.row.available) - input.amount };
+  }
+
+  private reserveStatement(tx: postgres.TransactionSql, input: Parameters<Store["reserveCredits"]>[0], reservationId: string) {
+    return tx<Array<{ available: string; reservation_id: string | null }>>`
+        WITH locked AS (
+          SELECT id, remaining, expires_at FROM credit_buckets
+          WHERE organization_id = ${input.organizationId} AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${input.now})
+          ORDER BY ${fefo(tx)}
+          FOR UPDATE
+        ),
+        total AS (SELECT coalesce(sum(remaining), 0)::bigint AS available FROM locked),
+        fefo AS (
+          SELECT id, remaining, row_number() OVER w AS position, (sum(remaining) OVER w - remaining)::bigint AS before
+          FROM locked WINDOW w AS (ORDER BY ${fefo(tx)})
+        ),
+        taken AS (
+          SELECT id, position, least(remaining, ${input.amount}::bigint - before) AS amount
+          FROM fefo, total WHERE total.available >= ${input.amount} AND before < ${input.amount}
+        ),
+        debited AS (
+          UPDATE credit_buckets SET remaining = credit_buckets.remaining - taken.amount FROM taken WHERE credit_buckets.id = taken.id
+        ),
+        reserved AS (
+          INSERT INTO reservations (id, organization_id, amount, allocations, key_id, request_id, created_at)
+          SELECT ${reservationId}, ${input.organizationId}, ${input.amount},
+                 jsonb_agg(jsonb_build_object('bucketId', id, 'amount', amount) ORDER BY position),
+                 ${input.keyId}, ${input.requestId}, ${tx`(extract(epoch from now()) * 1000)::bigint`}
+          FROM taken HAVING count(*) > 0
+          RETURNING id
+        )
+        SELECT total.available, (SELECT id FROM reserved) AS reservation_id, set_config('synchronous_commit', 'off', true) AS async_commit
+        FROM total`;
+  }
+
+  private pendingCommits: PendingDebit[] = [];
+
+  /** The commit loop while it runs: at most one batch of this instance is in flight at a time. */
+  private flushing: Promise<void> | null = null;
+
+  /**
+   * Group commit: a commit that arrives while none is in flight is written at once; the commits that
+   * arrive while one is in flight wait for it and then go together, as one transaction. Each caller
+   * is answered only after the transaction that holds its debit has committed (and its WAL is flushed).
+   */
+  commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
+    const held = this.held.get(reservationId) ?? null;
+    // A hold being debited is not released meanwhile; it is held again if its debit is not written.
+    if (held !== null) {
+      if (held.committing) return Promise.resolve(false);
+      held.committing = true;
+    }
+    return new Promise<boolean>((resolve, reject) => {
+      this.pendingCommits.push({ reservationId, usage, held, transactionId: newId("txn", usage.now), resolve, reject });
+      this.flushing ??= this.flushCommits();
+    });
+  }
+
+  private async flushCommits(): Promise<void> {
+    while (this.pendingCommits.length > 0) {
+      const queued = this.pendingCommits.splice(0, COMMIT_BATCH_LIMIT);
+      // One reservation committed twice at once is debited once: the later calls answer false.
+      const firsts = new Map(queued.map((item) => [item.reservationId, item] as const).reverse());
+      const batch = queued.filter((item) => firsts.get(item.reservationId) === item);
+      for (const item of queued) if (firsts.get(item.reservationId) !== item) item.resolve(false);
+      try {
+        const outcomes = await retrying(() => this.debitBatch(batch, { retried: false }), isOverdrawRefused);
+        for (const item of batch) this.settleDebit(item, outcomes.get(item.reservationId));
+      } catch {
+        // One bad debit must not fail its neighbours: retry each alone and fail only the culprit. A
+        // debit whose statement did commit although its caller saw an error is found by its ledger
+        // row's id, so it is never written twice.
+        const patientUntil = performance.now() + this.lostConnectionPatienceMs;
+        for (const item of batch) {
+          try {
+            this.settleDebit(item, (await this.debitAlone(item, patientUntil)).get(item.reservationId));
+          } catch (error) {
+            if (item.held !== null) item.held.committing = false;
+            // Every attempt lost its connection: the last one that reached PostgreSQL may have committed.
+            item.reject(isConnectionLost(error) ? new DebitInDoubt(error) : error);
+          }
+        }
+      }
+    }
+    // Cleared in the same turn as the loop's last look at the queue (every failure is caught above),
+    // so a commit queued by a caller answered just now starts a new loop rather than being left behind.
+    this.flushing = null;
+  }
+
+  /**
+   * A debit retried alone finds itself written when an earlier attempt committed, so it is also
+   * retried after a lost connection (whose last attempt may have committed unseen), until
+   * `patientUntil` (one deadline for the whole batch, on the monotonic clock): a look-up that was
+   * debited must not be answered as failed. The pauses let postgres.js connect again.
+   */
+  private async debitAlone(item: PendingDebit, patientUntil: number): Promise<Map<string, DebitOutcome>> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await retrying(() => this.debitBatch([item], { retried: true }), isOverdrawRefused);
+      } catch (error) {
+        if (!isConnectionLost(error) || performance.now() >= patientUntil) throw error;
+        await Bun.sleep(Math.min(25 * 2 ** attempt, 500));
+      }
+    }
+  }
+
+  /** Answers a commit; a hold in memory is let go once its debit is written or refused, and is held again otherwise. */
+  private settleDebit(item: PendingDebit, outcome: DebitOutcome | undefined): void {
+    if (item.held !== null) {
+      item.held.committing = false;
+      if (outcome !== undefined) this.release(item.reservationId, item.held);
+    }
+    if (outcome?.outcome === "spent") item.reject(new CreditsSpentMeanwhile(outcome.available));
+    else item.resolve(outcome?.outcome === "committed");
+  }
+
+  private release(reservationId: string, held: HeldCredits): void {
+    this.held.delete(reservationId);
+    this.holdHere(held.organizationId, -held.amount);
+  }
+
+  async releaseReservation(reservationId: string, now: number): Promise<boolean> {
+    const held = this.held.get(reservationId);
+    if (held !== undefined) {
+      if (held.committing) return false;
+      this.release(reservationId, held);
+      return true;
+    }
+    const [row] = await retrying(() => this.restoreCredits(this.client, this.client`DELETE FROM reservations WHERE id = ${reservationId} RETURNING organization_id, allocations`, now));
+    return row!.released === 1;
+  }
+
+  // The reservation row is locked, so a commit or a sweep racing with it waits and then finds what
+  // is left (a commit debits `keep`); one that came first leaves no row, and nothing is given back.
+  async shrinkReservation(reservationId: string, keep: number, now: number): Promise<boolean> {
+    const held = this.held.get(reservationId);
+    if (held !== undefined) {
+      if (held.committing) return false;
+      if (!(keep > 0 && keep < held.amount)) throw new RangeError(`cannot keep ${keep} of a reservation of ${held.amount}`);
+      this.holdHere(held.organizationId, keep - held.amount);
+      held.amount = keep;
+      return true;
+    }
+    return retrying(() =>
+      this.client.begin(async (tx) => {
+        const [row] = await tx<Array<{ organization_id: string; amount: string; allocations: string }>>`
+          SELECT organization_id, amount, allocations::text AS allocations FROM reservations WHERE id = ${reservationId} FOR UPDATE`;
+        if (row === undefined) return false;
+        if (!(keep > 0 && keep < Number(row.amount))) throw new RangeError(`cannot keep ${keep} of a reservation of ${row.amount}`);
+        const { kept, given } = splitAllocations(JSON.parse(row.allocations), keep);
+        await tx`UPDATE reservations SET amount = ${keep}, allocations = ${JSON.stringify(kept)}::text::jsonb WHERE id = ${reservationId}`;
+        await this.restoreCredits(tx, tx`SELECT ${row.organization_id}::text AS organization_id, ${JSON.stringify(given)}::text::jsonb AS allocations`, now);
+        return true;
+      }),
+    );
+  }
+
+  /**
+   * Gives the allocations of `claimed` (one row: organization_id, allocations) back to their buckets.
+   * Invariant: what a refund is owed from the buckets (clawback_owed) is paid from exactly the
+   * credits given back, in the same statement, with one `refund` row, so no request can spend them
+   * in between. `owing` locks the buckets in FEFO order (as reserveCredits does) and reads their
+   * latest committed clawback, so a refund that committed meanwhile is paid too.
+   */
+  private restoreCredits(sql: postgres.Sql | postgres.TransactionSql, claimed: postgres.PendingQuery<postgres.Row[]>, now: number) {
+    const transactionId = newId("txn", now);
+    return sql<Array<{ released: number }>>`
+        WITH claimed AS (${claimed}),
+        given AS (
+          SELECT allocation->>'bucketId' AS bucket_id, (allocation->>'amount')::bigint AS amount
+          FROM claimed, jsonb_array_elements(claimed.allocations) AS allocation
+        ),
+        owing AS (
+          SELECT credit_buckets.id, least(credit_buckets.clawback_owed, given.amount) AS paid
+          FROM credit_buckets JOIN given ON given.bucket_id = credit_buckets.id
+          ORDER BY ${fefo(sql, "credit_buckets")}
+          FOR UPDATE OF credit_buckets
+        ),
+        restored AS (
+          UPDATE credit_buckets SET remaining = credit_buckets.remaining + given.amount - owing.paid, clawback_owed = credit_buckets.clawback_owed - owing.paid
+          FROM given JOIN owing ON owing.id = given.bucket_id WHERE credit_buckets.id = given.bucket_id
+        ),
+        paid AS (
+          SELECT sum(paid)::bigint AS amount, CASE WHEN count(*) = 1 THEN min(id) END AS bucket_id FROM owing WHERE paid > 0 HAVING count(*) > 0
+        ),
+        moved AS (
+          UPDATE organizations SET ledger_balance = organizations.ledger_balance - paid.amount
+          FROM claimed, paid WHERE organizations.id = claimed.organization_id
+          RETURNING organizations.id, organizations.ledger_balance, organizations.low_credit_threshold
+        ),
+        ledger AS (
+          INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, description, created_at)
+          SELECT ${transactionId}, moved.id, 'refund', -paid.amount, moved.ledger_balance, paid.bucket_id, 'Refund: credits a request in flight gave back', ${now}
+          FROM moved, paid
+        ),
+        -- The refund lowers the sum like any debit (appendLedger): its balance events, with their deliveries, in the same statement.
+        crossings AS (
+          SELECT moved.id AS organization_id, moved.ledger_balance + paid.amount AS before, moved.ledger_balance AS after,
+                 moved.low_credit_threshold AS threshold, ${now}::bigint AS created_at
+          FROM moved, paid
+        ),
+        ${balanceEvents(sql)}
+        SELECT count(*)::int AS released, set_config('synchronous_commit', 'off', true) AS async_commit FROM claimed`;
+  }
+
+  /**
+   * Other instances may be serving: only reservations old enough to belong to a dead request are
+   * given back. Idempotency claims are left alone; an abandoned one ages out (abandonedBefore).
+   */
+  async recoverInFlightWork(now: number): Promise<void> {
+    await this.releaseStaleReservations(now);
+  }
+
+  /**
+   * Gives back the credits of reservations left behind by an instance that died mid-request: those
+   * older than STALE_RESERVATION_MS by the database's clock (reservations are dated by it too), so an
+   * instance whose clock runs ahead never sweeps a request that is still running elsewhere.
+   */
+  async releaseStaleReservations(now: number): Promise<number> {
+    const stale = await this.client<Array<{ id: string }>>`
+      SELECT id FROM reservations WHERE created_at < ${this.databaseNow()} - ${STALE_RESERVATION_MS}::bigint ORDER BY created_at`;
+    let released = 0;
+    for (const { id } of stale) if (await this.releaseReservation(id, now)) released++;
+    return released;
+  }
+
+  private readonly availableStatement = this.lazy(() =>
+    this.db
+      .select({ available: sql<number>`coalesce(sum(${creditBuckets.remaining}), 0)`.mapWith(Number) })
+      .from(creditBuckets)
+      .where(SPENDABLE_BUCKETS)
+      .prepare("available_credits"),
+  );
+
+  async availableCredits(organizationId: string, now: number, balance?: BalanceAtKeyRead): Promise<number> {
+    const spendable = balance?.spendable ?? (await this.availableStatement().execute({ organizationId, now }))[0]!.available;
+    return Math.max(0, spendable - (this.heldHere.get(organizationId) ?? 0));
+  }
+
+  // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a reader.
+  async getBalance(organizationId: string, now: number): Promise<Balance> {
+    // One snapshot for buckets and reservations, so a request committing meanwhile is counted once.
+    return this.transaction(
+      async (tx) => {
+        // Spent, expired, written-off and clawed-back buckets are history: the ledger tells it, the balance
+        // does not list them. A bucket whose credits are all held by requests in flight is still listed.
+        const heldBuckets = sql`(SELECT allocation->>'bucketId' FROM ${reservations}, jsonb_array_elements(${reservations.allocations}) AS allocation WHERE ${reservations.organizationId} = ${organizationId})`;
+        const buckets = await tx
+          .select(bucketColumns)
+          .from(creditBuckets)
+          .where(
+            and(
+              eq(creditBuckets.organizationId, organizationId),
+              or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, now)),
+              or(gt(creditBuckets.remaining, 0), sql`${creditBuckets.id} IN ${heldBuckets}`),
+            ),
+          )
+          .orderBy(...FEFO);
+        const [held] = await tx
+          .select({ reserved: sql<number>`coalesce(sum(${reservations.amount}), 0)`.mapWith(Number) })
+          .from(reservations)
+          .where(eq(reservations.organizationId, organizationId));
+        const inBuckets = buckets.reduce((sum, b) => sum + b.remaining, 0);
+        // What this instance's requests in flight hold in memory is still in the buckets.
+        const heldHere = Math.min(inBuckets, this.heldHere.get(organizationId) ?? 0);
+        return { available: inBuckets - heldHere, reserved: held!.reserved + heldHere, buckets };
+      },
+      { isolationLevel: "repeatable read", accessMode: "read only" },
+    );
+  }
+}
