@@ -4,7 +4,7 @@
 // Arguments are passed to both `bun test` runs (e.g. `npm test -- test/products`).
 // `--postgres-only` (`npm run test:pg`) skips the SQLite run and fails when no PostgreSQL server answers.
 import { existsSync, readdirSync } from "node:fs";
-import postgres from "postgres";
+import { whyNotAnswering } from "./postgres-reachable";
 
 const DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test";
 
@@ -40,23 +40,6 @@ async function runBunTest(label: string, args: string[], env: Record<string, str
   // A run that died before its summary still counts as a failure in the totals.
   if (code !== 0 && fail === 0) fail = 1;
   return { pass, fail, ok: code === 0 };
-}
-
-/**
- * Why no PostgreSQL server answers at the URL, or null when one does. A query, not a bare TCP
- * connect: some networks accept any connection and never answer.
- */
-async function whyNotAnswering(databaseUrl: string): Promise<string | null> {
-  const client = postgres(databaseUrl, { max: 1, connect_timeout: 3, onnotice: () => {} });
-  try {
-    const timeout = Bun.sleep(5000).then(() => Promise.reject(new Error("no answer within 5 s")));
-    await Promise.race([client`SELECT 1`, timeout]);
-    return null;
-  } catch (error) {
-    return error instanceof Error ? error.message : String(error);
-  } finally {
-    void client.end({ timeout: 0 });
-  }
 }
 
 /** Best effort: start the local cluster when PostgreSQL is installed but down (as on CI machines). */

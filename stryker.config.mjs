@@ -1,0 +1,83 @@
+// Mutation testing of the money code (StrykerJS with its command runner; Bun runs the tests).
+// `npm run mutate` (scripts/mutate.ts) runs it once per store: MUTATE_STORE=sqlite mutates the
+// shared money code and the SQLite side, MUTATE_STORE=postgres the PostgreSQL side. Each mutant is
+// killed by the pure rules' unit tests, then the seeded simulation, then the money tests, each
+// stopping at its first failure. MUTATE_FILES narrows a run to some files (a sampled run); see docs/testing.md.
+const store = process.env.MUTATE_STORE ?? "sqlite";
+const postgresUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+
+const MONEY_TESTS = [
+  "test/billing/ledger-invariant.test.ts",
+  "test/billing/no-overdraw.test.ts",
+  "test/billing/reservations.test.ts",
+  "test/products/debit-failures.test.ts",
+  "test/products/price.test.ts",
+  "test/products/batch.test.ts",
+  "test/billing/refund-during-lookups.test.ts",
+  "test/billing/stripe.test.ts",
+  "test/billing/checkout.test.ts",
+  "test/billing/subscriptions.test.ts",
+  "test/billing/balance.test.ts",
+  "test/billing/usage.test.ts",
+  "test/keys/key-controls.test.ts",
+  "test/billing/two-instances.test.ts",
+  "test/http/head.test.ts",
+];
+
+// The pure rules' unit tests run first: they fail in milliseconds.
+const UNIT_TESTS = "bun test --bail src/db/ledger src/modules/billing";
+
+const POSTGRES_TESTS = [
+  "test/billing/held-in-memory.postgres.test.ts",
+  "test/billing/reserve-release-race.postgres.test.ts",
+  "test/products/clock-skew.postgres.test.ts",
+  "test/products/debit-in-doubt.postgres.test.ts",
+  "test/keys/key-limit-instances.postgres.test.ts",
+];
+
+const targets = {
+  sqlite: {
+    mutate: [
+      "src/db/ledger/allocation.ts",
+      "src/db/ledger/debit-plan.ts",
+      "src/db/ledger/operations.ts",
+      "src/db/ledger/reversals.ts",
+      "src/db/ledger/sqlite.ts",
+      "src/db/ledger/sqlite-holds.ts",
+      "src/db/idempotency/sqlite.ts",
+      "src/http/idempotency.ts",
+      "src/modules/products/look-up.ts",
+      "src/modules/products/service.ts",
+      "src/modules/billing/providers/stripe.ts:145-296",
+    ],
+    command: `${UNIT_TESTS} && bun test/simulation/cli.ts --store sqlite --seeds 15 --first-failing > /dev/null && bun test --bail ${MONEY_TESTS.join(" ")}`,
+  },
+  postgres: {
+    mutate: ["src/db/ledger/postgres.ts", "src/db/ledger/postgres-reservations.ts", "src/db/ledger/postgres-debits.ts", "src/db/idempotency/postgres.ts"],
+    command: `TEST_DATABASE_URL=${postgresUrl} bun test/simulation/cli.ts --store postgres --seeds 6 --first-failing > /dev/null && TEST_DATABASE_URL=${postgresUrl} bun test --bail --path-ignore-patterns= ${[...POSTGRES_TESTS, ...MONEY_TESTS].join(" ")}`,
+  },
+};
+
+const target = targets[store];
+const narrowed = process.env.MUTATE_FILES?.split(",").filter(Boolean);
+
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: "command",
+  commandRunner: { command: target.command },
+  mutate: narrowed ?? target.mutate,
+  // SQL texts and messages: an emptied statement fails at its first run, a changed message moves no credit.
+  mutator: { excludedMutations: ["StringLiteral"] },
+  concurrency: Number(process.env.MUTATE_CONCURRENCY ?? 2),
+  timeoutMS: 60_000,
+  ignorePatterns: ["dist", "bench/results", "test/screenshots", "reports", ".stryker-tmp", "data"],
+  reporters: ["clear-text", "progress-append-only", "json"],
+  jsonReporter: { fileName: `reports/mutation/${store}.json` },
+  thresholds: { high: 90, low: 85, break: 85 },
+  // The last whole run's results live in the repository: a run retests only the mutants of code
+  // changed since (so CI's run is short), and `npm run mutate -- --force` retests every one.
+  incremental: true,
+  incrementalFile: `test/mutation/${store}.incremental.json`,
+  tempDirName: `.stryker-tmp/${store}`,
+  cleanTempDir: "always",
+};
