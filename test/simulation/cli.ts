@@ -51,7 +51,7 @@ for (const store of stores) {
     debitsInDoubt += report.trace.filter((line) => line.endsWith("(debit in doubt)")).length;
     if (report.violations.length > 0 || values.trace) {
       console.log(`\n${store} seed ${seed}: ${report.violations.length} violation(s)\n  ${report.violations.join("\n  ")}\n  replay: npm run simulate -- --seed ${seed} --store ${store} --trace`);
-      if (values.trace || values.seed !== undefined) console.log(report.trace.join("\n"));
+      console.log(report.trace.join("\n"));
     }
     if (report.violations.length > 0) failed++;
     if (report.violations.length > 0 && values["first-failing"]) {
