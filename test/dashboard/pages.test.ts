@@ -3,7 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { DASHBOARD_PAGES } from "../../src/modules/dashboard";
 import type { OIDCVerifier } from "../../src/modules/auth/oidc";
-import { createTestContext, json } from "../helpers";
+import { createTestContext, json } from "../support/context";
 import { generateDashboardAssets, GENERATED_PATH } from "../../scripts/build-dashboard";
 
 const GZIP = { "accept-encoding": "gzip, deflate, br" };

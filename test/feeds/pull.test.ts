@@ -8,7 +8,7 @@ import { createLogger } from "../../src/lib/logger";
 import { createAddressPolicy, createOutboundClient } from "../../src/lib/outbound";
 import { scanDirectorySource } from "../../src/modules/feeds/pull";
 import { FeedScheduler } from "../../src/modules/feeds/scheduler";
-import { openTestStore, queryRows } from "../helpers";
+import { openTestStore, queryRows } from "../support/context";
 import { addSource, feedServer, offerLine } from "./feed-helpers";
 
 const PEN = "04006381333931";

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { lintContract } from "../../scripts/check-contract";
-import { createTestContext, json, type TestContext } from "../helpers";
+import { createTestContext, json, type TestContext } from "../support/context";
 
 let context: TestContext;
 let document: any;

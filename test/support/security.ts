@@ -2,9 +2,9 @@
 // endpoint takes"), written once: call securityTests inside the endpoint's describe(). The cases
 // "another organization" are the endpoint's own, beside it.
 import { describe, expect, test } from "bun:test";
-import { SYSTEM_USER_ID } from "../src/db/store";
-import { createApiKey } from "../src/modules/keys/service";
-import { createOrganization, json, queryRows, signIn, tableNames, type TestContext } from "./helpers";
+import { SYSTEM_USER_ID } from "../../src/db/store";
+import { createApiKey } from "../../src/modules/keys/service";
+import { createOrganization, json, queryRows, signIn, tableNames, type TestContext } from "./context";
 
 export interface SecuredEndpoint {
   method: "GET" | "POST" | "PATCH" | "DELETE";
