@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { CLIENT_DIRECTORY, clientFiles, freshClientFiles } from "../../scripts/generate-client";
+import { CLIENT_DIRECTORY, clientFiles, freshClientFiles } from "../../tools/client";
 import { startServer, type RunningServer } from "../../src/server";
 import { addProduct, createOrganization, createTestContext, signIn, type TestContext, type TestOrganization, type TestSession } from "../support/context";
 import { createClient } from "./generated/client";
