@@ -1,64 +1,19 @@
-// Checks the published contract with two independent linters: dumps the /openapi.json the app
-// serves (with PUBLIC_URL set as in production) and runs Spectral (`spectral:oas`, .spectral.yaml)
-// and Redocly (`recommended`, redocly.yaml) on it. Fails on any error; warnings are printed (the
-// README lists the ones kept and why). Usage: bun scripts/check-contract.ts [--out openapi.json]
+// Checks the published contract with two independent linters, Spectral and Redocly
+// (tools/contract.ts), on the /openapi.json the app serves. Fails on any error; warnings are
+// printed (the README lists the ones kept and why). Usage: bun scripts/check-contract.ts [--out openapi.json]
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApp } from "../src/app";
-import { loadConfig } from "../src/config";
-import { SQLiteStore } from "../src/db/sqlite-store";
-import { systemClock } from "../src/lib/clock";
-import { createLogger } from "../src/lib/logger";
-import { createServices } from "../src/services";
+import { lintContract, servedDocument } from "../tools/contract";
 
-const REPO = new URL("..", import.meta.url).pathname;
-const BIN = join(REPO, "node_modules/.bin");
-// A reserved name (RFC 6761), so a linter that checks the server sees a real-looking deployment.
-export const CONTRACT_PUBLIC_URL = "https://price-service.test";
-
-/** The document the service serves for PUBLIC_URL. */
-export async function servedDocument(publicUrl = CONTRACT_PUBLIC_URL): Promise<Record<string, any>> {
-  const config = loadConfig({ PRICE_ENV: "development", RATE_LIMIT: "100000/s", PUBLIC_URL: publicUrl });
-  const store = await SQLiteStore.open("sqlite::memory:");
-  try {
-    const app = createApp(createServices({ config, store, clock: systemClock, logger: createLogger({ level: "silent" }) }));
-    return await (await app.handle(new Request(`${publicUrl}/openapi.json`))).json();
-  } finally {
-    await store.close();
-  }
-}
-
-export interface LintRun {
-  tool: string;
-  ok: boolean;
-  output: string;
-}
-
-async function run(tool: string, command: string[]): Promise<LintRun> {
-  const child = Bun.spawn(command, { cwd: REPO, stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1", REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" } });
-  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
-  return { tool, ok: code === 0, output: `${stdout}${stderr}`.trim() };
-}
-
-/** Spectral and Redocly on a document file; each fails only on errors. */
-export async function lintContract(documentPath: string): Promise<LintRun[]> {
-  return Promise.all([
-    run("spectral", [join(BIN, "spectral"), "lint", "--ruleset", join(REPO, ".spectral.yaml"), documentPath]),
-    run("redocly", [join(BIN, "redocly"), "lint", "--config", join(REPO, "redocly.yaml"), "--format", "summary", documentPath]),
-  ]);
-}
-
-if (import.meta.main) {
-  const outIndex = process.argv.indexOf("--out");
-  const directory = mkdtempSync(join(tmpdir(), "contract-"));
-  const documentPath = outIndex === -1 ? join(directory, "openapi.json") : process.argv[outIndex + 1]!;
-  try {
-    await Bun.write(documentPath, JSON.stringify(await servedDocument(), null, 2));
-    const runs = await lintContract(documentPath);
-    for (const { tool, ok, output } of runs) console.log(`--- ${tool}: ${ok ? "no errors" : "FAILED"}\n${output}`);
-    process.exitCode = runs.every((entry) => entry.ok) ? 0 : 1;
-  } finally {
-    rmSync(directory, { recursive: true, force: true });
-  }
+const outIndex = process.argv.indexOf("--out");
+const directory = mkdtempSync(join(tmpdir(), "contract-"));
+const documentPath = outIndex === -1 ? join(directory, "openapi.json") : process.argv[outIndex + 1]!;
+try {
+  await Bun.write(documentPath, JSON.stringify(await servedDocument(), null, 2));
+  const runs = await lintContract(documentPath);
+  for (const { tool, ok, output } of runs) console.log(`--- ${tool}: ${ok ? "no errors" : "FAILED"}\n${output}`);
+  process.exitCode = runs.every((entry) => entry.ok) ? 0 : 1;
+} finally {
+  rmSync(directory, { recursive: true, force: true });
 }

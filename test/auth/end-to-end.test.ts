@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { addProduct, createTestContext, json, type TestContext } from "../helpers";
+import { addProduct, createTestContext, json, type TestContext } from "../support/context";
 import { CLIENT_ID, startTestOpenIDProvider, type TestOpenIDProvider } from "./oidc-provider";
 
 const ORIGIN = "http://localhost:8080"; // PUBLIC_URL's origin in the test config

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { SignJWT } from "jose";
 import { createOIDCVerifier } from "../../src/modules/auth/oidc";
-import { createTestContext, json, type TestContext } from "../helpers";
+import { createTestContext, json, type TestContext } from "../support/context";
 import { newSigningKey, startJWKSServer, type JWKSServer } from "./jwks-server";
 
 const CLIENT_ID = "price-dashboard";

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { createTestContext, json } from "../helpers";
+import { createTestContext, json } from "../support/context";
 
 describe("the OpenAPI document, for the session and key endpoints", () => {
   test("it is valid OpenAPI and lists every session and key operation with its session security and error responses", async () => {

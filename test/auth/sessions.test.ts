@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { OIDCVerifier } from "../../src/modules/auth/oidc";
-import { createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
-import { securityTests, storedText } from "../security";
+import { createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../support/context";
+import { securityTests, storedText } from "../support/security";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createTestContext, json, queryRows, type TestContext } from "../helpers";
+import { createTestContext, json, queryRows, type TestContext } from "../support/context";
 import { CLIENT_ID, startTestOpenIDProvider, type TestOpenIDProvider } from "./oidc-provider";
 
 // Invitations and users are matched by email, so only a provider's `email_verified: true` may prove one.

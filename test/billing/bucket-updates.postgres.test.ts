@@ -2,7 +2,7 @@ import { afterEach, beforeEach, expect, test } from "bun:test";
 import { openPostgresClient } from "../../src/db/postgres-client";
 import { openStore } from "../../src/services";
 import type { Store } from "../../src/db/store";
-import { createTestDatabase, type TestDatabase } from "../helpers";
+import { createTestDatabase, type TestDatabase } from "../support/context";
 
 // Every debit (and a capped key's reservation and release) rewrites the organization's bucket. While an index of
 // credit_buckets covered `remaining`, none of those updates could be HOT: each added an entry to

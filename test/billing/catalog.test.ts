@@ -7,7 +7,7 @@ import { SQLiteStore } from "../../src/db/sqlite-store";
 import { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createServices } from "../../src/services";
-import { createTestContext, json, type TestContext } from "../helpers";
+import { createTestContext, json, type TestContext } from "../support/context";
 import { BILLING } from "./fixtures";
 
 let context: TestContext | undefined;

@@ -2,9 +2,9 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { json } from "../helpers";
+import { json } from "../support/context";
 import { BILLING, type BillingFixture, billingFixture, DAY, otherOrganization, postForm, postJSON } from "./fixtures";
-import { securityTests } from "../security";
+import { securityTests } from "../support/security";
 
 let fx: BillingFixture;
 beforeEach(async () => {

@@ -1,4 +1,4 @@
-import { createOrganization, createTestContext, type TestContext, type TestOrganization } from "../helpers";
+import { createOrganization, createTestContext, type TestContext, type TestOrganization } from "../support/context";
 import { createSession, type TestSession } from "./session-helper";
 
 export interface BillingFixture {

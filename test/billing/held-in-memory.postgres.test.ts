@@ -5,8 +5,8 @@ import { SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { hashSecret } from "../../src/lib/crypto";
 import { openDebitConnection } from "../../src/db/postgres-client";
-import { createTestDatabase, ledgerSum, queryRows, testApplicationName, type TestDatabase } from "../helpers";
-import { startCommitAnswerLoss, startRelay } from "../postgres-relay";
+import { createTestDatabase, ledgerSum, queryRows, testApplicationName, type TestDatabase } from "../support/context";
+import { startCommitAnswerLoss, startRelay } from "../support/postgres-relay";
 
 // An uncapped key's look-up holds its credits in the instance's memory and its debit takes them
 // from the buckets (PostgresStore.reserveCredits). The windows between its steps: a debit whose

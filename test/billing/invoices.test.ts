@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { json } from "../helpers";
+import { json } from "../support/context";
 import { BILLING, type BillingFixture, billingFixture, otherOrganization, postForm, postJSON } from "./fixtures";
 import type { TestSession } from "./session-helper";
-import { securityTests } from "../security";
+import { securityTests } from "../support/security";
 
 let fx: BillingFixture;
 beforeEach(async () => {

@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { CreditsSpentMeanwhile } from "../../src/db/store";
 import { newId } from "../../src/lib/ids";
 import { completeLocalOrder } from "../../src/modules/billing/service";
-import { createTestContext, ledgerSum, queryRows, type TestContext } from "../helpers";
+import { createTestContext, ledgerSum, queryRows, type TestContext } from "../support/context";
 
 const MINUTE = 60_000;
 

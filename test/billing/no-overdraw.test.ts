@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { Store } from "../../src/db/store";
 import { openStore } from "../../src/services";
-import { createTestDatabase, ledgerSum, openTestStore, queryRows } from "../helpers";
+import { createTestDatabase, ledgerSum, openTestStore, queryRows } from "../support/context";
 
 // No process can take a bucket below zero, whatever runs beside it: the database itself refuses it
 // (a CHECK constraint on PostgreSQL, triggers on SQLite), not only the code of the process that debits.

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { createTestContext, json } from "../helpers";
+import { createTestContext, json } from "../support/context";
 
 test("the OpenAPI document stays valid and documents every billing route with its credentials and errors", async () => {
   const context = await createTestContext();

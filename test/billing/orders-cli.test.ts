@@ -3,7 +3,7 @@ import type { CommandContext } from "../../src/cli/command";
 import { UsageError } from "../../src/cli/command";
 import { creditsCommand } from "../../src/cli/commands/credits";
 import { ordersCommand } from "../../src/cli/commands/orders";
-import { json } from "../helpers";
+import { json } from "../support/context";
 import { BILLING, type BillingFixture, billingFixture, postJSON } from "./fixtures";
 
 let fx: BillingFixture;

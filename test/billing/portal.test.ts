@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { json } from "../helpers";
+import { json } from "../support/context";
 import { BILLING, type BillingFixture, billingFixture, otherOrganization, postForm, postJSON } from "./fixtures";
-import { securityTests } from "../security";
+import { securityTests } from "../support/security";
 
 let fx: BillingFixture;
 beforeEach(async () => {

@@ -4,7 +4,7 @@ import { newId } from "../../src/lib/ids";
 import { FakeClock } from "../../src/lib/clock";
 import { completeLocalOrder } from "../../src/modules/billing/service";
 import { openStore } from "../../src/services";
-import { addProduct, ageReservations, createOrganization, createTestContext, createTestDatabase, json, ledgerSum, openTestStore, packOrder, queryRows, rowReservingKey, type TestContext } from "../helpers";
+import { addProduct, ageReservations, createOrganization, createTestContext, createTestDatabase, json, ledgerSum, openTestStore, packOrder, queryRows, rowReservingKey, type TestContext } from "../support/context";
 
 // A refund while look-ups hold credits of the refunded bucket: the free credits go at once; of the
 // held ones, those a look-up spends are usage, and those it gives back go to the refund, never

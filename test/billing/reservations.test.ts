@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
 import { openStore } from "../../src/services";
-import { ageReservations, createTestDatabase, ledgerSum, openTestStore } from "../helpers";
+import { ageReservations, createTestDatabase, ledgerSum, openTestStore } from "../support/context";
 
 // The store's storage rules for credits, on whichever store the suite runs against: reservations
 // are claimed once, never overdraw, and keep ledger sum = available + reserved at every step.

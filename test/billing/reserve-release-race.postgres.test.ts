@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import type { Store } from "../../src/db/store";
-import { ledgerSum, openTestStore } from "../helpers";
+import { ledgerSum, openTestStore } from "../support/context";
 
 // Reservations racing releases on PostgreSQL. A release that commits after a reserve statement's
 // snapshot raises a bucket; the reserve locks and reads the raised row, but PostgreSQL checks the

@@ -2,7 +2,7 @@
 // module, and the guard only needs a user and a session), so they work on either store.
 import { hashSecret } from "../../src/lib/crypto";
 import { newId, newRandomToken } from "../../src/lib/ids";
-import type { TestContext } from "../helpers";
+import type { TestContext } from "../support/context";
 
 const HOUR = 3_600_000;
 

@@ -1,7 +1,7 @@
 // A local stand-in for the few Stripe endpoints the Stripe provider calls, so the real `stripe` SDK
 // can be exercised end to end (host/port/protocol options) without the network.
 import Stripe from "stripe";
-import { createTestContext, type TestContext } from "../helpers";
+import { createTestContext, type TestContext } from "../support/context";
 
 export const WEBHOOK_SECRET = "whsec_test_standin_secret";
 

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { createOrganization, createTestContext, json, type TestOrganization } from "../helpers";
+import { createOrganization, createTestContext, json, type TestOrganization } from "../support/context";
 import { BILLING, postJSON } from "./fixtures";
 import { createSession, type TestSession } from "./session-helper";
 import { createStripeTestContext, deliver, type StripeTestContext, stripeEvent } from "./stripe-stand-in";

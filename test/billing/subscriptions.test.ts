@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { json } from "../helpers";
+import { json } from "../support/context";
 import { BILLING, type BillingFixture, billingFixture, DAY, otherOrganization, postForm, postJSON } from "./fixtures";
 
 let fx: BillingFixture;

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { addProduct, json } from "../helpers";
+import { addProduct, json } from "../support/context";
 import { BILLING, type BillingFixture, billingFixture, HOUR, otherOrganization } from "./fixtures";
-import { securityTests } from "../security";
+import { securityTests } from "../support/security";
 
 const GTIN = "04006381333931";
 let fx: BillingFixture;

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { NewOrder } from "../../src/db/billing/records";
 import { BILLED_REASON, DAY_MS, HOUR_MS, hourStartOf, type Store } from "../../src/db/store";
 import type { FakeClock } from "../../src/lib/clock";
-import { ledgerSum, type TwoStores, twoStoresOnOneDatabase } from "../helpers";
+import { ledgerSum, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
 
 // Two stores on one database, as two instances (or an instance and the CLI) serving the same
 // organization at once: each rule below is a conditional write, a row lock or a unique constraint in

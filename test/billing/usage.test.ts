@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
-import { addProduct, json } from "../helpers";
+import { addProduct, json } from "../support/context";
 import { BILLING, type BillingFixture, billingFixture, DAY, HOUR, otherOrganization } from "./fixtures";
-import { securityTests } from "../security";
+import { securityTests } from "../support/security";
 
 const FRESH = "04006381333931";
 const STALE = "00012345678905";

@@ -3,7 +3,7 @@ import { Database } from "bun:sqlite";
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runCLI, runCLIAsync, seedDatabase, spawnServe, type SeededDatabase, type ServeProcess } from "../process-helpers";
+import { runCLI, runCLIAsync, seedDatabase, spawnServe, type SeededDatabase, type ServeProcess } from "../support/service-process";
 
 const CREDITS = 100_000;
 let directory: string;

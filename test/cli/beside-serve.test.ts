@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { newId } from "../../src/lib/ids";
-import { runCLIAsync, seedDatabase, sourcesWithPreload, spawnServe, type SeededDatabase, type ServeProcess } from "../process-helpers";
-import { packOrder } from "../helpers";
+import { runCLIAsync, seedDatabase, sourcesWithPreload, spawnServe, type SeededDatabase, type ServeProcess } from "../support/service-process";
+import { packOrder } from "../support/context";
 
 // The operator CLI beside a running `serve` on one SQLite file: the server's holds live in its
 // memory, so a CLI read must write nothing and a CLI write may only add credits.

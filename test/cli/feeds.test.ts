@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { UsageError } from "../../src/cli/command";
 import { main } from "../../src/main";
 import { feedServer, offerLine } from "../feeds/feed-helpers";
-import { createTestDatabase, type TestDatabase } from "../helpers";
+import { createTestDatabase, type TestDatabase } from "../support/context";
 
 const PEN = "04006381333931";
 let database: TestDatabase;

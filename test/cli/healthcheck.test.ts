@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startServer, type RunningServer } from "../../src/server";
-import { createTestContext } from "../helpers";
-import { runCLIAsync } from "../process-helpers";
+import { createTestContext } from "../support/context";
+import { runCLIAsync } from "../support/service-process";
 
 let server: RunningServer;
 beforeAll(async () => {

@@ -8,7 +8,7 @@ import { hashSecret } from "../../src/lib/crypto";
 import { main } from "../../src/main";
 import { rotateApiKey } from "../../src/modules/keys/service";
 import { openStore } from "../../src/services";
-import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from "../helpers";
+import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from "../support/context";
 
 // `migrate --to`: a SQLite database with every kind of row, copied into an empty PostgreSQL schema.
 // PostgreSQL-only (see bunfig.toml): scripts/test.ts runs it.

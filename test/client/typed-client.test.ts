@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { CLIENT_DIRECTORY, clientFiles, freshClientFiles } from "../../scripts/generate-client";
+import { CLIENT_DIRECTORY, clientFiles, freshClientFiles } from "../../tools/client";
 import { startServer, type RunningServer } from "../../src/server";
-import { addProduct, createOrganization, createTestContext, signIn, type TestContext, type TestOrganization, type TestSession } from "../helpers";
+import { addProduct, createOrganization, createTestContext, signIn, type TestContext, type TestOrganization, type TestSession } from "../support/context";
 import { createClient } from "./generated/client";
 import { readResponseHeaders } from "./generated/headers.gen";
 import { createApiKey, getHealth, getProductPrice, listApiKeys } from "./generated/sdk.gen";

@@ -3,8 +3,8 @@ import { describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { DASHBOARD_PAGES } from "../../src/modules/dashboard";
 import type { OIDCVerifier } from "../../src/modules/auth/oidc";
-import { createTestContext, json } from "../helpers";
-import { generateDashboardAssets, GENERATED_PATH } from "../../scripts/build-dashboard";
+import { createTestContext, json } from "../support/context";
+import { generateDashboardAssets, GENERATED_PATH } from "../../tools/dashboard-assets";
 
 const GZIP = { "accept-encoding": "gzip, deflate, br" };
 const someVerifier: OIDCVerifier = { issuer: "https://id.example.com", verifyIDToken: async () => Promise.reject(new Error("not used")) };

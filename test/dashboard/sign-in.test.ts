@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { decodePendingSignIn, encodePendingSignIn, PENDING_SIGN_IN_COOKIE } from "../../src/modules/auth/code-flow";
 import { createOIDCVerifier } from "../../src/modules/auth/oidc";
-import { createTestContext, json, type TestContext } from "../helpers";
+import { createTestContext, json, type TestContext } from "../support/context";
 import { startJWKSServer } from "../auth/jwks-server";
 import { CLIENT_ID, CLIENT_SECRET, startTestOpenIDProvider, type TestOpenIDProvider } from "../auth/oidc-provider";
 

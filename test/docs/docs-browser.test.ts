@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser } from "playwright-core";
 import { startServer, type RunningServer } from "../../src/server";
 import { BROWSER_START_TIMEOUT, launchChromium } from "../browser/harness";
-import { createTestContext } from "../helpers";
+import { createTestContext } from "../support/context";
 
 let server: RunningServer;
 let browser: Browser;

@@ -3,7 +3,7 @@
 // Idempotency-Key replay, /metrics, /docs and /openapi.json.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { spawnServe } from "../process-helpers";
+import { spawnServe } from "../support/service-process";
 import { expectProblem, feedLine, jsonOf, type Service, startService } from "./harness";
 
 const FRESH = "4006381333931";

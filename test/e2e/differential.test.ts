@@ -9,9 +9,9 @@ import { chmodSync, copyFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { freePort } from "../browser/harness";
-import { removeAfterTheRun } from "../cleanup";
-import { createTestDatabase, type TestDatabase } from "../helpers";
-import { runCLIAsync, type ServeProcess, type ServiceTarget, spawnServe } from "../process-helpers";
+import { removeAfterTheRun } from "../support/cleanup";
+import { createTestDatabase, type TestDatabase } from "../support/context";
+import { runCLIAsync, type ServeProcess, type ServiceTarget, spawnServe } from "../support/service-process";
 import { type HostileRequest, hostileRequests } from "./hostile-requests";
 
 const ROOT = join(import.meta.dir, "../..");

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../browser/harness";
 import { quickstartCommands } from "../../src/modules/dashboard/client/pages/quickstart";
-import { type CLIResult, runCLIAsync, spawnServe } from "../process-helpers";
+import { type CLIResult, runCLIAsync, spawnServe } from "../support/service-process";
 import { BINARY, feedLine, jsonOf, TARGET } from "./harness";
 
 /** The name printed hints use: the executable's, or the sources' command line. */

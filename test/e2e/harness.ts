@@ -7,9 +7,9 @@ import { appendFileSync, chmodSync, copyFileSync, mkdtempSync, readdirSync, rmSy
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { freePort } from "../browser/harness";
-import { removeAfterTheRun } from "../cleanup";
-import { createTestDatabase, type TestDatabase } from "../helpers";
-import { type CLIResult, runCLIAsync, type ServeProcess, type ServiceTarget, spawnServe } from "../process-helpers";
+import { removeAfterTheRun } from "../support/cleanup";
+import { createTestDatabase, type TestDatabase } from "../support/context";
+import { type CLIResult, runCLIAsync, type ServeProcess, type ServiceTarget, spawnServe } from "../support/service-process";
 
 const ROOT = join(import.meta.dir, "../..");
 export const BINARY = process.env.PRICE_SERVICE_BIN?.trim() || null;

@@ -4,8 +4,8 @@ import type { PostgresStore } from "../../src/db/postgres-store";
 import { SYSTEM_USER_ID, type Store } from "../../src/db/store";
 import { createApiKey, rotateApiKey } from "../../src/modules/keys/service";
 import { openStore } from "../../src/services";
-import { createTestDatabase, ledgerSum, TEST_DATABASE_URL, type TestDatabase } from "../helpers";
-import { type ServeProcess, spawnServe } from "../process-helpers";
+import { createTestDatabase, ledgerSum, TEST_DATABASE_URL, type TestDatabase } from "../support/context";
+import { type ServeProcess, spawnServe } from "../support/service-process";
 import { TARGET } from "./harness";
 
 // Two real `serve` processes of the product under test (see ./harness.ts) on one PostgreSQL schema,

@@ -6,8 +6,8 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { CLIResult } from "../process-helpers";
-import { TEST_DATABASE_URL } from "../helpers";
+import type { CLIResult } from "../support/service-process";
+import { TEST_DATABASE_URL } from "../support/context";
 import { BINARY, developmentSignIn, feedLine, filesBesideTheProduct, jsonOf, type Service, startService } from "./harness";
 
 const FRESH = "4006381333931";

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { publicLocation } from "../../src/modules/feeds/freshness";
 import { createFeedToken } from "../../src/modules/feeds/tokens";
-import { createOrganization, createTestContext, json, type TestContext } from "../helpers";
+import { createOrganization, createTestContext, json, type TestContext } from "../support/context";
 import { addSource, offerLine } from "./feed-helpers";
 
 const PEN = "04006381333931";

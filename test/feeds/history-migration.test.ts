@@ -5,7 +5,7 @@ import { openPostgresClient } from "../../src/db/postgres-client";
 import { PostgresStore } from "../../src/db/postgres-store";
 import { openSQLite, sqlitePathFromURL, SQLiteStore } from "../../src/db/sqlite-store";
 import type { FeedRecord, Store } from "../../src/db/store";
-import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from "../helpers";
+import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from "../support/context";
 
 // The migration that moved each offer's current state out of offer_price_history (onto the offer,
 // with `state_since`) keeps every history already written: the listing reads the same after it.

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import type { FeedRecord, Store } from "../../src/db/store";
-import { openTestStore } from "../helpers";
+import { openTestStore } from "../support/context";
 
 const PEN = "04006381333931";
 const T0 = Date.parse("2026-11-22T10:00:00.000Z");

@@ -1,7 +1,7 @@
 // Feed pulls under the outbound policy, in production mode: the test's local servers are reachable
 // only because OUTBOUND_ALLOWED_NETWORKS lists 127.0.0.1/32; 127.0.0.2 stands for an internal host.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { createTestContext, queryRows, type TestContext } from "../helpers";
+import { createTestContext, queryRows, type TestContext } from "../support/context";
 import { addSource, feedServer, offerLine } from "./feed-helpers";
 
 const PEN = "04006381333931";

@@ -5,7 +5,7 @@ import { openPostgresClient } from "../../src/db/postgres-client";
 import { PostgresStore } from "../../src/db/postgres-store";
 import { openSQLite, sqlitePathFromURL, SQLiteStore } from "../../src/db/sqlite-store";
 import type { Store } from "../../src/db/store";
-import { createTestDatabase, queryRows, TEST_DATABASE_URL, type TestDatabase } from "../helpers";
+import { createTestDatabase, queryRows, TEST_DATABASE_URL, type TestDatabase } from "../support/context";
 
 // Sources declared before merchant bindings existed keep writing what they wrote: each is bound to
 // the merchants whose offers it wrote last, and a product whose offers all come from one source is

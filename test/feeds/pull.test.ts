@@ -8,7 +8,7 @@ import { createLogger } from "../../src/lib/logger";
 import { createAddressPolicy, createOutboundClient } from "../../src/lib/outbound";
 import { scanDirectorySource } from "../../src/modules/feeds/pull";
 import { FeedScheduler } from "../../src/modules/feeds/scheduler";
-import { openTestStore, queryRows } from "../helpers";
+import { openTestStore, queryRows } from "../support/context";
 import { addSource, feedServer, offerLine } from "./feed-helpers";
 
 const PEN = "04006381333931";
@@ -76,8 +76,11 @@ describe("URL sources", () => {
   });
 
   test("a source that times out: every attempt is made with back-off, then a failed run", async () => {
+    // Answers only when the test ends: every attempt runs into the source's 200 ms timeout.
+    const never = Promise.withResolvers<void>();
+    stops.push(never.resolve);
     const server = serve(async () => {
-      await Bun.sleep(3000);
+      await never.promise;
       return new Response("");
     });
     const source = await addSource(store, { name: "slow", kind: "url", location: `${server.url}/feed`, timeoutMs: 200, retries: 2 }, Date.now());
@@ -174,8 +177,9 @@ describe("the schedule", () => {
     expect(server.requests.length).toBe(1);
     // Not due again until the interval has passed.
     expect([...(await scheduler.tick()), ...(await other.tick())]).toEqual([]);
-    // The next run is dated by the store's clock (the database's on PostgreSQL): real time has to pass.
-    await Bun.sleep(1100);
+    // The next run is dated by the store's clock (the database's on PostgreSQL, which a test cannot
+    // move): the interval passes by moving the source's dates back by it.
+    await queryRows(store, "UPDATE feed_sources SET next_run_at = next_run_at - 1000, lease_until = lease_until - 1000 WHERE id = ?", [source.id]);
     const [againA, againB] = await Promise.all([scheduler.tick(), other.tick()]);
     expect(againA.length + againB.length).toBe(1);
     expect((await store.listFeedRuns(source.id, { limit: 10 })).items.map((run) => run.trigger)).toEqual(["schedule", "schedule"]);

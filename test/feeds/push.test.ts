@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { createFeedToken } from "../../src/modules/feeds/tokens";
-import { createOrganization, createTestContext, json, queryRows, type TestContext } from "../helpers";
+import { createOrganization, createTestContext, json, queryRows, type TestContext } from "../support/context";
 import { addSource, offerLine } from "./feed-helpers";
 
 const PEN = "04006381333931";

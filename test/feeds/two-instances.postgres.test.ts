@@ -2,8 +2,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Store } from "../../src/db/store";
 import { newId } from "../../src/lib/ids";
 import { openStore } from "../../src/services";
-import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from "../helpers";
-import { type ServeProcess, spawnServe } from "../process-helpers";
+import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from "../support/context";
+import { type ServeProcess, spawnServe } from "../support/service-process";
 import { feedServer, offerLine } from "./feed-helpers";
 
 // Two real `serve` processes on one PostgreSQL schema with one scheduled URL source: each period of

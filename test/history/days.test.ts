@@ -6,7 +6,7 @@ import { openDebitConnection, openPostgresClient } from "../../src/db/postgres-c
 import { PostgresStore } from "../../src/db/postgres-store";
 import { openSQLite, sqlitePathFromURL, SQLiteStore } from "../../src/db/sqlite-store";
 import type { FeedRecord, Store } from "../../src/db/store";
-import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from "../helpers";
+import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from "../support/context";
 
 // The day aggregation the database keeps (offer_price_days, written by the history trigger, filled
 // for older history by its migration) against the same aggregation computed from the listed states.

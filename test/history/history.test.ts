@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { FeedRecord } from "../../src/db/store";
-import { addProduct, createOrganization, createTestContext, json, type TestContext, type TestOrganization } from "../helpers";
+import { addProduct, createOrganization, createTestContext, json, type TestContext, type TestOrganization } from "../support/context";
 
 const GTIN = "04006381333931"; // GTIN-13 4006381333931
 const STALE = "00036000291452"; // GTIN-12 036000291452: one offer, observed long ago

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createOrganization, createTestContext, json, signIn, type TestContext, type TestOrganization } from "../helpers";
+import { createOrganization, createTestContext, json, signIn, type TestContext, type TestOrganization } from "../support/context";
 
 // A caller without a credential learns nothing from a secured route but 401, whatever else is wrong
 // with the request; with one, the same request gets the problem of what is wrong.

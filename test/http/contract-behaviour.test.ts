@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { addProduct, createOrganization, createTestContext, json, signIn, type TestContext, type TestOrganization, type TestSession } from "../helpers";
+import { addProduct, createOrganization, createTestContext, json, signIn, type TestContext, type TestOrganization, type TestSession } from "../support/context";
 
 const GTIN = "4006381333931";
 let context: TestContext;

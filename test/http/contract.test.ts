@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { lintContract } from "../../scripts/check-contract";
-import { createTestContext, json, type TestContext } from "../helpers";
+import { lintContract } from "../../tools/contract";
+import { createTestContext, json, type TestContext } from "../support/context";
 
 let context: TestContext;
 let document: any;

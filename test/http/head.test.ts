@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { startServer } from "../../src/server";
-import { addProduct, createOrganization, createTestContext, json, ledgerSum, queryRows, type TestContext, type TestOrganization } from "../helpers";
+import { addProduct, createOrganization, createTestContext, json, ledgerSum, queryRows, type TestContext, type TestOrganization } from "../support/context";
 
 const FRESH = "04006381333931";
 const PRICE = "/api/v1/products/4006381333931/price";

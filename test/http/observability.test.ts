@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { addProduct, createOrganization, createTestContext, type TestContext, type TestOrganization } from "../helpers";
+import { addProduct, createOrganization, createTestContext, type TestContext, type TestOrganization } from "../support/context";
 
 let context: TestContext;
 let org: TestOrganization;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { PROBLEMS } from "../../src/http/problem";
-import { createTestContext, json, type TestContext } from "../helpers";
+import { createTestContext, json, type TestContext } from "../support/context";
 
 let context: TestContext;
 let document: any;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { PROBLEMS } from "../../src/http/problem";
-import { createTestContext, json, type TestContext } from "../helpers";
+import { createTestContext, json, type TestContext } from "../support/context";
 
 let context: TestContext;
 beforeAll(async () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { t } from "elysia";
 import { createApp } from "../../src/app";
 import { listenOptions } from "../../src/server";
-import { createTestContext, json, type TestContext } from "../helpers";
+import { createTestContext, json, type TestContext } from "../support/context";
 
 describe("security headers", () => {
   test("every response, errors included, carries the security headers and no-store", async () => {

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { Store } from "../../src/db/store";
 import { gtin13 } from "../../src/modules/ingest/demo-data";
 import { formatFromFileName, importFeed, type ImportReport } from "../../src/modules/ingest/import-feed";
-import { openTestStore } from "../helpers";
+import { openTestStore } from "../support/context";
 
 const NOW = Date.parse("2026-11-22T10:00:00.000Z");
 const PEN = "04006381333931";

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, expect, test } from "bun:test";
 import type { Store } from "../../src/db/store";
 import { gtin13 } from "../../src/modules/ingest/demo-data";
 import { importFeed, STATISTICS_REFRESH_RECORDS } from "../../src/modules/ingest/import-feed";
-import { openTestStore, queryRows } from "../helpers";
+import { openTestStore, queryRows } from "../support/context";
 
 // Right after a bulk load the planner has no statistics (autovacuum analyzes on its next round), and
 // a batch look-up of 100 GTINs scanned every offer: 10 ms of PostgreSQL instead of 1 ms.

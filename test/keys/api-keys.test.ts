@@ -2,8 +2,8 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { hashSecret } from "../../src/lib/crypto";
 import { hashRequestBody, IDEMPOTENCY_TTL_MS } from "../../src/http/idempotency";
 import { isWellFormedKey } from "../../src/modules/keys/key-format";
-import { addProduct, createOrganization, createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
-import { securityTests, storedText } from "../security";
+import { addProduct, createOrganization, createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../support/context";
+import { securityTests, storedText } from "../support/security";
 
 const KEYS = "/api/v1/customer/api-keys";
 const FRESH = "04006381333931";

@@ -1,7 +1,7 @@
 // Per-key controls: expiresAt, monthlyCreditLimit, rateLimit, at creation and by PATCH.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { addProduct, createTestContext, json, ledgerSum, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
-import { securityTests } from "../security";
+import { addProduct, createTestContext, json, ledgerSum, queryRows, signIn, type TestContext, type TestSession } from "../support/context";
+import { securityTests } from "../support/security";
 
 const KEYS = "/api/v1/customer/api-keys";
 const FRESH = "04006381333931";

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, expect, test } from "bun:test";
 import { SYSTEM_USER_ID, type Store } from "../../src/db/store";
 import type { FakeClock } from "../../src/lib/clock";
 import { createApiKey } from "../../src/modules/keys/service";
-import { ledgerSum, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../helpers";
+import { ledgerSum, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
 
 // A key's monthly credit limit across two instances on one PostgreSQL database: the counter row of
 // the month is the lock every reservation of the key takes, whichever instance it reaches.

@@ -5,7 +5,7 @@ import { FakeClock } from "../../src/lib/clock";
 import { hashSecret } from "../../src/lib/crypto";
 import { createApiKey, rotateApiKey } from "../../src/modules/keys/service";
 import { openStore } from "../../src/services";
-import { createTestDatabase, openTestStore } from "../helpers";
+import { createTestDatabase, openTestStore } from "../support/context";
 
 // Key state changes are conditional writes in the store, so they hold when several instances (or an
 // instance and the operator CLI) act on one key at the same moment.

@@ -2,7 +2,7 @@
 // key's bucket: no number of keys or rotations raises what an organization may send.
 import { afterEach, describe, expect, test } from "bun:test";
 import { ConfigError, loadConfig } from "../../src/config";
-import { addProduct, createTestContext, json, signIn, type TestContext, type TestSession } from "../helpers";
+import { addProduct, createTestContext, json, signIn, type TestContext, type TestSession } from "../support/context";
 
 const KEYS = "/api/v1/customer/api-keys";
 const FRESH = "04006381333931";

@@ -2,7 +2,7 @@
 // had when it stopped being ACTIVE, and a change that comes later is refused, not applied to a dead key.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { Store } from "../../src/db/store";
-import { addProduct, createTestContext, json, signIn, type TestContext, type TestSession } from "../helpers";
+import { addProduct, createTestContext, json, signIn, type TestContext, type TestSession } from "../support/context";
 
 const KEYS = "/api/v1/customer/api-keys";
 const FRESH = "04006381333931";

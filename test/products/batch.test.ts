@@ -3,8 +3,8 @@ import type { PostgresStore } from "../../src/db/postgres-store";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { type Store, SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
-import { addProduct, createOrganization, createTestContext, json, ledgerSum, type TestContext, type TestOrganization } from "../helpers";
-import { securityTests } from "../security";
+import { addProduct, createOrganization, createTestContext, json, ledgerSum, type TestContext, type TestOrganization } from "../support/context";
+import { securityTests } from "../support/security";
 
 // The batch look-up: POST /api/v1/products/prices, on whichever store the suite runs against.
 const FRESH = "04006381333931"; // GTIN-13 4006381333931

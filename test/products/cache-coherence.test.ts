@@ -6,7 +6,7 @@ import type { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createApiKey } from "../../src/modules/keys/service";
 import { createServices } from "../../src/services";
-import { twoStoresOnOneDatabase, type TwoStores } from "../helpers";
+import { twoStoresOnOneDatabase, type TwoStores } from "../support/context";
 
 // Both stores keep what the hot path reads in memory: SQLite its keys, products and buckets,
 // PostgreSQL the products read under the current catalog version. These tests change the database

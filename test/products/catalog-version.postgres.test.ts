@@ -4,7 +4,7 @@ import { SYSTEM_USER_ID, type FeedRecord } from "../../src/db/store";
 import { hashSecret } from "../../src/lib/crypto";
 import { createApiKey } from "../../src/modules/keys/service";
 import { openStore } from "../../src/services";
-import { createTestDatabase, queryRows, type TestDatabase } from "../helpers";
+import { createTestDatabase, queryRows, type TestDatabase } from "../support/context";
 
 // A PostgreSQL instance hands out a product from memory while the catalog version it last saw (read
 // with each request's key) is the one the product was read under; every import moves the version.

@@ -7,7 +7,7 @@ import type { Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createServices } from "../../src/services";
-import { addProduct, ageReservations, createOrganization, createTestDatabase, json, ledgerSum, queryRows, type TestDatabase } from "../helpers";
+import { addProduct, ageReservations, createOrganization, createTestDatabase, json, ledgerSum, queryRows, type TestDatabase } from "../support/context";
 
 // Two instances on one PostgreSQL database whose clocks disagree by 61 s:
 // ages of reservations and Idempotency-Key claims are judged by the database's clock alone.

@@ -7,7 +7,7 @@ import type { Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createServices } from "../../src/services";
-import { addProduct, createOrganization, createSQLiteTestDatabase, json, ledgerSum, openTestStore, type TestContext, type TestDatabase, type TestOrganization } from "../helpers";
+import { addProduct, createOrganization, createSQLiteTestDatabase, json, ledgerSum, openTestStore, type TestContext, type TestDatabase, type TestOrganization } from "../support/context";
 
 // An answer may claim a debit only when the debit committed.
 const FRESH = "04006381333931";

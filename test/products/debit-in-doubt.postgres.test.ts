@@ -6,8 +6,8 @@ import type { PostgresStore } from "../../src/db/postgres-store";
 import { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createServices, openStore } from "../../src/services";
-import { addProduct, createOrganization, createTestDatabase, json, ledgerSum, queryRows, type TestContext, type TestDatabase } from "../helpers";
-import { startCommitAnswerLoss } from "../postgres-relay";
+import { addProduct, createOrganization, createTestDatabase, json, ledgerSum, queryRows, type TestContext, type TestDatabase } from "../support/context";
+import { startCommitAnswerLoss } from "../support/postgres-relay";
 
 // A look-up whose debit is in doubt: PostgreSQL took its COMMIT, the answer never came back, and the
 // database stayed away for longer than a debit waits for it. Its 503 must not claim it was not billed.

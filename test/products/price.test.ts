@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { addProduct, createOrganization, createTestContext, json, ledgerSum, type TestContext, type TestOrganization } from "../helpers";
-import { securityTests } from "../security";
+import { addProduct, createOrganization, createTestContext, json, ledgerSum, type TestContext, type TestOrganization } from "../support/context";
+import { securityTests } from "../support/security";
 
 const FRESH = "04006381333931"; // GTIN-13 4006381333931 as GTIN-14
 const STALE = "00036000291452"; // GTIN-12 036000291452

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import type { FeedRecord } from "../../src/db/store";
-import { twoStoresOnOneDatabase, type TwoStores } from "../helpers";
+import { twoStoresOnOneDatabase, type TwoStores } from "../support/context";
 
 // A look-up keeps each product's prepared answer (its `data` serialized once) by the object the
 // store handed out. Both stores hand out the same object while a product is unchanged (SQLite from

@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { normalizeGTIN } from "../../src/modules/products/gtin";
 import { importFeed } from "../../src/modules/ingest/import-feed";
 import { SQLiteStore } from "../../src/db/sqlite-store";
-import { addProduct, createOrganization, createTestContext, signIn, type TestContext, type TestOrganization } from "../helpers";
+import { addProduct, createOrganization, createTestContext, signIn, type TestContext, type TestOrganization } from "../support/context";
 
 // Short property runs for the suite; scripts/fuzz.ts runs the same properties for much longer.
 const RUNS = Number(process.env.FUZZ_RUNS ?? 150);

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { openPostgresClient } from "../../src/db/postgres-client";
-import { TEST_DATABASE_URL } from "../helpers";
+import { TEST_DATABASE_URL } from "../support/context";
 
 // postgres.js as installed (patches/postgres+3.4.9.patch): a connection whose backend PostgreSQL
 // ended during a query kept that error and failed the first query of its next connection with it.

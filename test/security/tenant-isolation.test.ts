@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { addProduct, createOrganization, createTestContext, json, signIn, type TestContext, type TestOrganization, type TestSession } from "../helpers";
+import { addProduct, createOrganization, createTestContext, json, signIn, type TestContext, type TestOrganization, type TestSession } from "../support/context";
 
 // Every endpoint that takes an id, called by another organization with this organization's id:
 // always 404 (never 403, which would confirm the id exists), and nothing changes.

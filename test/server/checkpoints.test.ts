@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Database } from "bun:sqlite";
 import { openStore } from "../../src/services";
-import { seedDatabase, spawnServe, type SeededDatabase, type ServeProcess } from "../process-helpers";
+import { seedDatabase, spawnServe, type SeededDatabase, type ServeProcess } from "../support/service-process";
 
 let directory: string;
 let databasePath: string;

@@ -3,7 +3,7 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { seedDatabase, sourcesWithPreload, spawnServe, type SeededDatabase, type ServeProcess } from "../process-helpers";
+import { seedDatabase, sourcesWithPreload, spawnServe, type SeededDatabase, type ServeProcess } from "../support/service-process";
 
 // One `serve` per SQLite file: its holds live in its memory and at start-up it clears in-progress
 // Idempotency-Key claims, so a second one must refuse before it opens the database.

@@ -4,8 +4,8 @@ import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startServer } from "../../src/server";
-import { addProduct, createOrganization, createTestContext } from "../helpers";
-import { seedDatabase, sourcesWithPreload, spawnServe, type SeededDatabase, type ServeProcess } from "../process-helpers";
+import { addProduct, createOrganization, createTestContext } from "../support/context";
+import { seedDatabase, sourcesWithPreload, spawnServe, type SeededDatabase, type ServeProcess } from "../support/service-process";
 
 let directory: string;
 let databasePath: string;

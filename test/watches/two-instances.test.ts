@@ -4,7 +4,7 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import type { FeedRecord } from "../../src/db/store";
 import { gtin13 } from "../../src/modules/ingest/demo-data";
-import { ledgerSum, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../helpers";
+import { ledgerSum, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
 
 const PRODUCTS = 40;
 let stores: TwoStores;

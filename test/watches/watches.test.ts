@@ -2,7 +2,7 @@
 // the API, each trigger, billing and pausing, evaluated synchronously with the evaluator's tick.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { newId } from "../../src/lib/ids";
-import { addProduct, createOrganization, createTestContext, json, ledgerSum, queryRows, type TestContext, type TestOrganization } from "../helpers";
+import { addProduct, createOrganization, createTestContext, json, ledgerSum, queryRows, type TestContext, type TestOrganization } from "../support/context";
 
 const GTIN = "04006381333931";
 const GTIN13 = "4006381333931";

@@ -11,7 +11,7 @@ import { createAddressPolicy, createOutboundClient } from "../../src/lib/outboun
 import { DELIVERY_LIMITS, RETRY_SCHEDULE_MS, RESPONSE_EXCERPT_BYTES, WebhookDispatcher } from "../../src/modules/webhooks/dispatcher";
 import { newWebhookSecret } from "../../src/modules/webhooks/signature";
 import { openStore } from "../../src/services";
-import { createTestContext, createTestDatabase, json, queryRows, signIn, twoStoresOnOneDatabase, type TestContext, type TestSession } from "../helpers";
+import { createTestContext, createTestDatabase, json, queryRows, signIn, twoStoresOnOneDatabase, type TestContext, type TestSession } from "../support/context";
 import { startReceiver, type Receiver } from "./receiver";
 
 const WEBHOOKS = "/api/v1/customer/webhooks";

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../helpers";
-import { securityTests } from "../security";
+import { createTestContext, json, queryRows, signIn, type TestContext, type TestSession } from "../support/context";
+import { securityTests } from "../support/security";
 
 const WEBHOOKS = "/api/v1/customer/webhooks";
 const ENDPOINT_FIELDS = ["createdAt", "disabledAt", "eventTypes", "failingSince", "id", "status", "url"];

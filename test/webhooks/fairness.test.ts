@@ -6,7 +6,7 @@ import { BACKLOG_DROPPED, MAX_PENDING_PER_ENDPOINT } from "../../src/db/webhooks
 import { newId } from "../../src/lib/ids";
 import { DELIVERY_LIMITS } from "../../src/modules/webhooks/dispatcher";
 import { newWebhookSecret } from "../../src/modules/webhooks/signature";
-import { createTestContext, json, queryRows, signIn, type TestContext } from "../helpers";
+import { createTestContext, json, queryRows, signIn, type TestContext } from "../support/context";
 import { startReceiver, type Receiver } from "./receiver";
 
 const WEBHOOKS = "/api/v1/customer/webhooks";

@@ -5,7 +5,7 @@ import { SYSTEM_USER_ID } from "../../src/db/store";
 import { newId } from "../../src/lib/ids";
 import { completeLocalOrder } from "../../src/modules/billing/service";
 import { createApiKey, revokeApiKey, rotateApiKey } from "../../src/modules/keys/service";
-import { addProduct, createOrganization, createTestContext, packOrder, queryRows, rowReservingKey, signIn, type TestContext, type TestOrganization } from "../helpers";
+import { addProduct, createOrganization, createTestContext, packOrder, queryRows, rowReservingKey, signIn, type TestContext, type TestOrganization } from "../support/context";
 
 const FRESH = "04006381333931";
 

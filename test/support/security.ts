@@ -2,17 +2,24 @@
 // endpoint takes"), written once: call securityTests inside the endpoint's describe(). The cases
 // "another organization" are the endpoint's own, beside it.
 import { describe, expect, test } from "bun:test";
-import { SYSTEM_USER_ID } from "../src/db/store";
-import { createApiKey } from "../src/modules/keys/service";
-import { createOrganization, json, queryRows, signIn, tableNames, type TestContext } from "./helpers";
+import { SYSTEM_USER_ID } from "../../src/db/store";
+import type { FeedTokenScope } from "../../src/db/feeds/records";
+import { createFeedToken } from "../../src/modules/feeds/tokens";
+import { createApiKey } from "../../src/modules/keys/service";
+import { createOrganization, json, queryRows, signIn, tableNames, type TestContext } from "./context";
 
 export interface SecuredEndpoint {
   method: "GET" | "POST" | "PATCH" | "DELETE";
   /** Called inside each test, after the fixture exists (paths may name fixture ids). */
   path: () => string;
   body?: () => unknown;
-  /** The credentials the endpoint takes: a session cookie, either a session or an API key, or an API key. */
-  accepts: "session" | "sessionOrKey" | "key";
+  /**
+   * The credentials the endpoint takes: a session cookie, either a session or an API key, an API
+   * key, or the operator's feed token of `feedTokenScope`.
+   */
+  accepts: "session" | "sessionOrKey" | "key" | "feedToken";
+  /** For `accepts: "feedToken"`: the scope the endpoint's token must have (a token of the other scope gets 403). */
+  feedTokenScope?: FeedTokenScope;
 }
 
 const PUBLIC_ORIGIN = "http://localhost:8080";
@@ -51,6 +58,7 @@ export function securityTests(endpoint: SecuredEndpoint, currentContext: () => T
       await expectUnauthorized(await send(currentContext(), endpoint, {}));
     });
 
+    if (endpoint.accepts === "feedToken") return feedTokenSecurityTests(endpoint, currentContext);
     if (endpoint.accepts !== "session") apiKeySecurityTests(endpoint, currentContext);
     if (endpoint.accepts !== "key") sessionSecurityTests(endpoint, currentContext);
     if (endpoint.accepts === "key") {
@@ -128,6 +136,41 @@ function sessionSecurityTests(endpoint: SecuredEndpoint, currentContext: () => T
     const session = await signIn(context, "csrf-fetch-site@example.com");
     const response = await send(context, endpoint, { ...session.headers, "sec-fetch-site": "cross-site", origin: PUBLIC_ORIGIN });
     expect(response.status).toBe(403);
+  });
+}
+
+function feedTokenSecurityTests(endpoint: SecuredEndpoint, currentContext: () => TestContext): void {
+  const scope = endpoint.feedTokenScope;
+  if (scope === undefined) throw new Error(`${endpoint.method} ${endpoint.path()}: a feed-token endpoint names the scope it takes (feedTokenScope)`);
+  const feedToken = async (context: TestContext, tokenScope: FeedTokenScope) =>
+    createFeedToken(context.store, { scope: tokenScope, sourceId: null, name: `security ${tokenScope}`, now: context.clock.now() });
+
+  test("with a malformed feed token it answers 401 with WWW-Authenticate: Bearer", async () => {
+    const response = await send(currentContext(), endpoint, { authorization: "Bearer ftk_not-a-token" });
+    expect(response.headers.get("www-authenticate")).toStartWith("Bearer");
+    await expectUnauthorized(response);
+  });
+
+  test("with a customer API key or a session cookie instead of a feed token it answers 401 unauthorized", async () => {
+    const context = currentContext();
+    const key = await apiKeyOfNewOrganization(context);
+    await expectUnauthorized(await send(context, endpoint, { authorization: key.authorization }));
+    await expectUnauthorized(await send(context, endpoint, (await signIn(context, "feed-cookie@example.com")).headers));
+  });
+
+  test("with a revoked feed token of the right scope it answers 401 unauthorized", async () => {
+    const context = currentContext();
+    const created = await feedToken(context, scope);
+    await context.store.revokeFeedToken(created.token.id, context.clock.now());
+    await expectUnauthorized(await send(context, endpoint, { authorization: `Bearer ${created.clearToken}` }));
+  });
+
+  test("with a feed token of the other scope it answers 403 forbidden", async () => {
+    const context = currentContext();
+    const created = await feedToken(context, scope === "push" ? "read" : "push");
+    const response = await send(context, endpoint, { authorization: `Bearer ${created.clearToken}` });
+    expect(response.status).toBe(403);
+    expect((await json(response)).type).toEndWith("/forbidden");
   });
 }
 

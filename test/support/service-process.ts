@@ -1,11 +1,11 @@
 // Helpers for tests that run the service as its own process, as operators do: `bun src/main.ts …`,
 // or a built executable (test/e2e).
 import type { Subprocess } from "bun";
-import { SQLiteStore } from "../src/db/sqlite-store";
-import { SYSTEM_USER_ID } from "../src/db/store";
-import { createApiKey } from "../src/modules/keys/service";
+import { SQLiteStore } from "../../src/db/sqlite-store";
+import { SYSTEM_USER_ID } from "../../src/db/store";
+import { createApiKey } from "../../src/modules/keys/service";
 
-const ROOT = new URL("..", import.meta.url).pathname;
+const ROOT = new URL("../..", import.meta.url).pathname;
 
 /** What runs the service in a child process: the command line before the command's own arguments, and where it runs. */
 export interface ServiceTarget {
