@@ -5,7 +5,7 @@ import type { PostgresStore } from "../../src/db/postgres-store";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { lockDatabaseForServing } from "../../src/db/sqlite-serve-lock";
 import type { Store } from "../../src/db/store";
-import { queryRows, testApplicationName } from "../helpers";
+import { queryRows, testApplicationName } from "../support/context";
 import { stripeEvent } from "../billing/stripe-stand-in";
 import { FRESH, MISSING, STALE, STALLING, type LookUpShape, type Purchase } from "./model";
 import type { Operation } from "./operations";

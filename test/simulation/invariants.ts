@@ -2,7 +2,7 @@
 // end state): per organization, per key line and per request.
 import { IDEMPOTENCY_ABANDONED_MS } from "../../src/http/idempotency";
 import { SQLiteStore } from "../../src/db/sqlite-store";
-import { queryRows } from "../helpers";
+import { queryRows } from "../support/context";
 import type { SentRequest } from "./model";
 import type { World } from "./world";
 

@@ -11,7 +11,7 @@ import { applyPostgresMigrations } from "../../src/db/migrate";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createTestSchema, dropTestSchema, type TestDatabase } from "../helpers";
+import { createTestSchema, dropTestSchema, type TestDatabase } from "../support/context";
 
 export type StoreKind = "sqlite" | "postgres";
 

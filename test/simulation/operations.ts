@@ -6,7 +6,7 @@ import { newId } from "../../src/lib/ids";
 import { rotateApiKey, revokeApiKey } from "../../src/modules/keys/service";
 import { SYSTEM_USER_ID } from "../../src/db/store";
 import { stripeEvent } from "../billing/stripe-stand-in";
-import { packOrder, queryRows } from "../helpers";
+import { packOrder, queryRows } from "../support/context";
 import { FRESH, FRESH_TOO, MISSING, STALE, STALLING, START, type LookUpShape, type Purchase, type SimKey, type SimOrganization } from "./model";
 import type { World } from "./world";
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { TEST_DATABASE_URL } from "../helpers";
+import { TEST_DATABASE_URL } from "../support/context";
 import { DEFAULT_STEPS, simulate } from "./simulation";
 
 // A bounded run of the seeded money simulation on the store under test; `npm run simulate -- --seeds N`

@@ -5,7 +5,7 @@
 // never taken by a watch event (its commit still succeeds).
 import { describe, expect, test } from "bun:test";
 import type { FeedRecord } from "../../src/db/store";
-import { addProduct, createOrganization, createTestContext, ledgerSum, queryRows, TEST_DATABASE_URL, type TestContext } from "../helpers";
+import { addProduct, createOrganization, createTestContext, ledgerSum, queryRows, TEST_DATABASE_URL, type TestContext } from "../support/context";
 import { prng } from "./simulation";
 
 const GTINS = ["04006381333931", "00012345678905", "05901234123457"];

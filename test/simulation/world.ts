@@ -12,7 +12,7 @@ import { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createServices } from "../../src/services";
 import { WEBHOOK_SECRET } from "../billing/stripe-stand-in";
-import { ageReservations, queryRows, type TestDatabase } from "../helpers";
+import { ageReservations, queryRows, type TestDatabase } from "../support/context";
 import { STALLING, type Answer, type Faults, type Instance, type LookUpShape, type Purchase, type SentRequest, type SimKey, type SimOrganization, type StoreKind, openStore } from "./model";
 
 export const STRIPE = { key: "sk_test_standin" };
