@@ -100,11 +100,8 @@ export interface Instance {
   alive: boolean;
   /** The SQLite serve lock it holds (one serve per file); a crash lets go of it with the process. */
   serveLock: ServeLock | null;
+  /** The reads waiting at the stall gate, each to be let go by an `unstall` step. */
   stalls: Array<() => void>;
-  /** How many more reads of STALLING stall (a look-up chosen to stall adds one; its retries do not). */
-  stallsLeft: number;
-  /** Called when a request starts waiting at the stall gate. */
-  onStall: () => void;
 }
 
 /** An API key as the simulation knows it: its secret, its line (a key and its rotations) and the line's monthly cap. */
@@ -154,6 +151,11 @@ export interface SentRequest {
   instance: Instance;
   /** Waiting at the stall gate until an `unstall` step. */
   stalled: boolean;
+  /**
+   * Set on a look-up chosen to stall (never on its retries): called when its read of STALLING
+   * reaches the stall gate, the first time only.
+   */
+  onStall: (() => void) | null;
   /** Set when the instance answered. */
   answer: Answer | null;
   settled: Promise<void>;

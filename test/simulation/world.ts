@@ -1,6 +1,7 @@
 // The running simulation: its database, instances, organizations and keys, the requests it sent and
 // the provider events it holds, and the helpers every operation uses (send a look-up, deliver an
 // event, let stalled requests go, wait for everything to settle).
+import { AsyncLocalStorage } from "node:async_hooks";
 import type Stripe from "stripe";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
@@ -96,7 +97,7 @@ export class World {
     // debits in doubt (answered 503, maybe committed) and the checks see their answers.
     if (inner instanceof PostgresStore && this.seed % 3 !== 1) inner.lostConnectionPatienceMs = 500;
     const clock = new FakeClock(now);
-    const instance = { name, clock, alive: true, stalls: [], stallsLeft: 0, onStall: () => {}, inner, serveLock } as unknown as Instance;
+    const instance = { name, clock, alive: true, stalls: [], inner, serveLock } as unknown as Instance;
     instance.store = instanceStore(inner, () => instance);
     const services = createServices({ config: this.config, store: instance.store, clock, logger: this.logger, stripe: this.stripe });
     instance.app = createApp(services);
@@ -114,16 +115,17 @@ export class World {
     victim.serveLock?.release();
   }
 
-  sendLookUp(instance: Instance, shape: LookUpShape, key: SimKey, idempotencyKey: string | null): SentRequest {
+  sendLookUp(instance: Instance, shape: LookUpShape, key: SimKey, idempotencyKey: string | null, onStall: (() => void) | null = null): SentRequest {
     const blockedBy = idempotencyKey === null ? [] : this.requests.filter((other) => other.idempotencyKey === idempotencyKey && other.stalled && other.instance.alive);
-    const request: SentRequest = { id: ++this.sequence, shape, key, idempotencyKey, instance, stalled: false, answer: null, settled: Promise.resolve(), sentAt: this.elapsed, blockedBy, stillBlockedBy: [] };
+    const request: SentRequest = { id: ++this.sequence, shape, key, idempotencyKey, instance, stalled: false, onStall, answer: null, settled: Promise.resolve(), sentAt: this.elapsed, blockedBy, stillBlockedBy: [] };
     const headers: Record<string, string> = { authorization: `Bearer ${key.clearKey}` };
     if (idempotencyKey !== null) headers["idempotency-key"] = idempotencyKey;
     const http =
       shape.kind === "batch"
         ? new Request("http://localhost/api/v1/products/prices", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ gtins: shape.gtins }) })
         : new Request(`http://localhost/api/v1/products/${shape.gtins[0]}/price`, { method: shape.kind === "head" ? "HEAD" : "GET", headers });
-    request.settled = instance.app.handle(http).then(async (response) => {
+    // The stall gate knows which request reads through this context, so only the one chosen stalls.
+    request.settled = sending.run(request, () => instance.app.handle(http)).then(async (response) => {
       const text = await response.text().catch(() => "");
       let body: { detail?: string; meta?: { requestId?: string; creditsConsumed?: number; creditsRemaining?: number; billable?: boolean; reason?: string }; data?: unknown } = {};
       try {
@@ -155,12 +157,10 @@ export class World {
    * (a 402 or 409 never does). Resolves when it has stalled or been answered, or after a tick.
    */
   async send(instance: Instance, shape: LookUpShape, key: SimKey, idempotencyKey: string | null, stall: boolean): Promise<SentRequest> {
-    if (stall) instance.stallsLeft++;
     if (this.alive().some((other) => other.clock.now() < instance.clock.now())) this.injected("clock skew");
     let arrived!: () => void;
     const stalledAt = new Promise<void>((resolve) => (arrived = resolve));
-    instance.onStall = arrived;
-    const request = this.sendLookUp(instance, shape, key, idempotencyKey);
+    const request = this.sendLookUp(instance, shape, key, idempotencyKey, stall ? arrived : null);
     this.trace.push(
       `look-up #${request.id} ${shape.kind} ${shape.gtins.join(",")} on ${instance.name} by ${key.id}${key.monthlyLimit === null ? "" : ` (cap ${key.monthlyLimit})`}${key.status === "ACTIVE" ? "" : ` (${key.status})`} key=${idempotencyKey ?? "-"}${stall ? " (to stall)" : ""}`,
     );
@@ -170,7 +170,6 @@ export class World {
         this.trace.push(`  #${request.id} stalls`);
         this.injected("stall");
       }
-      else instance.stallsLeft = Math.max(0, instance.stallsLeft - 1);
     }
     return request;
   }
@@ -191,10 +190,12 @@ export class World {
 
   unstall(): void {
     for (const instance of this.instances) {
-      instance.stallsLeft = 0;
       for (const open of instance.stalls.splice(0)) open();
     }
-    for (const request of this.requests) request.stalled = false;
+    for (const request of this.requests) {
+      request.stalled = false;
+      request.onStall = null;
+    }
   }
 
   async quiesce(setWriteFault: (on: boolean) => Promise<void>): Promise<void> {
@@ -222,6 +223,9 @@ export class World {
   }
 }
 
+/** The look-up whose work is running, for the stall gate. */
+const sending = new AsyncLocalStorage<SentRequest>();
+
 /**
  * The store an instance uses: a cut-off switch (a crashed instance's calls never return, like a dead
  * process's) and a stall gate on the product reads of STALLING (a request held inside its work).
@@ -236,11 +240,13 @@ function instanceStore(inner: Store, instance: () => Instance): Store {
         if (!owner.alive) return new Promise(() => {});
         const stalls =
           (property === "findProductWithOffers" && args[0] === STALLING) || (property === "findProductsWithOffers" && (args[0] as readonly string[]).includes(STALLING));
-        if (stalls && owner.stallsLeft > 0) {
-          owner.stallsLeft--;
+        const request = sending.getStore();
+        const reached = stalls ? request?.onStall : null;
+        if (request && reached) {
+          request.onStall = null;
           return new Promise((resolve, reject) => {
             owner.stalls.push(() => (value as (...args: unknown[]) => Promise<unknown>).apply(target, args).then(resolve, reject));
-            owner.onStall();
+            reached();
           });
         }
         return (value as (...args: unknown[]) => unknown).apply(target, args);
