@@ -1,15 +1,21 @@
-// `npm run mutate [-- --store sqlite|postgres]`: mutation testing of the money code with StrykerJS
-// (stryker.config.mjs), once per store; the PostgreSQL side when a server answers. Prints each
-// store's score and the combined one; the JSON reports land in reports/mutation/.
+// `npm run mutate [-- --store sqlite|postgres] [--kept-only]`: mutation testing of the money code
+// with StrykerJS (stryker.config.mjs), once per store; the PostgreSQL side when a server answers.
+// Runs are incremental against the results kept in test/mutation/; `--kept-only` (CI) skips a store
+// that has none kept rather than starting a whole run. Prints each store's score and the combined
+// one; the JSON reports land in reports/mutation/.
 import { parseArgs } from "node:util";
 import { postgresReachable } from "./postgres-reachable";
 
-const { values } = parseArgs({ options: { store: { type: "string", multiple: true } } });
+const { values } = parseArgs({ options: { store: { type: "string", multiple: true }, "kept-only": { type: "boolean", default: false } } });
 const stores = values.store ?? ["sqlite", ...((await postgresReachable()) ? ["postgres"] : [])];
 
 let killed = 0;
 let total = 0;
 for (const store of stores) {
+  if (values["kept-only"] && !(await Bun.file(`test/mutation/${store}.incremental.json`).exists())) {
+    console.log(`mutation ${store}: no results kept in test/mutation/, skipped (a whole run: npm run mutate -- --store ${store})`);
+    continue;
+  }
   const run = Bun.spawn(["npx", "stryker", "run", "stryker.config.mjs"], { env: { ...process.env, MUTATE_STORE: store }, stdout: "inherit", stderr: "inherit" });
   if ((await run.exited) !== 0) process.exit(1);
   const report = (await Bun.file(`reports/mutation/${store}.json`).json()) as { files: Record<string, { mutants: Array<{ status: string }> }> };
@@ -20,4 +26,4 @@ for (const store of stores) {
   killed += detected;
   total += valid;
 }
-console.log(`mutation score: ${((100 * killed) / total).toFixed(1)} % (${killed} of ${total})`);
+if (total > 0) console.log(`mutation score: ${((100 * killed) / total).toFixed(1)} % (${killed} of ${total})`);
