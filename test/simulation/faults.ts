@@ -82,6 +82,14 @@ export function faultOperations(world: World): Operation[] {
         await setWriteFault(observer, true);
         const request = freshLookUp();
         world.trace.push(`  look-up #${request.id} while writes fail`);
+        // The watch evaluator's debits fail too: its run rolls back whole and the changes stay queued.
+        if (world.chance(0.3)) {
+          const evaluated = await world.pick(world.alive()).services.watches.tick().then(
+            () => "ran",
+            (error: unknown) => `failed (${error})`,
+          );
+          world.trace.push(`  watch evaluation while writes fail: ${evaluated}`);
+        }
         await request.settled;
         await setWriteFault(observer, false);
       },

@@ -113,6 +113,7 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
     const debited = [...billed].filter((requestId) => usageRows.has(requestId ?? ""));
     if (debited.length > 1) violation(`Idempotency-Key ${idempotencyKey} was billed ${debited.length} times`);
   }
+  await checkWatchEvents(world, violation);
   if (!settled) return;
 
   // Everything has settled: no instance holds anything, and each one's balance is the ledger's.
@@ -128,5 +129,26 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
   for (const purchase of world.purchases.filter((candidate) => candidate.refunded === candidate.amount || candidate.dispute === "open")) {
     const rows = await queryRows<{ remaining: number }>(observer, "SELECT b.remaining AS remaining FROM payments p JOIN credit_buckets b ON b.id = p.bucket_id WHERE p.ref = ?", [purchase.paymentIntent]);
     for (const row of rows) if (Number(row.remaining) !== 0) violation(`${row.remaining} credits of ${purchase.refunded === purchase.amount ? "refunded" : "disputed"} purchase ${purchase.orderId} are still spendable`);
+  }
+}
+
+/**
+ * Price watches: every `price.changed` event has exactly one watch debit (its ledger row carries the
+ * event's id) and every watch debit its event, and no watch fires twice for one change.
+ */
+async function checkWatchEvents(world: World, violation: (text: string) => void): Promise<void> {
+  const events = await queryRows<{ id: string; payload: string }>(world.observer, "SELECT id, payload FROM webhook_events WHERE type = 'price.changed'");
+  const debits = await queryRows<{ request_id: string }>(world.observer, "SELECT request_id FROM credit_transactions WHERE type = 'usage' AND description LIKE 'Price watch event%'");
+  const billed = new Set(debits.map((row) => row.request_id));
+  if (billed.size !== debits.length) violation(`${debits.length - billed.size} watch event(s) debited twice`);
+  for (const event of events) if (!billed.has(event.id)) violation(`price.changed event ${event.id} has no watch debit`);
+  const ids = new Set(events.map((event) => event.id));
+  for (const requestId of billed) if (!ids.has(requestId)) violation(`watch debit ${requestId} has no price.changed event`);
+  const changes = new Set<string>();
+  for (const event of events) {
+    const data = JSON.parse(event.payload) as { watchId: string; current: unknown };
+    const change = JSON.stringify([data.watchId, data.current]);
+    if (changes.has(change)) violation(`watch ${data.watchId} fired twice for one change`);
+    changes.add(change);
   }
 }

@@ -6,6 +6,7 @@ import { SQLiteStore } from "../../src/db/sqlite-store";
 import type { Store } from "../../src/db/store";
 import type { ServeLock } from "../../src/db/sqlite-serve-lock";
 import type { createApp } from "../../src/app";
+import type { createServices } from "../../src/services";
 import type { FakeClock } from "../../src/lib/clock";
 import { applyPostgresMigrations } from "../../src/db/migrate";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -97,6 +98,8 @@ export interface Instance {
   /** The store behind the cut-off switch, to stop what runs inside it when the instance crashes. */
   inner: Store;
   app: ReturnType<typeof createApp>;
+  /** Its services, for the jobs it runs beside requests (the watch evaluator). */
+  services: ReturnType<typeof createServices>;
   alive: boolean;
   /** The SQLite serve lock it holds (one serve per file); a crash lets go of it with the process. */
   serveLock: ServeLock | null;
@@ -119,6 +122,8 @@ export interface SimOrganization {
   id: string;
   keys: SimKey[];
   lowCreditThreshold: number;
+  /** Its price watches that have not been deleted. */
+  watches: string[];
 }
 
 export type RequestKind = "single" | "batch" | "head";

@@ -229,8 +229,26 @@ export function operations(world: World): Operation[] {
     await by.applyFeedRecords(catalogue(world.first.clock.now() + world.sequence), world.first.clock.now()).catch((error: unknown) => world.trace.push(`  import failed: ${error}`));
   };
 
+  const watch = () => addWatch(world, world.pick(world.organizations));
+
+  const unwatch = async () => {
+    const organization = world.pick(world.organizations);
+    const id = organization.watches.splice(Math.floor(world.random() * organization.watches.length), 1)[0];
+    if (id !== undefined) await world.observer.deleteWatch(organization.id, id);
+  };
+
+  /** The watch evaluator's run on an instance: the queued changes become events, each debited. */
+  const evaluateWatches = async () => {
+    const instance = world.pick(world.alive());
+    const result = await instance.services.watches.tick().catch((error: unknown) => world.trace.push(`  evaluation failed: ${error}`));
+    if (typeof result === "object") world.trace.push(`  ${instance.name} evaluated ${result.changes} change(s): ${result.events} event(s), ${result.paused} paused, ${result.resumed} resumed`);
+  };
+
   return [
     [30, "look-up", lookUp],
+    [3, "watch", watch],
+    [1, "unwatch", unwatch],
+    [4, "evaluate watches", evaluateWatches],
     [5, "solo look-up", soloLookUp],
     [8, "settle", async () => void (await Promise.all(world.requests.filter((request) => request.instance.alive && !request.stalled).map((request) => request.settled)))],
     [6, "advance clock", async () => world.advance(world.pick([1_000, 5_000, 30_000, 61_000]))],
@@ -267,6 +285,18 @@ export function operations(world: World): Operation[] {
     [2, "renewal", renewal],
     [1, "rotate key", rotate],
     [1, "revoke key", revoke],
-    [2, "feed import", feedImport],
+    [5, "feed import", feedImport],
   ];
+}
+
+/** A price watch of the organization on a catalogue product, any trigger; `below` between the prices feeds give. */
+export async function addWatch(world: World, organization: SimOrganization): Promise<void> {
+  const trigger = world.pick(["any-change", "price-drop", "below"] as const);
+  const now = world.first.clock.now();
+  const created = await world.observer.createWatch(
+    { id: `wch_sim${world.seed}x${++world.sequence}`, organizationId: organization.id, gtin: world.pick([FRESH, FRESH_TOO, STALLING]), merchantId: world.chance(0.5) ? null : "m-1", trigger, below: trigger === "below" ? { amount: 200, currency: "EUR" } : null, now },
+    { limit: 10, freshnessWindowMs: world.config.freshnessWindowMs },
+  );
+  if (created.ok) organization.watches.push(created.watch.id);
+  world.trace.push(created.ok ? `watch ${created.watch.id} (${trigger}) for ${organization.id}` : `watch refused: limit ${created.limit}`);
 }

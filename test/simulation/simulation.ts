@@ -12,7 +12,7 @@ import { startStripeStandIn, type StripeStandIn } from "../billing/stripe-stand-
 import { faultOperations, installWriteFault, setWriteFault } from "./faults";
 import { checkInvariants } from "./invariants";
 import { ALL_FAULTS, createDatabase, DEFAULT_POSTGRES_URL, openStore, prng, START, type Faults, type SimOrganization, type SimulationReport, type StoreKind } from "./model";
-import { catalogue, operations } from "./operations";
+import { addWatch, catalogue, operations } from "./operations";
 import { STRIPE, World } from "./world";
 
 export { ALL_FAULTS, DEFAULT_POSTGRES_URL, prng, type Faults, type SimulationReport, type StoreKind } from "./model";
@@ -48,7 +48,7 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
     const count = 2 + Math.floor(random() * 2);
     for (let index = 0; index < count; index++) {
       const created = await observer.createOrganization({ name: `Sim Org ${index}`, now });
-      const organization: SimOrganization = { id: created.id, keys: [], lowCreditThreshold: 2 + Math.floor(random() * 4) };
+      const organization: SimOrganization = { id: created.id, keys: [], lowCreditThreshold: 2 + Math.floor(random() * 4), watches: [] };
       await observer.setLowCreditThreshold(organization.id, organization.lowCreditThreshold);
       for (const monthlyLimit of [null, world.pick([3, 6, 12])]) {
         const key = await createApiKey(observer, { organizationId: organization.id, name: `sim ${index}`, createdBy: SYSTEM_USER_ID, keyPrefix: world.config.keyPrefix, now, monthlyCreditLimit: monthlyLimit });
@@ -61,6 +61,7 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
 
     world.first = await world.startInstance("A", START);
     if (faults.clockSkew) await world.startInstance("B", START + 61_000);
+    for (const organization of world.organizations) await addWatch(world, organization);
 
     const all = [...operations(world), ...faultOperations(world)];
     const total = all.reduce((sum, [weight]) => sum + weight, 0);

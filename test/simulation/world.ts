@@ -100,6 +100,7 @@ export class World {
     const instance = { name, clock, alive: true, stalls: [], inner, serveLock } as unknown as Instance;
     instance.store = instanceStore(inner, () => instance);
     const services = createServices({ config: this.config, store: instance.store, clock, logger: this.logger, stripe: this.stripe });
+    instance.services = services;
     instance.app = createApp(services);
     await instance.store.recoverInFlightWork(clock.now());
     this.instances.push(instance);
