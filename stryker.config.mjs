@@ -2,7 +2,8 @@
 // `npm run mutate` (scripts/mutate.ts) runs it once per store: MUTATE_STORE=sqlite mutates the
 // shared money code and the SQLite side, MUTATE_STORE=postgres the PostgreSQL side. Each mutant is
 // killed by the pure rules' unit tests, then the seeded simulation, then the money tests, each
-// stopping at its first failure. MUTATE_FILES narrows a run to some files (a sampled run); see docs/testing.md.
+// stopping at its first failure. MUTATE_FILES narrows a run to some files and MUTATE_COMMAND
+// replaces the test command (quick local rounds, e.g. the unit tests alone); see docs/testing.md.
 const store = process.env.MUTATE_STORE ?? "sqlite";
 const postgresUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 
@@ -39,7 +40,6 @@ const targets = {
   sqlite: {
     mutate: [
       "src/db/ledger/allocation.ts",
-      "src/db/ledger/debit-plan.ts",
       "src/db/ledger/operations.ts",
       "src/db/ledger/reversals.ts",
       "src/db/ledger/sqlite.ts",
@@ -53,8 +53,9 @@ const targets = {
     command: `${UNIT_TESTS} && bun test/simulation/cli.ts --store sqlite --seeds 15 --first-failing > /dev/null && bun test --bail ${MONEY_TESTS.join(" ")}`,
   },
   postgres: {
-    mutate: ["src/db/ledger/postgres.ts", "src/db/ledger/postgres-reservations.ts", "src/db/ledger/postgres-debits.ts", "src/db/idempotency/postgres.ts"],
-    command: `TEST_DATABASE_URL=${postgresUrl} bun test/simulation/cli.ts --store postgres --seeds 6 --first-failing > /dev/null && TEST_DATABASE_URL=${postgresUrl} bun test --bail --path-ignore-patterns= ${[...POSTGRES_TESTS, ...MONEY_TESTS].join(" ")}`,
+    // The debit planner serves PostgreSQL's group commit (and both stores' watch debits).
+    mutate: ["src/db/ledger/debit-plan.ts", "src/db/ledger/postgres.ts", "src/db/ledger/postgres-reservations.ts", "src/db/ledger/postgres-debits.ts", "src/db/idempotency/postgres.ts"],
+    command: `${UNIT_TESTS} && TEST_DATABASE_URL=${postgresUrl} bun test/simulation/cli.ts --store postgres --seeds 6 --first-failing > /dev/null && TEST_DATABASE_URL=${postgresUrl} bun test --bail --path-ignore-patterns= ${[...POSTGRES_TESTS, ...MONEY_TESTS].join(" ")}`,
   },
 };
 
@@ -64,7 +65,7 @@ const narrowed = process.env.MUTATE_FILES?.split(",").filter(Boolean);
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   testRunner: "command",
-  commandRunner: { command: target.command },
+  commandRunner: { command: process.env.MUTATE_COMMAND ?? target.command },
   mutate: narrowed ?? target.mutate,
   // SQL texts and messages: an emptied statement fails at its first run, a changed message moves no credit.
   mutator: { excludedMutations: ["StringLiteral"] },
@@ -76,7 +77,8 @@ export default {
   thresholds: { high: 90, low: 85, break: 85 },
   // The last whole run's results live in the repository: a run retests only the mutants of code
   // changed since (so CI's run is short), and `npm run mutate -- --force` retests every one.
-  incremental: true,
+  // A narrowed or quick round neither reads nor replaces them.
+  incremental: narrowed === undefined && process.env.MUTATE_COMMAND === undefined,
   incrementalFile: `test/mutation/${store}.incremental.json`,
   tempDirName: `.stryker-tmp/${store}`,
   cleanTempDir: "always",
