@@ -16,9 +16,10 @@ function fakeLedger() {
   const subscriptions = new Map<string, SubscriptionRecord>();
   const invoices: string[] = [];
   const emitted: string[] = [];
+  const locked: string[] = [];
   const port: LedgerPort = {
     claimEvent: (event) => (event === null ? true : !events.has(event.id) && Boolean(events.add(event.id))),
-    lockPayment() {},
+    lockPayment: (ref) => void locked.push(ref),
     getOrder: (id) => orders.get(id) ?? null,
     completePendingOrder(id, now) {
       const order = orders.get(id);
@@ -70,7 +71,7 @@ function fakeLedger() {
       buckets.set(bucketId, { ...bucket, remaining: bucket.remaining + delta, owed });
     },
   };
-  return { port, orders, buckets, ledger, payments, subscriptions, invoices, emitted };
+  return { port, orders, buckets, ledger, payments, subscriptions, invoices, emitted, locked };
 }
 
 const order: Order = {
@@ -107,6 +108,45 @@ describe("completing an order", () => {
   });
 });
 
+describe("what an order's completion writes", () => {
+  test("a paid pack locks its payment first; a redelivered event completes nothing", () => {
+    const fake = fakeLedger();
+    fake.orders.set(order.id, order);
+    const input = { orderId: order.id, now: 5, event: { id: "evt_1", type: "checkout.session.completed" }, grant: credits, payment: { ref: "pi_1", amount: 1000, currency: "EUR" }, subscription: null, invoice: null };
+    expect(runSync(completeOrder(input), fake.port).applied).toBe(true);
+    expect(fake.locked).toEqual(["pi_1"]);
+    fake.orders.set(order.id, order);
+    expect(runSync(completeOrder(input), fake.port)).toMatchObject({ applied: false, bucket: null });
+    expect(fake.ledger).toHaveLength(1);
+  });
+
+  test("an order without payment locks nothing and records no payment; one without a grant records none either", () => {
+    const fake = fakeLedger();
+    fake.orders.set(order.id, order);
+    const free = runSync(completeOrder({ orderId: order.id, now: 5, event: null, grant: credits, payment: null, subscription: null, invoice: null }), fake.port);
+    expect(free.bucket!.granted).toBe(1000);
+    expect(free.invoice).toBeNull();
+    expect(fake.invoices).toEqual([]);
+    expect(fake.locked).toEqual([]);
+    expect(fake.payments.size).toBe(0);
+    fake.orders.set("ord_2", { ...order, id: "ord_2" });
+    const ungranted = runSync(completeOrder({ orderId: "ord_2", now: 6, event: null, grant: null, payment: { ref: "pi_2", amount: 1000, currency: "EUR" }, subscription: null, invoice: null }), fake.port);
+    expect(ungranted).toMatchObject({ applied: true, bucket: null });
+    expect(fake.payments.size).toBe(0);
+  });
+
+  test("a subscription order starts its subscription (monthly unless it says otherwise) and invoices it", () => {
+    const fake = fakeLedger();
+    const plan: Order = { ...order, id: "ord_3", kind: "subscription", itemId: "plan-1", itemName: "Plan", interval: null };
+    fake.orders.set(plan.id, plan);
+    const done = runSync(completeOrder({ orderId: plan.id, now: 7, event: null, grant: null, payment: null, subscription: { periodEnd: 100 }, invoice }), fake.port);
+    expect(done.subscription).toMatchObject({ organizationId: "org_1", orderId: "ord_3", planId: "plan-1", planName: "Plan", creditsPerPeriod: 1000, interval: "month", amount: 1000, currency: "EUR", status: "active", startedAt: 7, currentPeriodStart: 7, currentPeriodEnd: 100 });
+    expect(done.invoice).toMatchObject({ orderId: "ord_3", subscriptionId: done.subscription!.id, amount: 1000 });
+    fake.orders.set("ord_4", { ...plan, id: "ord_4", interval: "year" });
+    expect(runSync(completeOrder({ orderId: "ord_4", now: 8, event: null, grant: null, payment: null, subscription: { periodEnd: 200 }, invoice: null }), fake.port).subscription!.interval).toBe("year");
+  });
+});
+
 describe("paid grants and renewals", () => {
   test("a redelivered provider event grants nothing", () => {
     const fake = fakeLedger();
@@ -123,6 +163,7 @@ describe("paid grants and renewals", () => {
     const renewed = runSync(renewSubscription(input), fake.port);
     expect(renewed.applied).toBe(true);
     expect(fake.payments.get(renewed.invoice!.id)!.credits).toBe(1000);
+    expect(renewed.invoice).toMatchObject({ orderId: null, subscriptionId: "sub_1", amount: 1000, description: "1000 credits" });
     expect(runSync(renewSubscription(input), fake.port)).toEqual({ applied: false, bucket: null, invoice: null });
   });
 });
@@ -135,5 +176,36 @@ describe("reversals", () => {
     expect(refund(500)).toEqual({ applied: true, clawedBack: 500, reinstated: 0, organizationId: "org_1" });
     expect(refund(400)).toEqual({ applied: false, clawedBack: 0, reinstated: 0, organizationId: "org_1" });
     expect(fake.ledger.map((row) => row.amount)).toEqual([1000, -500]);
+    expect(fake.ledger[1]).toMatchObject({ type: "refund", description: "Refund", bucketId: fake.ledger[0]!.bucketId });
+  });
+
+  test("a redelivered report changes nothing; a dispute won gives back what it took, as an adjustment", () => {
+    const fake = fakeLedger();
+    runSync(applyPaidGrant({ event: { id: "evt_1", type: "invoice.paid" }, organizationId: "org_1", grant: credits, payment: { ref: "in_1", amount: 1000, currency: "EUR" }, now: 3 }), fake.port);
+    const dispute = (id: string, status: "open" | "won") => runSync(reversePayment({ event: { id, type: "charge.dispute.updated" }, ref: "in_1", report: { dispute: { id: "dp_1", amount: 400, status } }, description: "Disputed", now: 4 }), fake.port);
+    expect(dispute("evt_2", "open")).toEqual({ applied: true, clawedBack: 400, reinstated: 0, organizationId: "org_1" });
+    expect(dispute("evt_2", "won")).toEqual({ applied: false, clawedBack: 0, reinstated: 0, organizationId: "org_1" });
+    expect(dispute("evt_3", "won")).toEqual({ applied: true, clawedBack: 0, reinstated: 400, organizationId: "org_1" });
+    expect(fake.ledger.slice(1)).toMatchObject([
+      { type: "refund", amount: -400, description: "Disputed" },
+      { type: "adjustment", amount: 400, description: "Dispute won: withdrawn credits given back" },
+    ]);
+  });
+
+  test("a refund of credits already spent takes nothing and writes no ledger row", () => {
+    const fake = fakeLedger();
+    const granted = runSync(applyPaidGrant({ event: { id: "evt_1", type: "invoice.paid" }, organizationId: "org_1", grant: credits, payment: { ref: "in_1", amount: 1000, currency: "EUR" }, now: 3 }), fake.port);
+    fake.buckets.set(granted.bucket!.id, { ...fake.buckets.get(granted.bucket!.id)!, remaining: 0 });
+    expect(runSync(reversePayment({ event: null, ref: "in_1", report: { refundedAmount: 1000 }, description: "Refund", now: 4 }), fake.port)).toEqual({ applied: true, clawedBack: 0, reinstated: 0, organizationId: "org_1" });
+    expect(fake.ledger).toHaveLength(1);
+  });
+
+  test("a report that leaves the credits claimed as they were writes no ledger row", () => {
+    const fake = fakeLedger();
+    runSync(applyPaidGrant({ event: { id: "evt_1", type: "invoice.paid" }, organizationId: "org_1", grant: credits, payment: { ref: "in_1", amount: 1000, currency: "EUR" }, now: 3 }), fake.port);
+    runSync(reversePayment({ event: null, ref: "in_1", report: { refundedAmount: 1000 }, description: "Refund", now: 4 }), fake.port);
+    const lost = runSync(reversePayment({ event: null, ref: "in_1", report: { dispute: { id: "dp_1", amount: 1000, status: "lost" } }, description: "Disputed", now: 5 }), fake.port);
+    expect(lost).toEqual({ applied: true, clawedBack: 0, reinstated: 0, organizationId: "org_1" });
+    expect(fake.ledger).toHaveLength(2);
   });
 });

@@ -12,6 +12,11 @@ describe("merging refund and dispute reports", () => {
     expect(mergeReversal(first, { refundedAmount: 1000 })!.refundedAmount).toBe(1000);
   });
 
+  test("a first report is a whole reversal, even one of nothing", () => {
+    expect(mergeReversal(undefined, { refundedAmount: 400 })).toEqual({ refundedAmount: 400, disputeId: null, disputeAmount: 0, disputeStatus: null });
+    expect(mergeReversal(undefined, { refundedAmount: 0 })).toEqual({ refundedAmount: 0, disputeId: null, disputeAmount: 0, disputeStatus: null });
+  });
+
   test("a won or lost dispute is final: a late open report changes nothing", () => {
     const won = mergeReversal(undefined, { dispute: { ...open, status: "won" } })!;
     expect(mergeReversal(won, { dispute: open })).toBeNull();
@@ -38,6 +43,15 @@ describe("credits a reversal takes back", () => {
 describe("settling a payment's bucket", () => {
   test("a larger claim takes the free credits and is owed what requests in flight hold, never more", () => {
     expect(settleBucket({ previous: 0, target: 1000, free: 600, held: 100, owed: 0, taken: 0, expired: false })).toEqual({ delta: -600, owed: 100 });
+  });
+
+  test("a claim grown from an earlier one takes only the difference, and owes what it could not take", () => {
+    expect(settleBucket({ previous: 200, target: 500, free: 1000, held: 0, owed: 0, taken: 200, expired: false })).toEqual({ delta: -300, owed: 0 });
+    expect(settleBucket({ previous: 0, target: 1000, free: 600, held: 1000, owed: 0, taken: 0, expired: false })).toEqual({ delta: -600, owed: 400 });
+  });
+
+  test("an unchanged claim moves nothing and forgives nothing", () => {
+    expect(settleBucket({ previous: 500, target: 500, free: 100, held: 50, owed: 80, taken: 420, expired: false })).toEqual({ delta: 0, owed: 80 });
   });
 
   test("a smaller claim forgives the spent part first, then what is owed, then gives back what was taken", () => {
