@@ -63,7 +63,15 @@ async function seed(databaseUrl: string): Promise<{ clearKey: string; states: nu
       seeded += records.length;
     }
     const organization = await store.createOrganization({ name: "bench", now });
-    await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 1_000_000_000, expiresAt: null, description: "bench", now });
+    await store.grantCredits({
+      organizationId: organization.id,
+      source: "grant",
+      type: "grant",
+      amount: 1_000_000_000,
+      expiresAt: null,
+      description: "bench",
+      now,
+    });
     await store.ensureSystemUser(now);
     const { clearKey } = await createApiKey(store, { organizationId: organization.id, name: "bench", createdBy: SYSTEM_USER_ID, keyPrefix: KEY_PREFIX, now });
     return { clearKey, states: seeded };
@@ -98,7 +106,9 @@ async function measure(label: string, url: string, key: string, pid: number): Pr
     if (i === 0) bytes = JSON.stringify(body).length;
   }
   const cpuPerRequest = cpuBetween(cpuBefore, cpuOf([pid])) / requests / 1000;
-  console.log(`  ${label.padEnd(48)} ${percentiles(samples)}  service CPU ${cpuPerRequest.toFixed(1)} ms/req  (${points} points, ${Math.round(bytes / 1024)} KiB)`);
+  console.log(
+    `  ${label.padEnd(48)} ${percentiles(samples)}  service CPU ${cpuPerRequest.toFixed(1)} ms/req  (${points} points, ${Math.round(bytes / 1024)} KiB)`,
+  );
 }
 
 async function run(name: string, databaseUrl: string): Promise<void> {
@@ -106,11 +116,25 @@ async function run(name: string, databaseUrl: string): Promise<void> {
   const { clearKey, states } = await seed(databaseUrl);
   console.log(`${name}: ${merchantCount} merchants × ${dayCount} days = ${states} states, seeded in ${((performance.now() - seededAt) / 1000).toFixed(1)} s`);
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const env = { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), LOG_LEVEL: "warn", PRICE_ENV: "production", PUBLIC_URL: `http://127.0.0.1:${port}`, RATE_LIMIT: "100000/s" };
+  const env = {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    PORT: String(port),
+    LOG_LEVEL: "warn",
+    PRICE_ENV: "production",
+    PUBLIC_URL: `http://127.0.0.1:${port}`,
+    RATE_LIMIT: "100000/s",
+  };
   const server = Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", String(port)], { env, stdout: "ignore", stderr: "inherit" });
   try {
     for (let attempt = 0; attempt < 100; attempt++) {
-      if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) break;
+      if (
+        await fetch(`http://127.0.0.1:${port}/healthz`).then(
+          (r) => r.ok,
+          () => false,
+        )
+      )
+        break;
       await Bun.sleep(100);
     }
     const base = `http://127.0.0.1:${port}/api/v1/products/${GTIN}/price/history`;

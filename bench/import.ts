@@ -22,7 +22,20 @@ function records(): Array<Record<string, string>> {
   return Array.from({ length: count }, (_, index) => {
     const gtin = gtin13(`400${String(Math.floor(index / 4)).padStart(9, "0")}`);
     const merchant = `shop-${index % 4}`;
-    return { gtin, title: `Product ${index >> 2}`, brand: "Acme", merchantId: merchant, merchantName: `Shop ${index % 4}`, price: (1 + (index % 5000) / 100).toFixed(2), currency: "EUR", shipping: "4.90", availability: "in_stock", condition: "new", url: `https://shop.example/p/${index}`, observedAt };
+    return {
+      gtin,
+      title: `Product ${index >> 2}`,
+      brand: "Acme",
+      merchantId: merchant,
+      merchantName: `Shop ${index % 4}`,
+      price: (1 + (index % 5000) / 100).toFixed(2),
+      currency: "EUR",
+      shipping: "4.90",
+      availability: "in_stock",
+      condition: "new",
+      url: `https://shop.example/p/${index}`,
+      observedAt,
+    };
   });
 }
 
@@ -57,7 +70,8 @@ async function timeImport(format: "ndjson" | "csv"): Promise<Timing> {
   await store.close();
   const cpu = process.cpuUsage(cpuStarted);
   const wall = performance.now() - started;
-  if (report.rejectedCount !== 0 || report.offers !== count) throw new Error(`import ${format}: ${JSON.stringify({ ...report, rejected: report.rejected.slice(0, 3) })}`);
+  if (report.rejectedCount !== 0 || report.offers !== count)
+    throw new Error(`import ${format}: ${JSON.stringify({ ...report, rejected: report.rejected.slice(0, 3) })}`);
   return { wall, cpu: (cpu.user + cpu.system) / 1000 };
 }
 
@@ -74,7 +88,9 @@ try {
   }
   const rate = (ms: number) => Math.round(count / (ms / 1000));
   console.log(`${count} records`);
-  console.log(`sqlite3 .import (CSV, plain table): ${rate(best.sqlite3.wall)} records/s (${Math.round(best.sqlite3.wall)} ms, CPU ${Math.round(best.sqlite3.cpu)} ms)`);
+  console.log(
+    `sqlite3 .import (CSV, plain table): ${rate(best.sqlite3.wall)} records/s (${Math.round(best.sqlite3.wall)} ms, CPU ${Math.round(best.sqlite3.cpu)} ms)`,
+  );
   for (const format of ["ndjson", "csv"] as const) {
     const { wall, cpu } = best[format];
     console.log(

@@ -63,7 +63,8 @@ async function run(stage: (typeof stages)[number], runSeconds: number) {
       while (performance.now() < end) {
         const response = await app.handle(new Request(stage.url(), { headers }));
         const body = await response.text();
-        if (response.status !== stage.status || (stage.billed && !body.includes('"reason":"fresh-offer"'))) throw new Error(`${stage.name}: HTTP ${response.status} ${body}`);
+        if (response.status !== stage.status || (stage.billed && !body.includes('"reason":"fresh-offer"')))
+          throw new Error(`${stage.name}: HTTP ${response.status} ${body}`);
         requests++;
       }
     }),
@@ -73,7 +74,9 @@ async function run(stage: (typeof stages)[number], runSeconds: number) {
 }
 
 const median = (numbers: number[]) => [...numbers].sort((a, b) => a - b)[Math.floor(numbers.length / 2)]!;
-console.log(`price-service in-process benchmark: ${productCount} products, ${concurrency} requests in flight, ${seconds} s per stage, ${rounds} round(s), medians`);
+console.log(
+  `price-service in-process benchmark: ${productCount} products, ${concurrency} requests in flight, ${seconds} s per stage, ${rounds} round(s), medians`,
+);
 for (const stage of stages.filter((candidate) => values.stages.split(",").includes(candidate.name))) {
   await run(stage, 1);
   const results = [];
@@ -81,7 +84,11 @@ for (const stage of stages.filter((candidate) => values.stages.split(",").includ
   const user = median(results.map((result) => result.userUs));
   const system = median(results.map((result) => result.systemUs));
   console.log(
-    `${stage.name.padEnd(8)} ${median(results.map((result) => result.rps)).toFixed(0).padStart(7)} req/s  CPU ${median(results.map((result) => result.userUs + result.systemUs)).toFixed(1)} µs/req (user ${user.toFixed(1)}, system ${system.toFixed(1)})`,
+    `${stage.name.padEnd(8)} ${median(results.map((result) => result.rps))
+      .toFixed(0)
+      .padStart(
+        7,
+      )} req/s  CPU ${median(results.map((result) => result.userUs + result.systemUs)).toFixed(1)} µs/req (user ${user.toFixed(1)}, system ${system.toFixed(1)})`,
   );
 }
 await store.close();

@@ -25,7 +25,14 @@ function build(): void {
   SQLiteStore.open(`sqlite:${FILE}`).close();
   const db = new Database(FILE);
   db.exec("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -400000");
-  db.query("INSERT INTO organizations (id, name, ledger_balance, created_at) VALUES (?, ?, 0, ?), (?, ?, 0, ?)").run(ORG, "Benchmark", START, NEIGHBOUR, "Neighbour", START);
+  db.query("INSERT INTO organizations (id, name, ledger_balance, created_at) VALUES (?, ?, 0, ?), (?, ?, 0, ?)").run(
+    ORG,
+    "Benchmark",
+    START,
+    NEIGHBOUR,
+    "Neighbour",
+    START,
+  );
   const insert = db.prepare(
     "INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
   );
@@ -46,7 +53,19 @@ function build(): void {
         if (mine && i % 100_000 === 0) [type, amount] = ["grant", 100_000];
         else if (mine && i % 250_000 === 7) [type, amount] = ["expiry", -500];
         balance += mine ? amount : 0;
-        insert.run(newId("txn", createdAt), organization, type, amount, balance, "bkt_bench", type === "usage" ? "key_bench" : null, type === "usage" ? `req_b${i}` : null, type === "usage" ? "04006381333931" : null, type === "usage" ? "Price look-up 04006381333931" : "bench", createdAt);
+        insert.run(
+          newId("txn", createdAt),
+          organization,
+          type,
+          amount,
+          balance,
+          "bkt_bench",
+          type === "usage" ? "key_bench" : null,
+          type === "usage" ? `req_b${i}` : null,
+          type === "usage" ? "04006381333931" : null,
+          type === "usage" ? "Price look-up 04006381333931" : "bench",
+          createdAt,
+        );
       }
     })();
     process.stdout.write(`\r  inserted ${Math.min(from + batch, total).toLocaleString("en-US")} / ${total.toLocaleString("en-US")}`);

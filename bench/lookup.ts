@@ -57,7 +57,9 @@ if (Bun.spawnSync(["sh", "-c", "command -v wrk"]).exitCode !== 0) {
 }
 
 const SETUP_NAMES = ["sqlite", "pg", "pg2", "pg2-50", "pg2-apart"] as const;
-const unknownSetups = (values.setups?.split(",") ?? []).filter((name) => !SETUP_NAMES.slice(0, values.postgres === undefined ? 1 : undefined).includes(name as never));
+const unknownSetups = (values.setups?.split(",") ?? []).filter(
+  (name) => !SETUP_NAMES.slice(0, values.postgres === undefined ? 1 : undefined).includes(name as never),
+);
 if (unknownSetups.length > 0) throw new Error(`--setups: no setup ${unknownSetups.join(", ")} (${SETUP_NAMES.join(", ")}; all but sqlite need --postgres)`);
 const work = mkdtempSync(join(tmpdir(), "price-bench-"));
 interface StageResult {
@@ -117,10 +119,13 @@ end
   );
   const postgresBefore = watchPostgres ? cpuOf(postgresPids()) : new Map();
   const serviceBefore = cpuOf(serverPids);
-  const wrk = Bun.spawn(["wrk", "-t", String(ports.length), "-c", String(connections), "-d", `${runSeconds}s`, "--timeout", "5s", "-s", script, `http://127.0.0.1:${ports[0]}`], {
-    stdout: "ignore",
-    stderr: "pipe",
-  });
+  const wrk = Bun.spawn(
+    ["wrk", "-t", String(ports.length), "-c", String(connections), "-d", `${runSeconds}s`, "--timeout", "5s", "-s", script, `http://127.0.0.1:${ports[0]}`],
+    {
+      stdout: "ignore",
+      stderr: "pipe",
+    },
+  );
   const output = await new Response(wrk.stderr).text();
   await wrk.exited;
   const serviceUs = cpuBetween(serviceBefore, cpuOf(serverPids));
@@ -155,7 +160,16 @@ interface Setup {
   pinKeys?: boolean;
 }
 
-const setups: Setup[] = [{ name: "sqlite", label: "SQLite, 1 instance", databaseUrl: `sqlite:${join(work, "bench.db")}`, instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed", "batch"] }];
+const setups: Setup[] = [
+  {
+    name: "sqlite",
+    label: "SQLite, 1 instance",
+    databaseUrl: `sqlite:${join(work, "bench.db")}`,
+    instances: 1,
+    organizations: 1,
+    stages: ["healthz", "400", "402", "stale", "billed", "batch"],
+  },
+];
 let admin: postgres.Sql | null = null;
 const schemas: string[] = [];
 if (values.postgres !== undefined) {
@@ -171,10 +185,25 @@ if (values.postgres !== undefined) {
     return schemaUrl(name);
   };
   setups.push(
-    { name: "pg", label: "PostgreSQL, 1 instance", databaseUrl: schema("one"), instances: 1, organizations: 1, stages: ["healthz", "400", "402", "stale", "billed", "batch"] },
+    {
+      name: "pg",
+      label: "PostgreSQL, 1 instance",
+      databaseUrl: schema("one"),
+      instances: 1,
+      organizations: 1,
+      stages: ["healthz", "400", "402", "stale", "billed", "batch"],
+    },
     { name: "pg2", label: "PostgreSQL, 2 instances, 1 org", databaseUrl: schema("two"), instances: 2, organizations: 1, stages: ["healthz", "billed"] },
     { name: "pg2-50", label: "PostgreSQL, 2 instances, 50 orgs", databaseUrl: schema("fifty"), instances: 2, organizations: 50, stages: ["billed"] },
-    { name: "pg2-apart", label: "PostgreSQL, 2 instances, own org each", databaseUrl: schema("apart"), instances: 2, organizations: 2, stages: ["billed"], pinKeys: true },
+    {
+      name: "pg2-apart",
+      label: "PostgreSQL, 2 instances, own org each",
+      databaseUrl: schema("apart"),
+      instances: 2,
+      organizations: 2,
+      stages: ["billed"],
+      pinKeys: true,
+    },
   );
   for (const name of schemas) await admin.unsafe(`CREATE SCHEMA ${name}`);
 }
@@ -195,7 +224,15 @@ async function seed(databaseUrl: string, organizations: number) {
   const keys = [demo.clearKey];
   for (let index = 1; index < organizations; index++) {
     const organization = await store.createOrganization({ name: `Bench ${index}`, now });
-    await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: CREDITS, expiresAt: null, description: "Bench credits", now });
+    await store.grantCredits({
+      organizationId: organization.id,
+      source: "grant",
+      type: "grant",
+      amount: CREDITS,
+      expiresAt: null,
+      description: "Bench credits",
+      now,
+    });
     keys.push((await createApiKey(store, { organizationId: organization.id, name: "bench", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now })).clearKey);
   }
   const broke = await store.createOrganization({ name: "No credits", now });
@@ -248,12 +285,27 @@ try {
     const seeded = await seed(setup.databaseUrl, setup.organizations);
     const ports = Array.from({ length: setup.instances }, () => nextPort++);
     const env = { ...process.env, DATABASE_URL: setup.databaseUrl, LOG_LEVEL: "warn", RATE_LIMIT: "1000000000/s", PRICE_ENV: "production" };
-    const servers = ports.map((port) => Bun.spawn([process.execPath, ...(process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`, "--cpu-prof-interval=250"] : []), "src/main.ts", "serve", "--port", String(port)], { env, stdout: "ignore", stderr: "inherit" }));
+    const servers = ports.map((port) =>
+      Bun.spawn(
+        [
+          process.execPath,
+          ...(process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`, "--cpu-prof-interval=250"] : []),
+          "src/main.ts",
+          "serve",
+          "--port",
+          String(port),
+        ],
+        { env, stdout: "ignore", stderr: "inherit" },
+      ),
+    );
     try {
       for (const port of ports) {
         let up = false;
         for (let attempt = 0; attempt < 150 && !up; attempt++) {
-          up = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
+          up = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+            (r) => r.ok,
+            () => false,
+          );
           if (!up) await Bun.sleep(100);
         }
         if (!up) throw new Error(`the server on port ${port} did not start`);
@@ -270,20 +322,38 @@ try {
         const target = targets[stage];
         const probe = await fetch(`http://127.0.0.1:${ports[0]}${target.paths[0]}`, {
           method: target.bodies === undefined ? "GET" : "POST",
-          headers: { ...(target.keys[0] ? { authorization: `Bearer ${target.keys[0]}` } : {}), ...(target.bodies === undefined ? {} : { "content-type": "application/json" }) },
+          headers: {
+            ...(target.keys[0] ? { authorization: `Bearer ${target.keys[0]}` } : {}),
+            ...(target.bodies === undefined ? {} : { "content-type": "application/json" }),
+          },
           body: target.bodies?.[0],
         });
         const body = await probe.text();
         if (probe.status !== target.expect) throw new Error(`${setup.label} ${stage}: expected ${target.expect}, got ${probe.status} ${body}`);
         if (stage === "billed" && !body.includes('"reason":"fresh-offer"')) throw new Error(`${setup.label}: not a billed answer: ${body}`);
         if (stage === "stale" && !body.includes('"reason":"stale-data"')) throw new Error(`${setup.label}: not a stale answer: ${body}`);
-        if (stage === "batch" && !body.includes(`"creditsConsumed":${BATCH_SIZE},`)) throw new Error(`${setup.label}: not a billed batch: ${body.slice(0, 500)}`);
+        if (stage === "batch" && !body.includes(`"creditsConsumed":${BATCH_SIZE},`))
+          throw new Error(`${setup.label}: not a billed batch: ${body.slice(0, 500)}`);
         // Unmeasured warm-up: every product once on every instance (as a long-running service has
         // them in memory), then the JIT under load.
         await visitEveryPath(ports, target);
-        await runWrk(ports, target, servers.map((server) => server.pid), false, warmUpSeconds);
+        await runWrk(
+          ports,
+          target,
+          servers.map((server) => server.pid),
+          false,
+          warmUpSeconds,
+        );
         const runs: StageResult[] = [];
-        for (let round = 0; round < rounds; round++) runs.push(await runWrk(ports, target, servers.map((server) => server.pid), setup.databaseUrl.startsWith("postgres")));
+        for (let round = 0; round < rounds; round++)
+          runs.push(
+            await runWrk(
+              ports,
+              target,
+              servers.map((server) => server.pid),
+              setup.databaseUrl.startsWith("postgres"),
+            ),
+          );
         const result: StageResult = {
           requests: median(runs.map((run) => run.requests)),
           rps: median(runs.map((run) => run.rps)),
@@ -324,18 +394,28 @@ const ratio = (a: number | undefined, b: number | undefined) => (a === undefined
 const sqliteBilled = rps("SQLite, 1 instance", "billed");
 const billed = results.get("SQLite, 1 instance|billed");
 console.log("ratios:");
-console.log(`  SQLite billed / SQLite /healthz: ${ratio(sqliteBilled, rps("SQLite, 1 instance", "healthz"))} (goal ≥ 0.35×), p99 ${billed?.p99Ms.toFixed(1) ?? "n/a"} ms (goal ≤ 5 ms), service ${billed?.serviceUs.toFixed(0) ?? "n/a"} µs/req (goal ≤ 35 µs)`);
+console.log(
+  `  SQLite billed / SQLite /healthz: ${ratio(sqliteBilled, rps("SQLite, 1 instance", "healthz"))} (goal ≥ 0.35×), p99 ${billed?.p99Ms.toFixed(1) ?? "n/a"} ms (goal ≤ 5 ms), service ${billed?.serviceUs.toFixed(0) ?? "n/a"} µs/req (goal ≤ 35 µs)`,
+);
 const items = (label: string) => {
   const batch = rps(label, "batch");
   return batch === undefined ? undefined : batch * BATCH_SIZE;
 };
 console.log(`  SQLite items/s through batches of ${BATCH_SIZE} / SQLite billed look-ups/s: ${ratio(items("SQLite, 1 instance"), sqliteBilled)} (goal ≥ 10×)`);
 if (values.postgres !== undefined) {
-  console.log(`  PostgreSQL items/s through batches of ${BATCH_SIZE} / PostgreSQL billed look-ups/s (1 instance): ${ratio(items("PostgreSQL, 1 instance"), rps("PostgreSQL, 1 instance", "billed"))} (goal ≥ 10×)`);
+  console.log(
+    `  PostgreSQL items/s through batches of ${BATCH_SIZE} / PostgreSQL billed look-ups/s (1 instance): ${ratio(items("PostgreSQL, 1 instance"), rps("PostgreSQL, 1 instance", "billed"))} (goal ≥ 10×)`,
+  );
   const postgresCPU = (label: string) => results.get(`${label}|billed`)?.postgresUs?.toFixed(0) ?? "n/a";
   const twoInstances = (label: string) => ratio(rps(label, "billed"), sqliteBilled);
   console.log(`  PostgreSQL 1 instance billed / SQLite billed: ${ratio(rps("PostgreSQL, 1 instance", "billed"), sqliteBilled)}`);
-  console.log(`  PostgreSQL 2 instances, 1 org / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, 1 org")} (goal ≥ 0.5×), PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, 1 org")} µs/req (goal ≤ 100 µs)`);
-  console.log(`  PostgreSQL 2 instances, 50 orgs / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, 50 orgs")} (goal ≥ 1×), PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, 50 orgs")} µs/req`);
-  console.log(`  PostgreSQL 2 instances, own org each / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, own org each")}, PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, own org each")} µs/req`);
+  console.log(
+    `  PostgreSQL 2 instances, 1 org / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, 1 org")} (goal ≥ 0.5×), PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, 1 org")} µs/req (goal ≤ 100 µs)`,
+  );
+  console.log(
+    `  PostgreSQL 2 instances, 50 orgs / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, 50 orgs")} (goal ≥ 1×), PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, 50 orgs")} µs/req`,
+  );
+  console.log(
+    `  PostgreSQL 2 instances, own org each / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, own org each")}, PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, own org each")} µs/req`,
+  );
 }

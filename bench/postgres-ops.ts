@@ -38,7 +38,8 @@ try {
   const keyHash = hashSecret(demo.clearKey);
   const credential = (await store.findKeyCredential(keyHash))!;
   const gtins = Array.from({ length: PRODUCTS }, (_, index) => demoGTIN(index + 1).padStart(14, "0"));
-  const reserve = () => store.reserveCredits({ organizationId: credential.organizationId, amount: 1, keyId: credential.id, requestId: newId("req"), now: Date.now() });
+  const reserve = () =>
+    store.reserveCredits({ organizationId: credential.organizationId, amount: 1, keyId: credential.id, requestId: newId("req"), now: Date.now() });
   const held = async () => {
     const reservation = await reserve();
     if (!reservation.ok) throw new Error("the reservation was refused");
@@ -56,7 +57,9 @@ try {
     const wallUs = ((performance.now() - startedAt) * 1000) / operations;
     const own = process.cpuUsage(ownBefore);
     const postgresUs = cpuBetween(postgresBefore, cpuOf(postgresPids())) / operations;
-    console.log(`${name.padEnd(22)} PostgreSQL ${postgresUs.toFixed(0).padStart(5)} µs  service ${((own.user + own.system) / operations).toFixed(0).padStart(4)} µs  wall ${wallUs.toFixed(0).padStart(5)} µs`);
+    console.log(
+      `${name.padEnd(22)} PostgreSQL ${postgresUs.toFixed(0).padStart(5)} µs  service ${((own.user + own.system) / operations).toFixed(0).padStart(4)} µs  wall ${wallUs.toFixed(0).padStart(5)} µs`,
+    );
   }
 
   console.log(`PostgreSQL cost per store operation: ${operations} operations, ${concurrency} in flight, one organization`);
@@ -65,7 +68,9 @@ try {
   await measure("balance read", () => store.availableCredits(credential.organizationId, Date.now()));
   await measure("reserve", reserve);
   await measure("reserve + release", async () => store.releaseReservation(await held(), Date.now()));
-  await measure("reserve + commit", async (index) => store.commitReservation(await held(), { gtin: gtins[index % PRODUCTS]!, description: "Price look-up", now: Date.now() }));
+  await measure("reserve + commit", async (index) =>
+    store.commitReservation(await held(), { gtin: gtins[index % PRODUCTS]!, description: "Price look-up", now: Date.now() }),
+  );
 } finally {
   await store.close();
   await admin.unsafe(`DROP SCHEMA ${schema} CASCADE`);

@@ -9,11 +9,20 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { demoGTINsOf } from "../src/modules/ingest/demo-data";
 
-const { values } = parseArgs({ options: { minutes: { type: "string", default: "3" }, connections: { type: "string", default: "16" }, "max-growth-mb": { type: "string", default: "64" } } });
+const { values } = parseArgs({
+  options: { minutes: { type: "string", default: "3" }, connections: { type: "string", default: "16" }, "max-growth-mb": { type: "string", default: "64" } },
+});
 const work = mkdtempSync(join(tmpdir(), "price-soak-"));
 const port = 19500 + Math.floor(Math.random() * 400);
 const base = `http://127.0.0.1:${port}`;
-const env = { ...process.env, DATABASE_URL: `sqlite:${join(work, "soak.db")}`, LOG_LEVEL: "warn", RATE_LIMIT: "1000000/s", PRICE_ENV: "development", PUBLIC_URL: base };
+const env = {
+  ...process.env,
+  DATABASE_URL: `sqlite:${join(work, "soak.db")}`,
+  LOG_LEVEL: "warn",
+  RATE_LIMIT: "1000000/s",
+  PRICE_ENV: "development",
+  PUBLIC_URL: base,
+};
 const cli = (args: string[]) => {
   const result = Bun.spawnSync([process.execPath, "src/main.ts", ...args], { env, stderr: "inherit" });
   if (result.exitCode !== 0) throw new Error(`price-service ${args.join(" ")} failed`);
@@ -23,8 +32,21 @@ const cli = (args: string[]) => {
 const seed = JSON.parse(cli(["seed", "--demo", "--products", "5000", "--credits", "100000000", "--json"]));
 cli(["orgs", "add-member", "--org", seed.organizationId, "--email", "soak@example.com", "--json"]);
 const server = Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", String(port)], { env, stdout: "ignore", stderr: "inherit" });
-for (let i = 0; i < 100 && !(await fetch(`${base}/healthz`).then((r) => r.ok, () => false)); i++) await Bun.sleep(100);
-const signIn = await fetch(`${base}/api/v1/auth/dev-login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "soak@example.com" }) });
+for (
+  let i = 0;
+  i < 100 &&
+  !(await fetch(`${base}/healthz`).then(
+    (r) => r.ok,
+    () => false,
+  ));
+  i++
+)
+  await Bun.sleep(100);
+const signIn = await fetch(`${base}/api/v1/auth/dev-login`, {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ email: "soak@example.com" }),
+});
 const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!;
 
 const rssMB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, "utf8"))![1]) / 1024;
@@ -41,7 +63,12 @@ function nextRequest(): { method: string; path: string; headers: Record<string, 
   if (roll < 0.94) return { method: "GET", path: "/api/v1/customer/billing/transactions?limit=50", headers: { cookie } };
   if (roll < 0.98) return { method: "GET", path: "/api/v1/customer/api-keys?limit=20", headers: { cookie } };
   created++;
-  return { method: "POST", path: "/api/v1/customer/api-keys", headers: { cookie, "content-type": "application/json" }, body: JSON.stringify({ name: `soak ${created}` }) };
+  return {
+    method: "POST",
+    path: "/api/v1/customer/api-keys",
+    headers: { cookie, "content-type": "application/json" },
+    body: JSON.stringify({ name: `soak ${created}` }),
+  };
 }
 
 async function load(seconds: number) {
@@ -65,7 +92,11 @@ rmSync(work, { recursive: true, force: true });
 const errors = result.errors + result.non2xx + result.timeouts;
 const growth = endRSS - startRSS;
 console.log(`soak: ${Math.round((Date.now() - started) / 1000)} s, ${values.connections} connections, mixed traffic (80% billed look-ups)`);
-console.log(`  throughput ${Math.round(result.requests.average)} req/s, ${result.requests.total} requests, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms`);
+console.log(
+  `  throughput ${Math.round(result.requests.average)} req/s, ${result.requests.total} requests, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms`,
+);
 console.log(`  errors ${errors} (non-2xx ${result.non2xx}, socket errors ${result.errors}, timeouts ${result.timeouts})`);
-console.log(`  server RSS ${startRSS.toFixed(0)} MB after warm-up → ${endRSS.toFixed(0)} MB at the end (${growth >= 0 ? "+" : ""}${growth.toFixed(0)} MB; bound ${values["max-growth-mb"]} MB); ${created} keys created; exit ${exitCode}`);
+console.log(
+  `  server RSS ${startRSS.toFixed(0)} MB after warm-up → ${endRSS.toFixed(0)} MB at the end (${growth >= 0 ? "+" : ""}${growth.toFixed(0)} MB; bound ${values["max-growth-mb"]} MB); ${created} keys created; exit ${exitCode}`,
+);
 process.exit(errors === 0 && growth <= Number(values["max-growth-mb"]) && exitCode === 0 ? 0 : 1);

@@ -31,7 +31,10 @@ async function startOnce(): Promise<number> {
   });
   let elapsed = -1;
   while (performance.now() - startedAt < 10_000 && child.exitCode === null) {
-    const ok = await fetch(url).then((response) => response.ok, () => false);
+    const ok = await fetch(url).then(
+      (response) => response.ok,
+      () => false,
+    );
     if (ok) {
       elapsed = performance.now() - startedAt;
       break;
@@ -51,4 +54,6 @@ for (let run = 0; run < runs; run++) times.push(await startOnce());
 times.sort((a, b) => a - b);
 const ms = (value: number) => `${value.toFixed(0)} ms`;
 console.log(`${values.binary}: ${(statSync(binary).size / 1024 / 1024).toFixed(1)} MiB`);
-console.log(`start to first answered request (empty directory, empty database, ${runs} runs): median ${ms(times[Math.floor(runs / 2)]!)}, min ${ms(times[0]!)}, max ${ms(times.at(-1)!)}`);
+console.log(
+  `start to first answered request (empty directory, empty database, ${runs} runs): median ${ms(times[Math.floor(runs / 2)]!)}, min ${ms(times[0]!)}, max ${ms(times.at(-1)!)}`,
+);

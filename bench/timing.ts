@@ -8,7 +8,6 @@ import { createLogger } from "../src/lib/logger";
 import { createApiKey } from "../src/modules/keys/service";
 import { createServices } from "../src/services";
 
-
 function stats(samples: number[]): string {
   const sorted = [...samples].sort((a, b) => a - b);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;

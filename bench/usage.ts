@@ -58,7 +58,8 @@ function build(): void {
     for (let hour = START; hour < END; hour += HOUR_MS) {
       for (let key = 0; key < KEYS; key++) {
         for (const [n, reason] of UNBILLED.entries()) {
-          for (const periodMs of USAGE_PERIODS_MS) unbilled.run(ORG, periodMs, periodStartOf(hour, periodMs), `key_bench${key}`, reason, 1 + ((hour / HOUR_MS + key + n) % 17));
+          for (const periodMs of USAGE_PERIODS_MS)
+            unbilled.run(ORG, periodMs, periodStartOf(hour, periodMs), `key_bench${key}`, reason, 1 + ((hour / HOUR_MS + key + n) % 17));
         }
       }
     }
@@ -74,7 +75,9 @@ if (!existsSync(FILE) || process.env.REBUILD === "1") {
 }
 const store = SQLiteStore.open(`sqlite:${FILE}`);
 const counts = store.connection
-  .query("SELECT (SELECT count(*) FROM credit_transactions WHERE organization_id = ?1 AND type = 'usage') AS ledgerRows, (SELECT -sum(amount) FROM credit_transactions WHERE organization_id = ?1 AND type = 'usage') AS ledgerCredits, (SELECT count(*) FROM usage_counters WHERE organization_id = ?1) AS counterRows, (SELECT sum(credits) FROM usage_counters WHERE organization_id = ?1 AND period_ms = 86400000) AS counterCredits")
+  .query(
+    "SELECT (SELECT count(*) FROM credit_transactions WHERE organization_id = ?1 AND type = 'usage') AS ledgerRows, (SELECT -sum(amount) FROM credit_transactions WHERE organization_id = ?1 AND type = 'usage') AS ledgerCredits, (SELECT count(*) FROM usage_counters WHERE organization_id = ?1) AS counterRows, (SELECT sum(credits) FROM usage_counters WHERE organization_id = ?1 AND period_ms = 86400000) AS counterCredits",
+  )
   .get(ORG) as { ledgerRows: number; ledgerCredits: number; counterRows: number; counterCredits: number };
 console.log(`${FILE}: ${counts.ledgerRows.toLocaleString("en-US")} usage rows, ${counts.counterRows.toLocaleString("en-US")} counter rows for ${ORG}`);
 if (counts.ledgerCredits !== counts.counterCredits) throw new Error(`counters say ${counts.counterCredits} credits, the ledger ${counts.ledgerCredits}`);

@@ -37,7 +37,22 @@ function feed(name: string, cents: (index: number) => number, observedAt: string
   for (let index = 0; index < count; index++) {
     const gtin = gtin13(`400${String(Math.floor(index / 4)).padStart(9, "0")}`);
     const merchant = `shop-${index % 4}`;
-    lines.push(JSON.stringify({ gtin, title: `Product ${index >> 2}`, brand: "Acme", merchantId: merchant, merchantName: `Shop ${index % 4}`, price: (cents(index) / 100).toFixed(2), currency: "EUR", shipping: "4.90", availability: "in_stock", condition: "new", url: `https://shop.example/p/${index}`, observedAt }));
+    lines.push(
+      JSON.stringify({
+        gtin,
+        title: `Product ${index >> 2}`,
+        brand: "Acme",
+        merchantId: merchant,
+        merchantName: `Shop ${index % 4}`,
+        price: (cents(index) / 100).toFixed(2),
+        currency: "EUR",
+        shipping: "4.90",
+        availability: "in_stock",
+        condition: "new",
+        url: `https://shop.example/p/${index}`,
+        observedAt,
+      }),
+    );
   }
   writeFileSync(path, lines.join("\n"));
   return path;
@@ -47,7 +62,9 @@ const now = Date.now();
 const initial = feed("initial.ndjson", (index) => 100 + (index % 5000), new Date(now - 7_200_000).toISOString());
 const changed = feed("changed.ndjson", (index) => 99 + (index % 5000), new Date(now - 3_600_000).toISOString());
 const products = Math.ceil(count / 4);
-const watchedGTINs = Array.from({ length: Math.min(WATCHED_PRODUCTS, products) }, (_, index) => gtin13(`400${String(index * Math.floor(products / WATCHED_PRODUCTS || 1)).padStart(9, "0")}`).padStart(14, "0"));
+const watchedGTINs = Array.from({ length: Math.min(WATCHED_PRODUCTS, products) }, (_, index) =>
+  gtin13(`400${String(index * Math.floor(products / WATCHED_PRODUCTS || 1)).padStart(9, "0")}`).padStart(14, "0"),
+);
 
 /** Wall and CPU milliseconds of one import: this process's CPU, and on PostgreSQL its server's (every backend: the machine should be otherwise idle). */
 interface Timing {
@@ -101,7 +118,15 @@ async function run(open: () => Promise<{ store: Store; drop: () => Promise<void>
     await importFile(store, initial, now - 7_200_000);
     await store.refreshCatalogStatistics();
     const organization = await store.createOrganization({ name: "bench", now });
-    await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 1_000_000, expiresAt: null, description: "bench", now });
+    await store.grantCredits({
+      organizationId: organization.id,
+      source: "grant",
+      type: "grant",
+      amount: 1_000_000,
+      expiresAt: null,
+      description: "bench",
+      now,
+    });
     if (withWatches) await addWatches(store, organization.id);
     const timing = await importFile(store, changed, now - 3_600_000);
     const started = performance.now();
@@ -142,7 +167,9 @@ async function openPostgres() {
 try {
   const stores: Array<[string, () => Promise<{ store: Store; drop: () => Promise<void> }>]> = [["SQLite", openSQLite]];
   if (!values["sqlite-only"]) stores.push(["PostgreSQL", openPostgres]);
-  console.log(`${count} records (${products} products × 4 merchants), every price changed; ${watchedGTINs.length * 2} watches on ${watchedGTINs.length} products`);
+  console.log(
+    `${count} records (${products} products × 4 merchants), every price changed; ${watchedGTINs.length * 2} watches on ${watchedGTINs.length} products`,
+  );
   for (const [name, open] of stores) {
     // Alternate the runs and keep each one's best: the machine is shared.
     const without: Timing = { wall: Infinity, cpu: Infinity };

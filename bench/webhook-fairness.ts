@@ -38,12 +38,20 @@ const services = createServices({ config, store, clock, logger: createLogger({ l
 
 async function organizationWithEndpoint(name: string, url: string) {
   const organization = await store.createOrganization({ name, now: clock.now() });
-  const endpoint = await store.createWebhookEndpoint({ id: newId("whe", clock.now()), organizationId: organization.id, url, eventTypes: ["credits.granted"], secret: newWebhookSecret(), createdAt: clock.now() });
+  const endpoint = await store.createWebhookEndpoint({
+    id: newId("whe", clock.now()),
+    organizationId: organization.id,
+    url,
+    eventTypes: ["credits.granted"],
+    secret: newWebhookSecret(),
+    createdAt: clock.now(),
+  });
   return { organizationId: organization.id, endpointId: endpoint.id };
 }
 
 const stalled = await organizationWithEndpoint("Stalled", `http://127.0.0.1:${hanging.port}/hooks`);
-for (let i = 0; i < BACKLOG; i++) await store.sendTestWebhookEvent(stalled.organizationId, stalled.endpointId, { eventId: newId("msg", clock.now()), now: clock.now() });
+for (let i = 0; i < BACKLOG; i++)
+  await store.sendTestWebhookEvent(stalled.organizationId, stalled.endpointId, { eventId: newId("msg", clock.now()), now: clock.now() });
 const other = await organizationWithEndpoint("Other", `http://127.0.0.1:${healthy.port}/hooks`);
 
 // The stalled endpoint's backlog is already being worked on when the other organization's event comes.
@@ -51,7 +59,15 @@ const ticking = setInterval(() => void services.webhooks.tick().catch(() => unde
 void services.webhooks.tick();
 await Bun.sleep(200);
 clock.advance(1);
-await store.grantCredits({ organizationId: other.organizationId, source: "grant", type: "grant", amount: 5, expiresAt: null, description: "bench", now: clock.now() });
+await store.grantCredits({
+  organizationId: other.organizationId,
+  source: "grant",
+  type: "grant",
+  amount: 5,
+  expiresAt: null,
+  description: "bench",
+  now: clock.now(),
+});
 const queuedAt = performance.now();
 while (receivedAt === null && performance.now() - queuedAt < 3 * TIMEOUT_MS) await Bun.sleep(5);
 clearInterval(ticking);

@@ -16,7 +16,11 @@ for (const store of stores) {
     console.log(`mutation ${store}: no results kept in test/mutation/, skipped (a whole run: npm run mutate -- --store ${store})`);
     continue;
   }
-  const run = Bun.spawn(["npx", "stryker", "run", "stryker.config.mjs"], { env: { ...process.env, MUTATE_STORE: store }, stdout: "inherit", stderr: "inherit" });
+  const run = Bun.spawn(["npx", "stryker", "run", "stryker.config.mjs"], {
+    env: { ...process.env, MUTATE_STORE: store },
+    stdout: "inherit",
+    stderr: "inherit",
+  });
   if ((await run.exited) !== 0) process.exit(1);
   const report = (await Bun.file(`reports/mutation/${store}.json`).json()) as { files: Record<string, { mutants: Array<{ status: string }> }> };
   const mutants = Object.values(report.files).flatMap((file) => file.mutants);

@@ -9,7 +9,9 @@ const lines = (await Bun.file(file).text())
 const validated = lines.reduce((total, line) => total + line.validated, 0);
 const direct = lines.reduce((total, line) => total + line.direct, 0);
 const violations = lines.flatMap((line) => line.violations);
-console.log(`prism: ${validated} answers validated against /openapi.json, ${direct} sent directly (Prism answers them itself, or they redirect or stream), ${violations.length} response violations`);
+console.log(
+  `prism: ${validated} answers validated against /openapi.json, ${direct} sent directly (Prism answers them itself, or they redirect or stream), ${violations.length} response violations`,
+);
 for (const violation of violations) console.log(`  ${violation}`);
 if (validated === 0 || violations.length > 0) process.exit(1);
 export {};

@@ -23,7 +23,16 @@ export function createApp(services: Services) {
   const { config, logger } = services;
   const app = new Elysia({ normalize: true })
     .use(requestObservability({ logger, metrics: services.metrics, keyPrefix: config.keyPrefix }))
-    .use(httpBase({ typeBase: config.errorTypeBase, bodyLimitBytes: config.bodyLimitBytes, logger, publicUrl: config.publicUrl, routes: (): Route[] => app.routes, streamedBodyPaths: [FEED_PUSH_PATH] }))
+    .use(
+      httpBase({
+        typeBase: config.errorTypeBase,
+        bodyLimitBytes: config.bodyLimitBytes,
+        logger,
+        publicUrl: config.publicUrl,
+        routes: (): Route[] => app.routes,
+        streamedBodyPaths: [FEED_PUSH_PATH],
+      }),
+    )
     .use(docsRoutes(VERSION, { typeBase: config.errorTypeBase, publicUrl: config.publicUrl, routes: (): Route[] => app.routes }))
     .use(systemRoutes(services))
     .use(productRoutes(services))

@@ -10,15 +10,21 @@ const digits = (description: string) => Type.Optional(Type.String({ pattern: "^\
 /** The environment variables the service reads; every value is a string, checked before it is used. */
 export const EnvironmentSchema = Type.Object({
   PORT: digits("HTTP port (8080)"),
-  DATABASE_URL: Type.Optional(Type.String({ pattern: "^(sqlite:|postgres(ql)?://)", description: "sqlite:PATH or postgres://… (sqlite:./data/price-service.db)" })),
+  DATABASE_URL: Type.Optional(
+    Type.String({ pattern: "^(sqlite:|postgres(ql)?://)", description: "sqlite:PATH or postgres://… (sqlite:./data/price-service.db)" }),
+  ),
   PUBLIC_URL: Type.Optional(Type.String({ pattern: "^https?://", description: "Public origin: links, CSRF origin check (http://localhost:PORT)" })),
   ERROR_TYPE_BASE: Type.Optional(Type.String({ pattern: "^https?://", description: "Base of problem type URIs (PUBLIC_URL/problems)" })),
   PRICE_ENV: Type.Optional(Type.Union([Type.Literal("development"), Type.Literal("production")], { description: "development or production (production)" })),
-  FRESHNESS_WINDOW: Type.Optional(Type.String({ pattern: "^\\s*\\d+(ms|s|m|h|d)?\\s*$", description: "Offers observed within it are fresh: 90s, 15m, 24h, 7d (24h)" })),
+  FRESHNESS_WINDOW: Type.Optional(
+    Type.String({ pattern: "^\\s*\\d+(ms|s|m|h|d)?\\s*$", description: "Offers observed within it are fresh: 90s, 15m, 24h, 7d (24h)" }),
+  ),
   CREDIT_COST: digits("Credits per billed look-up (1)"),
   HISTORY_CREDIT_COST: digits("Credits per billed price history answer, each page one (2)"),
   KEY_PREFIX: Type.Optional(Type.String({ pattern: "^[a-z][a-z0-9]{0,6}_$", description: "Prefix of API key secrets (pps_)" })),
-  OIDC_ISSUER: Type.Optional(Type.String({ pattern: "^https?://", description: "OpenID Connect issuer for dashboard sign-in (none: sign-in is off in production)" })),
+  OIDC_ISSUER: Type.Optional(
+    Type.String({ pattern: "^https?://", description: "OpenID Connect issuer for dashboard sign-in (none: sign-in is off in production)" }),
+  ),
   OIDC_CLIENT_ID: Type.Optional(Type.String({ description: "OpenID Connect client id" })),
   OIDC_CLIENT_SECRET: Type.Optional(Type.String({ description: "OpenID Connect client secret" })),
   BILLING_PROVIDER: Type.Optional(Type.Union([Type.Literal("local"), Type.Literal("stripe")], { description: "local or stripe (local)" })),
@@ -28,19 +34,27 @@ export const EnvironmentSchema = Type.Object({
   TRIAL_CREDITS: digits("Credits granted to a new organization (0)"),
   RATE_LIMIT: Type.Optional(Type.String({ pattern: "^\\s*\\d+/(s|m)\\s*$", description: "Per-key rate limit on the data endpoint, N/s or N/m (100/s)" })),
   ORG_RATE_LIMIT: Type.Optional(
-    Type.String({ pattern: "^\\s*\\d+/(s|m)\\s*$", description: "Rate limit of all of an organization's keys together on the data endpoint, N/s or N/m (5 × RATE_LIMIT)" }),
+    Type.String({
+      pattern: "^\\s*\\d+/(s|m)\\s*$",
+      description: "Rate limit of all of an organization's keys together on the data endpoint, N/s or N/m (5 × RATE_LIMIT)",
+    }),
   ),
   BODY_LIMIT: digits("Largest request body in bytes (1 MiB)"),
   FEED_BODY_LIMIT: digits("Largest feed body (push, pull or file) in bytes, after gzip (100 MiB)"),
   OUTBOUND_ALLOWED_NETWORKS: Type.Optional(
     Type.String({
-      description: "Comma-separated networks (CIDR) the server's own requests (feed pulls, webhooks) may reach although private, e.g. on-premises hosts (none; development mode adds loopback)",
+      description:
+        "Comma-separated networks (CIDR) the server's own requests (feed pulls, webhooks) may reach although private, e.g. on-premises hosts (none; development mode adds loopback)",
     }),
   ),
   WEBHOOK_ALLOWED_NETWORKS: Type.Optional(Type.String({ description: "Former name of OUTBOUND_ALLOWED_NETWORKS, read when that is not set" })),
   WATCH_LIMIT: digits("Price watches an organization may have (10000)"),
   WATCH_EVENT_CREDIT_COST: digits("Credits per price.changed event of a price watch (1)"),
-  LOG_LEVEL: Type.Optional(Type.Union([Type.Literal("debug"), Type.Literal("info"), Type.Literal("warn"), Type.Literal("error"), Type.Literal("silent")], { description: "debug, info, warn, error or silent (info)" })),
+  LOG_LEVEL: Type.Optional(
+    Type.Union([Type.Literal("debug"), Type.Literal("info"), Type.Literal("warn"), Type.Literal("error"), Type.Literal("silent")], {
+      description: "debug, info, warn, error or silent (info)",
+    }),
+  ),
 });
 
 export type Environment = "development" | "production";
@@ -80,7 +94,10 @@ export interface Config {
 }
 
 export class ConfigError extends Error {
-  constructor(readonly variable: string, message: string) {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
     super(`${variable}: ${message}`);
   }
 }
@@ -131,9 +148,7 @@ function isLoopbackHost(hostname: string): boolean {
 
 /** Environment → typed config. Throws ConfigError naming the variable on the first bad value. */
 export function loadConfig(source: Source = process.env): Config {
-  const present = Object.fromEntries(
-    Object.keys(EnvironmentSchema.properties).flatMap((name) => (source[name]?.trim() ? [[name, source[name]]] : [])),
-  );
+  const present = Object.fromEntries(Object.keys(EnvironmentSchema.properties).flatMap((name) => (source[name]?.trim() ? [[name, source[name]]] : [])));
   const firstError = Value.Errors(EnvironmentSchema, present).First();
   if (firstError !== undefined) {
     const variable = firstError.path.replace(/^\//, "");
@@ -177,11 +192,15 @@ export function loadConfig(source: Source = process.env): Config {
   const rateLimit = parseRateLimit(rateLimitRaw);
   if (rateLimit === null) throw new ConfigError("RATE_LIMIT", `must look like 100/s or 6000/m, got "${rateLimitRaw}"`);
   const organizationRateLimitRaw = optional(source, "ORG_RATE_LIMIT");
-  const organizationRateLimit = organizationRateLimitRaw === null ? { ...rateLimit, limit: ORG_RATE_LIMIT_KEYS * rateLimit.limit } : parseRateLimit(organizationRateLimitRaw);
+  const organizationRateLimit =
+    organizationRateLimitRaw === null ? { ...rateLimit, limit: ORG_RATE_LIMIT_KEYS * rateLimit.limit } : parseRateLimit(organizationRateLimitRaw);
   if (organizationRateLimit === null) throw new ConfigError("ORG_RATE_LIMIT", `must look like 500/s or 30000/m, got "${organizationRateLimitRaw}"`);
 
   const networksVariable = optional(source, "OUTBOUND_ALLOWED_NETWORKS") !== null ? "OUTBOUND_ALLOWED_NETWORKS" : "WEBHOOK_ALLOWED_NETWORKS";
-  const outboundAllowedNetworks = (optional(source, networksVariable) ?? "").split(",").map((network) => network.trim()).filter((network) => network !== "");
+  const outboundAllowedNetworks = (optional(source, networksVariable) ?? "")
+    .split(",")
+    .map((network) => network.trim())
+    .filter((network) => network !== "");
   for (const network of outboundAllowedNetworks) {
     if (parseNetwork(network) === null) throw new ConfigError(networksVariable, `must list networks such as 10.0.0.0/8 or fd00::/8, got "${network}"`);
   }

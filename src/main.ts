@@ -17,7 +17,20 @@ import { ConfigError, DEFAULT_DATABASE_URL, describeDatabase, EnvironmentSchema,
 import type { Store } from "./db/store";
 import { openStore } from "./services";
 
-const COMMANDS: Command[] = [serveCommand, migrateCommand, seedCommand, importCommand, feedsCommand, historyCommand, orgsCommand, keysCommand, creditsCommand, ordersCommand, backupCommand, healthcheckCommand];
+const COMMANDS: Command[] = [
+  serveCommand,
+  migrateCommand,
+  seedCommand,
+  importCommand,
+  feedsCommand,
+  historyCommand,
+  orgsCommand,
+  keysCommand,
+  creditsCommand,
+  ordersCommand,
+  backupCommand,
+  healthcheckCommand,
+];
 
 /** Flags that override an environment variable, for every command, before or after the command's name. */
 const GLOBAL_FLAGS: Record<string, string> = { "--port": "PORT", "--database-url": "DATABASE_URL", "--public-url": "PUBLIC_URL" };
@@ -46,7 +59,10 @@ function help(): string {
 
 function commandHelp(command: Command): string {
   const name = programName();
-  const usage = command.usage.split("\n").map((line) => `  ${name} ${line.trim()}`).join("\n");
+  const usage = command.usage
+    .split("\n")
+    .map((line) => `  ${name} ${line.trim()}`)
+    .join("\n");
   return `${command.summary}\n\nUsage:\n${usage}${command.details ? `\n\n${command.details}` : ""}\n\n${GLOBAL_HELP}\n\n${EXIT_CODES}`;
 }
 
@@ -133,8 +149,7 @@ if (import.meta.main) {
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (error: unknown) => {
-      const message =
-        error instanceof ConfigError ? `invalid configuration: ${error.message}` : error instanceof Error ? error.message : String(error);
+      const message = error instanceof ConfigError ? `invalid configuration: ${error.message}` : error instanceof Error ? error.message : String(error);
       console.error(`price-service: ${message.split("\n")[0]}`);
       process.exit(exitCodeFor(error));
     },

@@ -49,21 +49,56 @@ export async function startServer(services: Services, options: { port: number; h
   app.listen(listenOptions(config, options));
   const server = app.server!;
 
-  const guard = (name: string, job: () => Promise<unknown>) => () =>
-    job().catch((error: unknown) => logger.error(`${name} failed`, { error: String(error) }));
+  const guard = (name: string, job: () => Promise<unknown>) => () => job().catch((error: unknown) => logger.error(`${name} failed`, { error: String(error) }));
   const timers = [
-    setInterval(guard("lastUsedAt flush", () => keyUsage.flush()), KEY_USAGE_FLUSH_MS),
-    setInterval(guard("usage counter flush", () => usageCounters.flush()), USAGE_COUNTER_FLUSH_MS),
-    setInterval(guard("expiry sweep", () => store.expireBuckets(clock.now())), EXPIRY_SWEEP_MS),
-    setInterval(guard("reservation sweep", () => store.releaseStaleReservations(clock.now())), RESERVATION_SWEEP_MS),
-    setInterval(guard("rate limit prune", async () => services.rateLimiter.prune(clock.now())), RATE_LIMIT_PRUNE_MS),
-    setInterval(guard("idempotency sweep", () => store.deleteExpiredIdempotencyRecords(clock.now())), EXPIRY_SWEEP_MS),
-    setInterval(guard("session sweep", () => store.deleteDeadSessions(clock.now())), EXPIRY_SWEEP_MS),
-    setInterval(guard("subscription renewal", () => payments.renewSubscriptions(clock.now())), RENEWAL_SWEEP_MS),
-    setInterval(guard("feed scheduler", () => services.feeds.tick()), FEED_TICK_MS),
-    setInterval(guard("feed silence check", () => services.feeds.warnAboutSilentSources()), FEED_SILENCE_CHECK_MS),
-    setInterval(guard("webhook delivery", () => services.webhooks.tick()), WEBHOOK_TICK_MS),
-    setInterval(guard("price watch evaluation", () => services.watches.tick()), WATCH_TICK_MS),
+    setInterval(
+      guard("lastUsedAt flush", () => keyUsage.flush()),
+      KEY_USAGE_FLUSH_MS,
+    ),
+    setInterval(
+      guard("usage counter flush", () => usageCounters.flush()),
+      USAGE_COUNTER_FLUSH_MS,
+    ),
+    setInterval(
+      guard("expiry sweep", () => store.expireBuckets(clock.now())),
+      EXPIRY_SWEEP_MS,
+    ),
+    setInterval(
+      guard("reservation sweep", () => store.releaseStaleReservations(clock.now())),
+      RESERVATION_SWEEP_MS,
+    ),
+    setInterval(
+      guard("rate limit prune", async () => services.rateLimiter.prune(clock.now())),
+      RATE_LIMIT_PRUNE_MS,
+    ),
+    setInterval(
+      guard("idempotency sweep", () => store.deleteExpiredIdempotencyRecords(clock.now())),
+      EXPIRY_SWEEP_MS,
+    ),
+    setInterval(
+      guard("session sweep", () => store.deleteDeadSessions(clock.now())),
+      EXPIRY_SWEEP_MS,
+    ),
+    setInterval(
+      guard("subscription renewal", () => payments.renewSubscriptions(clock.now())),
+      RENEWAL_SWEEP_MS,
+    ),
+    setInterval(
+      guard("feed scheduler", () => services.feeds.tick()),
+      FEED_TICK_MS,
+    ),
+    setInterval(
+      guard("feed silence check", () => services.feeds.warnAboutSilentSources()),
+      FEED_SILENCE_CHECK_MS,
+    ),
+    setInterval(
+      guard("webhook delivery", () => services.webhooks.tick()),
+      WEBHOOK_TICK_MS,
+    ),
+    setInterval(
+      guard("price watch evaluation", () => services.watches.tick()),
+      WATCH_TICK_MS,
+    ),
   ];
   void guard("feed silence check", () => services.feeds.warnAboutSilentSources())();
 
@@ -77,7 +112,9 @@ export async function startServer(services: Services, options: { port: number; h
         let grace: Timer | undefined;
         const forced = new Promise<void>((resolve) => {
           grace = setTimeout(() => {
-            logger.warn("requests still in flight after the grace period; closing their connections", { graceMs: options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS });
+            logger.warn("requests still in flight after the grace period; closing their connections", {
+              graceMs: options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS,
+            });
             server.stop(true).then(resolve, resolve);
           }, options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
         });

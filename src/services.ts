@@ -143,7 +143,9 @@ export async function openStore(databaseUrl: string, options: { create: boolean 
       const { existsSync, mkdirSync } = await import("node:fs");
       const { dirname } = await import("node:path");
       if (!options.create && !existsSync(path)) {
-        throw new MissingDatabaseError(`no database at ${path}; run this command where "migrate" or "serve" created it, or pass --database-url sqlite:/path/to/price-service.db`);
+        throw new MissingDatabaseError(
+          `no database at ${path}; run this command where "migrate" or "serve" created it, or pass --database-url sqlite:/path/to/price-service.db`,
+        );
       }
       mkdirSync(dirname(path), { recursive: true });
     }

@@ -30,7 +30,9 @@ interface HeaderObject {
   required?: boolean;
   schema?: { type?: string; enum?: string[] };
 }
-type OpenAPIDocument = { paths: Record<string, Record<string, { operationId?: string; responses?: Record<string, { headers?: Record<string, HeaderObject> }> }>> };
+type OpenAPIDocument = {
+  paths: Record<string, Record<string, { operationId?: string; responses?: Record<string, { headers?: Record<string, HeaderObject> }> }>>;
+};
 
 function headerType(header: HeaderObject): string {
   if (header.schema?.enum !== undefined) return header.schema.enum.map((value) => JSON.stringify(value)).join(" | ");
@@ -94,4 +96,3 @@ export async function freshClientFiles(): Promise<Record<string, string>> {
     rmSync(directory, { recursive: true, force: true });
   }
 }
-

@@ -34,7 +34,12 @@ export interface LintRun {
 }
 
 async function run(tool: string, command: string[]): Promise<LintRun> {
-  const child = Bun.spawn(command, { cwd: REPO, stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1", REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" } });
+  const child = Bun.spawn(command, {
+    cwd: REPO,
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, NO_COLOR: "1", REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" },
+  });
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { tool, ok: code === 0, output: `${stdout}${stderr}`.trim() };
 }
@@ -46,4 +51,3 @@ export async function lintContract(documentPath: string): Promise<LintRun[]> {
     run("redocly", [join(BIN, "redocly"), "lint", "--config", join(REPO, "redocly.yaml"), "--format", "summary", documentPath]),
   ]);
 }
-

@@ -25,4 +25,3 @@ export async function generateDashboardAssets(): Promise<string> {
     `export const DASHBOARD_STYLE = ${JSON.stringify(style)};\n`
   );
 }
-

@@ -76,7 +76,8 @@ export async function copySQLiteToPostgres(source: Database, target: postgres.Sq
           if (rows.length === 0) break;
           lastRowId = rows[rows.length - 1]!.copyRowId;
           // The history's and the watch queue's ids are identity columns that PostgreSQL numbers itself; rows are copied in order.
-          const copied = pair.name === "offer_price_history" || pair.name === "watch_changes" ? pair.columns.filter(([postgresKey]) => postgresKey !== "id") : pair.columns;
+          const copied =
+            pair.name === "offer_price_history" || pair.name === "watch_changes" ? pair.columns.filter(([postgresKey]) => postgresKey !== "id") : pair.columns;
           const values = rows.map((row) => Object.fromEntries(copied.map(([postgresKey, sqliteKey]) => [postgresKey, row[sqliteKey]])));
           await tx.insert(pair.postgres).values(values);
         }
@@ -88,7 +89,8 @@ export async function copySQLiteToPostgres(source: Database, target: postgres.Sq
       await tx.execute(sql`ALTER TABLE offers ENABLE TRIGGER offers_watch_insert`);
       await tx.execute(sql`ALTER TABLE offers ENABLE TRIGGER offers_watch_update`);
       const different = tables.filter((row) => row.sqlite !== row.postgres);
-      if (different.length > 0) throw new Error(`row counts differ after the copy: ${different.map((row) => `${row.table} ${row.sqlite} → ${row.postgres}`).join(", ")}`);
+      if (different.length > 0)
+        throw new Error(`row counts differ after the copy: ${different.map((row) => `${row.table} ${row.sqlite} → ${row.postgres}`).join(", ")}`);
 
       const sqliteBalances = source.query<BalanceRow, []>(BALANCES).all().map(normalizeBalance);
       const postgresBalances = (await tx.execute<BalanceRow>(sql.raw(BALANCES))).map(normalizeBalance);
@@ -128,7 +130,9 @@ function tablePairs(): TablePair[] {
     if (postgresConfig.name !== sqliteConfig.name || columns.some(([, sqliteKey]) => sqliteKey === "") || columns.length !== sqliteKeyOfColumn.size) {
       throw new Error(`table ${sqliteConfig.name} differs between the SQLite and PostgreSQL schemas`);
     }
-    const dependsOn = postgresConfig.foreignKeys.map((key) => getPgTableConfig(key.reference().foreignTable).name).filter((name) => name !== postgresConfig.name);
+    const dependsOn = postgresConfig.foreignKeys
+      .map((key) => getPgTableConfig(key.reference().foreignTable).name)
+      .filter((name) => name !== postgresConfig.name);
     pairs.set(postgresConfig.name, { name: postgresConfig.name, sqlite: sqliteTable, postgres: postgresTable, columns, dependsOn });
   }
   const ordered: TablePair[] = [];

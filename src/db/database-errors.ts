@@ -9,7 +9,12 @@ export function errorCode(error: unknown): string | undefined {
  */
 export function isConnectionLost(error: unknown): boolean {
   const code = errorCode(error) ?? "";
-  return code.startsWith("CONNECTION_") || ["CONNECT_TIMEOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "25P03"].includes(code) || code.startsWith("08") || code.startsWith("57P");
+  return (
+    code.startsWith("CONNECTION_") ||
+    ["CONNECT_TIMEOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "25P03"].includes(code) ||
+    code.startsWith("08") ||
+    code.startsWith("57P")
+  );
 }
 
 /** PostgreSQL refused text that its encoding cannot hold (a NUL character, U+0000): bad input, not a fault. */

@@ -44,5 +44,8 @@ function poolSize(raw: string | null): number {
  * keeping every other instance's debits of those organizations waiting.
  */
 export function openDebitConnection(databaseUrl: string, options: { frozenAfter?: string } = {}): postgres.Sql {
-  return openPostgresClient(databaseUrl, { max: 1, settings: { plan_cache_mode: "force_generic_plan", idle_in_transaction_session_timeout: options.frozenAfter ?? "5s" } });
+  return openPostgresClient(databaseUrl, {
+    max: 1,
+    settings: { plan_cache_mode: "force_generic_plan", idle_in_transaction_session_timeout: options.frozenAfter ?? "5s" },
+  });
 }

@@ -24,13 +24,7 @@ import { PostgresWatches } from "./watches/postgres";
 import { PostgresHistory } from "./history/postgres";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/postgres";
-import type {
-  Bucket,
-  LedgerTransaction,
-  Page,
-  Store,
-  TransactionQuery,
-} from "./store";
+import type { Bucket, LedgerTransaction, Page, Store, TransactionQuery } from "./store";
 
 const { organizations, apiKeys, apiKeyMonthlyUsage, creditBuckets, creditTransactions } = schema;
 
@@ -199,7 +193,8 @@ export class PostgresStore implements Store {
   listSubscriptions: Store["listSubscriptions"] = (organizationId) => this.billing.listSubscriptions(organizationId);
   listDueSubscriptions: Store["listDueSubscriptions"] = (now, limit) => this.billing.listDueSubscriptions(now, limit);
   renewSubscription: Store["renewSubscription"] = (input) => this.billing.renewSubscription(input);
-  cancelSubscription: Store["cancelSubscription"] = (organizationId, subscriptionId, now) => this.billing.cancelSubscription(organizationId, subscriptionId, now);
+  cancelSubscription: Store["cancelSubscription"] = (organizationId, subscriptionId, now) =>
+    this.billing.cancelSubscription(organizationId, subscriptionId, now);
   getStripeCustomerId: Store["getStripeCustomerId"] = (organizationId) => this.billing.getStripeCustomerId(organizationId);
   setStripeCustomerId: Store["setStripeCustomerId"] = (organizationId, customerId) => this.billing.setStripeCustomerId(organizationId, customerId);
   findOrganizationByStripeCustomer: Store["findOrganizationByStripeCustomer"] = (customerId) => this.billing.findOrganizationByStripeCustomer(customerId);
@@ -269,7 +264,8 @@ export class PostgresStore implements Store {
    */
   private async appendLedger(
     tx: Tx,
-    row: Omit<LedgerTransaction, "id" | "balanceAfter" | "bucketId" | "keyId" | "requestId" | "gtin"> & Partial<Pick<LedgerTransaction, "bucketId" | "keyId" | "requestId" | "gtin">>,
+    row: Omit<LedgerTransaction, "id" | "balanceAfter" | "bucketId" | "keyId" | "requestId" | "gtin"> &
+      Partial<Pick<LedgerTransaction, "bucketId" | "keyId" | "requestId" | "gtin">>,
   ): Promise<number> {
     // The organization's row lock, held to the end of the transaction, puts its ledger rows in one
     // order across instances: each balanceAfter is the sum after exactly the rows committed before it.
@@ -281,7 +277,13 @@ export class PostgresStore implements Store {
     if (moved === undefined) throw new Error(`organization ${row.organizationId} does not exist`);
     if (row.amount < 0) {
       const types = balanceEventTypes(moved.ledgerBalance - row.amount, moved.ledgerBalance, moved.lowCreditThreshold);
-      const events = types.map((type) => ({ id: newId("msg", row.createdAt), organizationId: row.organizationId, type, data: balanceEventData(type, row.organizationId, moved.ledgerBalance, moved.lowCreditThreshold), createdAt: row.createdAt }));
+      const events = types.map((type) => ({
+        id: newId("msg", row.createdAt),
+        organizationId: row.organizationId,
+        type,
+        data: balanceEventData(type, row.organizationId, moved.ledgerBalance, moved.lowCreditThreshold),
+        createdAt: row.createdAt,
+      }));
       await emitPostgres(tx, events);
     }
     await tx.insert(creditTransactions).values({
@@ -298,7 +300,10 @@ export class PostgresStore implements Store {
 
   /** The ledger port on `tx`, for the money operations (ledger/operations.ts). */
   private ledger(tx: Tx): AsyncLedgerPort {
-    return postgresLedgerPort(tx, { appendLedger: (on, entry) => this.appendLedger(on, entry), writeOffBucket: (on, id, now) => this.writeOffBucket(on, id, now) });
+    return postgresLedgerPort(tx, {
+      appendLedger: (on, entry) => this.appendLedger(on, entry),
+      writeOffBucket: (on, id, now) => this.writeOffBucket(on, id, now),
+    });
   }
 
   /** Runs a money operation in one transaction (retried whole after a deadlock or a serialization failure). */
@@ -342,7 +347,14 @@ export class PostgresStore implements Store {
       .for("update");
     if (bucket === undefined) return false;
     await tx.update(creditBuckets).set({ remaining: 0 }).where(eq(creditBuckets.id, id));
-    await this.appendLedger(tx, { organizationId: bucket.organizationId, type: "expiry", amount: -bucket.remaining, bucketId: id, description: "Expired credits written off", createdAt: now });
+    await this.appendLedger(tx, {
+      organizationId: bucket.organizationId,
+      type: "expiry",
+      amount: -bucket.remaining,
+      bucketId: id,
+      description: "Expired credits written off",
+      createdAt: now,
+    });
     return true;
   }
 
@@ -400,5 +412,4 @@ export class PostgresStore implements Store {
   priceDays(query: HistoryQuery) {
     return this.history.priceDays(query);
   }
-
 }

@@ -47,9 +47,12 @@ export function backupSQLite(sourcePath: string, targetPath: string): BackupRepo
   let organizationsChecked: number;
   try {
     const check = copy.query<{ quick_check: string }, []>("PRAGMA quick_check").all();
-    if (check.length !== 1 || check[0]!.quick_check !== "ok") throw new BackupError(`the copy failed its integrity check: ${check.map((row) => row.quick_check).join("; ")}`);
+    if (check.length !== 1 || check[0]!.quick_check !== "ok")
+      throw new BackupError(`the copy failed its integrity check: ${check.map((row) => row.quick_check).join("; ")}`);
     const names = copy.query<{ name: string }, []>("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all();
-    tables = Object.fromEntries(names.map(({ name }) => [name, copy.query<{ count: number }, []>(`SELECT count(*) AS count FROM "${name.replaceAll('"', '""')}"`).get()!.count]));
+    tables = Object.fromEntries(
+      names.map(({ name }) => [name, copy.query<{ count: number }, []>(`SELECT count(*) AS count FROM "${name.replaceAll('"', '""')}"`).get()!.count]),
+    );
     const mismatches = copy.query<{ id: string }, []>(LEDGER_MISMATCHES).all();
     if (mismatches.length > 0) throw new BackupError(`the copy's ledger does not add up for ${mismatches.map((row) => row.id).join(", ")}`);
     organizationsChecked = tables.organizations ?? 0;

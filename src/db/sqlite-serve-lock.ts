@@ -29,7 +29,9 @@ export function lockDatabaseForServing(databaseUrl: string): ServeLock | null {
   } catch (error) {
     lock.close();
     if ((error as { code?: string }).code === "SQLITE_BUSY") {
-      throw new Error(`another serve is already running on ${path} (it holds ${path}-serve-lock); run one serve per SQLite file, or PostgreSQL for several instances`);
+      throw new Error(
+        `another serve is already running on ${path} (it holds ${path}-serve-lock); run one serve per SQLite file, or PostgreSQL for several instances`,
+      );
     }
     throw error;
   }

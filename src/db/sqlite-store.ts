@@ -20,17 +20,7 @@ import { SQLiteWatches } from "./watches/sqlite";
 import { SQLiteHistory } from "./history/sqlite";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/sqlite";
-import type {
-  Bucket,
-  KeyCredential,
-  LedgerTransaction,
-  OfferRecord,
-  Page,
-  ProductRecord,
-  Store,
-  TransactionQuery,
-  TransactionType,
-} from "./store";
+import type { Bucket, KeyCredential, LedgerTransaction, OfferRecord, Page, ProductRecord, Store, TransactionQuery, TransactionType } from "./store";
 
 type DB = BunSQLiteDatabase<typeof schema>;
 
@@ -108,7 +98,12 @@ export class SQLiteStore implements Store {
       usage: this.usage,
       emit: (events) => this.webhooks.emit(events),
     });
-    this.catalog = new SQLiteCatalog(database, this.db, { write: (work) => this.write(work), syncCaches: () => this.syncCaches(), productCache: this.productCache, history: this.history });
+    this.catalog = new SQLiteCatalog(database, this.db, {
+      write: (work) => this.write(work),
+      syncCaches: () => this.syncCaches(),
+      productCache: this.productCache,
+      history: this.history,
+    });
     this.keys = new SQLiteKeys(this.db, {
       write: (work) => this.write(work),
       writeKeepingCaches: (work) => this.writeKeepingCaches(work),
@@ -246,7 +241,8 @@ export class SQLiteStore implements Store {
   listSubscriptions: Store["listSubscriptions"] = async (organizationId) => this.billing.listSubscriptions(organizationId);
   listDueSubscriptions: Store["listDueSubscriptions"] = async (now, limit) => this.billing.listDueSubscriptions(now, limit);
   renewSubscription: Store["renewSubscription"] = async (input) => this.billing.renewSubscription(input);
-  cancelSubscription: Store["cancelSubscription"] = async (organizationId, subscriptionId, now) => this.billing.cancelSubscription(organizationId, subscriptionId, now);
+  cancelSubscription: Store["cancelSubscription"] = async (organizationId, subscriptionId, now) =>
+    this.billing.cancelSubscription(organizationId, subscriptionId, now);
   getStripeCustomerId: Store["getStripeCustomerId"] = async (organizationId) => this.billing.getStripeCustomerId(organizationId);
   setStripeCustomerId: Store["setStripeCustomerId"] = async (organizationId, customerId) => this.billing.setStripeCustomerId(organizationId, customerId);
   findOrganizationByStripeCustomer: Store["findOrganizationByStripeCustomer"] = async (customerId) => this.billing.findOrganizationByStripeCustomer(customerId);
@@ -378,7 +374,13 @@ export class SQLiteStore implements Store {
     if (query.to !== undefined && (query.to < before.createdAt || (query.to === before.createdAt && before.id !== ""))) {
       before = { createdAt: query.to, id: "" };
     }
-    const params: TransactionParams = { organizationId, beforeAt: before.createdAt, beforeId: before.id, from: query.from ?? Number.MIN_SAFE_INTEGER, limit: query.limit + 1 };
+    const params: TransactionParams = {
+      organizationId,
+      beforeAt: before.createdAt,
+      beforeId: before.id,
+      from: query.from ?? Number.MIN_SAFE_INTEGER,
+      limit: query.limit + 1,
+    };
     const statements = this.transactionPage();
     const types = query.types ?? [];
     const rows =

@@ -14,7 +14,18 @@ import type {
   SubscriptionRecord,
 } from "./billing/records";
 import type { ClaimedDelivery, ClaimRequest, DeliveryAttempt, NewWebhookEndpoint, WebhookDelivery, WebhookEndpoint } from "./webhooks/records";
-import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, PriceHistoryEntry, SourceFreshness } from "./feeds/records";
+import type {
+  FeedRun,
+  FeedSource,
+  FeedSourceTrust,
+  FeedTokenCredential,
+  FeedTokenRecord,
+  FinishFeedRun,
+  NewFeedSource,
+  NewFeedToken,
+  PriceHistoryEntry,
+  SourceFreshness,
+} from "./feeds/records";
 import type { FeedWriter } from "./feeds/writers";
 import type { CreateWatchResult, NewWatch, PriceWatch, WatchBatchInput, WatchBatchResult } from "./watches/records";
 import type { PriceHistoryReads } from "./history/records";
@@ -305,7 +316,14 @@ export interface Store extends PriceHistoryReads {
    * the debit takes them from the buckets (see PostgresStore.reserveCredits). `balance`, read with
    * the request's key, spares a store that has it a second read.
    */
-  reserveCredits(input: { organizationId: string; amount: number; keyId: string | null; requestId: string; now: number; balance?: BalanceAtKeyRead }): Promise<Reservation>;
+  reserveCredits(input: {
+    organizationId: string;
+    amount: number;
+    keyId: string | null;
+    requestId: string;
+    now: number;
+    balance?: BalanceAtKeyRead;
+  }): Promise<Reservation>;
   /**
    * Debits the held credits with one usage ledger row, in one transaction; false when already
    * committed or released. Throws CreditsSpentMeanwhile when the credits were not held in the
@@ -370,7 +388,14 @@ export interface Store extends PriceHistoryReads {
    * granted `trialCredits` (a `trial` bucket and its ledger row). `email-taken` when another subject
    * already has that email.
    */
-  signInSubject(input: { subject: string; email: string; name: string; newOrganizationName: string; trialCredits: number; now: number }): Promise<SignInOutcome>;
+  signInSubject(input: {
+    subject: string;
+    email: string;
+    name: string;
+    newOrganizationName: string;
+    trialCredits: number;
+    now: number;
+  }): Promise<SignInOutcome>;
   getUserByEmail(email: string): Promise<User | null>;
   insertSession(session: SessionRecord): Promise<void>;
   /**
@@ -391,7 +416,14 @@ export interface Store extends PriceHistoryReads {
    * replaces one that expired or was abandoned in progress (createdAt < abandonedBefore). Otherwise
    * returns the record that is there, untouched.
    */
-  claimIdempotencyKey(input: { scope: string; keyHash: string; requestHash: string; now: number; ttlMs: number; abandonAfterMs: number }): Promise<IdempotencyClaim>;
+  claimIdempotencyKey(input: {
+    scope: string;
+    keyHash: string;
+    requestHash: string;
+    now: number;
+    ttlMs: number;
+    abandonAfterMs: number;
+  }): Promise<IdempotencyClaim>;
   /** Stores the answer of a claimed request and marks it done, if the claim `claimedAt` is still this request's. */
   completeIdempotencyKey(input: IdempotencyAnswer): Promise<void>;
   /** Drops an in-progress claim (the request failed), so the same key can be retried; never another request's later claim. */
@@ -409,7 +441,13 @@ export interface Store extends PriceHistoryReads {
    */
   completeOrder(input: CompleteOrderInput): Promise<CompleteOrderResult>;
   /** Grants credits paid outside an order (a Stripe subscription invoice) exactly once per event. */
-  applyPaidGrant(input: { event: ProviderEvent; organizationId: string; grant: CreditGrant; payment: PaymentInput; now: number }): Promise<{ applied: boolean; bucket: Bucket | null }>;
+  applyPaidGrant(input: {
+    event: ProviderEvent;
+    organizationId: string;
+    grant: CreditGrant;
+    payment: PaymentInput;
+    now: number;
+  }): Promise<{ applied: boolean; bucket: Bucket | null }>;
   /**
    * Records the cumulative refunded amount of a payment and settles the payment's credits against
    * it: the unspent credits of what was refunded are clawed back with a `refund` ledger row. The
@@ -632,9 +670,7 @@ export interface Invitation {
   createdAt: number;
 }
 
-export type SignInOutcome =
-  | { outcome: "existing" | "joined" | "created"; user: User }
-  | { outcome: "email-taken" };
+export type SignInOutcome = { outcome: "existing" | "joined" | "created"; user: User } | { outcome: "email-taken" };
 
 // --- idempotency records ---
 

@@ -73,14 +73,21 @@ export const SESSION_CHALLENGE = 'Cookie realm="price-service", cookie-name="ses
  * builds one Response with every header of the request (a returned Response would be copied again
  * to merge them).
  */
-export function problemAnswer(problem: Problem, request: Request, set: { status?: number | string; headers: Record<string, unknown> }, requestId: string, typeBase: string): string {
+export function problemAnswer(
+  problem: Problem,
+  request: Request,
+  set: { status?: number | string; headers: Record<string, unknown> },
+  requestId: string,
+  typeBase: string,
+): string {
   // A problem that names its language (the batch look-up's body `language`) is written in it.
   const named = problem.headers["content-language"];
   const language = isLanguage(named) ? named : requestLanguage(request);
   set.status = problem.status;
   set.headers["content-type"] = "application/problem+json";
   set.headers["content-language"] = language;
-  if (problem.status === 401 && !Object.keys(problem.headers).some((name) => name.toLowerCase() === "www-authenticate")) set.headers["www-authenticate"] = SESSION_CHALLENGE;
+  if (problem.status === 401 && !Object.keys(problem.headers).some((name) => name.toLowerCase() === "www-authenticate"))
+    set.headers["www-authenticate"] = SESSION_CHALLENGE;
   Object.assign(set.headers, problem.headers);
   return JSON.stringify(problemBody(problem, { typeBase, language, requestId }));
 }
@@ -90,7 +97,14 @@ export function problemAnswer(problem: Problem, request: Request, set: { status?
  * and the one error handler that turns every failure (thrown Problem, validation, unknown route,
  * unexpected exception) into an RFC 9457 problem. Internal messages never reach the body.
  */
-export function httpBase(options: { typeBase: string; bodyLimitBytes: number; logger: Logger; publicUrl: string; routes: () => Route[]; streamedBodyPaths?: string[] }) {
+export function httpBase(options: {
+  typeBase: string;
+  bodyLimitBytes: number;
+  logger: Logger;
+  publicUrl: string;
+  routes: () => Route[];
+  streamedBodyPaths?: string[];
+}) {
   // Paths whose handler streams the body itself, under its own limit and media types (the feed push).
   const streamedBodyPaths = new Set(options.streamedBodyPaths ?? []);
   const headers = securityHeaders(options.publicUrl);
@@ -101,57 +115,68 @@ export function httpBase(options: { typeBase: string; bodyLimitBytes: number; lo
     if (!secured) throw problem;
     deferUntilAuthenticated(request, problem);
   };
-  return new Elysia({ name: "http.base" })
-    .error({ Problem })
-    // Refusals throw (rather than return a response) so they pass through onError and the access log like any error.
-    .onRequest(async ({ request, set }) => {
-      set.headers["x-request-id"] = newId("req");
-      Object.assign(set.headers, headers);
-      // Every API answer and billing page is localized (problem texts, formatted money, labels): say in which language.
-      if (isLocalized(request.url)) set.headers["content-language"] = requestLanguage(request);
-      if (streamedBodyPaths.size > 0 && streamedBodyPaths.has(new URL(request.url).pathname)) return;
-      const length = Number(request.headers.get("content-length") ?? 0);
-      if (length > options.bodyLimitBytes) throw payloadTooLarge();
-      if (JSON_BODY_METHODS.has(request.method) && (length > 0 || request.headers.has("transfer-encoding") || request.body !== null) && new URL(request.url).pathname.startsWith("/api/")) {
-        const type = request.headers.get("content-type") ?? "";
-        if (!/^application\/([\w.+-]+\+)?json\b/i.test(type) && !request.url.includes("/api/v1/webhooks/")) {
-          refuse(request, new Problem("unsupported-media-type"), needsCredential(request.method, new URL(request.url).pathname));
+  return (
+    new Elysia({ name: "http.base" })
+      .error({ Problem })
+      // Refusals throw (rather than return a response) so they pass through onError and the access log like any error.
+      .onRequest(async ({ request, set }) => {
+        set.headers["x-request-id"] = newId("req");
+        Object.assign(set.headers, headers);
+        // Every API answer and billing page is localized (problem texts, formatted money, labels): say in which language.
+        if (isLocalized(request.url)) set.headers["content-language"] = requestLanguage(request);
+        if (streamedBodyPaths.size > 0 && streamedBodyPaths.has(new URL(request.url).pathname)) return;
+        const length = Number(request.headers.get("content-length") ?? 0);
+        if (length > options.bodyLimitBytes) throw payloadTooLarge();
+        if (
+          JSON_BODY_METHODS.has(request.method) &&
+          (length > 0 || request.headers.has("transfer-encoding") || request.body !== null) &&
+          new URL(request.url).pathname.startsWith("/api/")
+        ) {
+          const type = request.headers.get("content-type") ?? "";
+          if (!/^application\/([\w.+-]+\+)?json\b/i.test(type) && !request.url.includes("/api/v1/webhooks/")) {
+            refuse(request, new Problem("unsupported-media-type"), needsCredential(request.method, new URL(request.url).pathname));
+          }
         }
-      }
-      // A parse hook would do this later, but Elysia then breaks routes declared with `parse: "none"`.
-      if (request.body !== null && !request.headers.has("content-length")) await assertChunkedBodyWithin(request, options.bodyLimitBytes);
-    })
-    // Before validation, which would keep one of the values. Only routes that take query parameters;
-    // one that validates its own query (`noValidate`) checks this itself.
-    .onTransform({ as: "global" }, ({ request, route }) => {
-      const repeated = repeatedQueryParameter(request.url);
-      if (repeated === null) return;
-      const declared = options.routes().find((candidate) => candidate.path === route && candidate.method === request.method);
-      const query = declared?.hooks?.query;
-      if (query !== undefined && query.noValidate !== true) refuse(request, new Problem("invalid-parameter", { detail: repeatedParameter(repeated) }), isSecured(declared));
-    })
-    .onError({ as: "global" }, ({ code, error, request, set }) => {
-      const requestId = String(set.headers["x-request-id"] ?? newId("req"));
-      let problem: Problem;
-      if (error instanceof Problem) problem = error;
-      // Elysia wraps what a parse hook throws (the chunked body limit) in a ParseError.
-      else if (code === "PARSE" && (error as Error).cause instanceof Problem) problem = (error as Error).cause as Problem;
-      else if (code === "VALIDATION" && (error as ValidationError).type !== "response") problem = fromValidation(error as ValidationError);
-      // Elysia says NOT_FOUND also when the path exists under other methods: that is a 405 with Allow.
-      else if (code === "NOT_FOUND") problem = wrongMethod(methodsAt(new URL(request.url).pathname));
-      // Past Bun's own backstop (maxRequestBodySize), Bun has already answered a bare 413; this is for the logs.
-      else if (code === "PARSE" && String(error).includes("maxRequestBodySize")) problem = payloadTooLarge();
-      else if (code === "PARSE") problem = notJSON();
-      else if (code === "INVALID_COOKIE_SIGNATURE") problem = new Problem("unauthorized");
-      else if (isUnstorableText(error)) problem = new Problem("invalid-parameter", { detail: NUL_IN_TEXT });
-      // The database is away for a moment (a restart, a fail-over): the client can retry; no bug to log as one.
-      else if (isConnectionLost(error)) {
-        options.logger.warn("database unreachable", { requestId, code: errorCode(error) });
-        problem = new Problem("unavailable", { detail: DATABASE_AWAY, headers: { "retry-after": "1" } });
-      } else {
-        options.logger.error("unhandled error", { requestId, code: String(code), error: error instanceof Error ? error.stack ?? error.message : String(error) });
-        problem = new Problem("internal");
-      }
-      return problemAnswer(problem, request, set, requestId, options.typeBase);
-    });
+        // A parse hook would do this later, but Elysia then breaks routes declared with `parse: "none"`.
+        if (request.body !== null && !request.headers.has("content-length")) await assertChunkedBodyWithin(request, options.bodyLimitBytes);
+      })
+      // Before validation, which would keep one of the values. Only routes that take query parameters;
+      // one that validates its own query (`noValidate`) checks this itself.
+      .onTransform({ as: "global" }, ({ request, route }) => {
+        const repeated = repeatedQueryParameter(request.url);
+        if (repeated === null) return;
+        const declared = options.routes().find((candidate) => candidate.path === route && candidate.method === request.method);
+        const query = declared?.hooks?.query;
+        if (query !== undefined && query.noValidate !== true)
+          refuse(request, new Problem("invalid-parameter", { detail: repeatedParameter(repeated) }), isSecured(declared));
+      })
+      .onError({ as: "global" }, ({ code, error, request, set }) => {
+        const requestId = String(set.headers["x-request-id"] ?? newId("req"));
+        let problem: Problem;
+        if (error instanceof Problem) problem = error;
+        // Elysia wraps what a parse hook throws (the chunked body limit) in a ParseError.
+        else if (code === "PARSE" && (error as Error).cause instanceof Problem) problem = (error as Error).cause as Problem;
+        else if (code === "VALIDATION" && (error as ValidationError).type !== "response") problem = fromValidation(error as ValidationError);
+        // Elysia says NOT_FOUND also when the path exists under other methods: that is a 405 with Allow.
+        else if (code === "NOT_FOUND") problem = wrongMethod(methodsAt(new URL(request.url).pathname));
+        // Past Bun's own backstop (maxRequestBodySize), Bun has already answered a bare 413; this is for the logs.
+        else if (code === "PARSE" && String(error).includes("maxRequestBodySize")) problem = payloadTooLarge();
+        else if (code === "PARSE") problem = notJSON();
+        else if (code === "INVALID_COOKIE_SIGNATURE") problem = new Problem("unauthorized");
+        else if (isUnstorableText(error)) problem = new Problem("invalid-parameter", { detail: NUL_IN_TEXT });
+        // The database is away for a moment (a restart, a fail-over): the client can retry; no bug to log as one.
+        else if (isConnectionLost(error)) {
+          options.logger.warn("database unreachable", { requestId, code: errorCode(error) });
+          problem = new Problem("unavailable", { detail: DATABASE_AWAY, headers: { "retry-after": "1" } });
+        } else {
+          options.logger.error("unhandled error", {
+            requestId,
+            code: String(code),
+            error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+          });
+          problem = new Problem("internal");
+        }
+        return problemAnswer(problem, request, set, requestId, options.typeBase);
+      })
+  );
 }

@@ -7,7 +7,8 @@ import { finishOpenAPIDocument } from "./openapi-document";
 import { PROBLEMS } from "./problem";
 import { PriceChangedEventSchema } from "../modules/watches/model";
 
-const DOCS_CSP = "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
+const DOCS_CSP =
+  "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
 
 export function docsRoutes(version: string, options: { typeBase: string; publicUrl: string; routes: () => Route[] }) {
   // The generator rebuilds its document only when routes are added; finish each build once.
@@ -36,7 +37,14 @@ export function docsRoutes(version: string, options: { typeBase: string; publicU
         specPath: "/openapi.json",
         provider: "scalar",
         // No feature that reaches out: the AI agent and developer tools call Scalar's servers (the CSP would block them anyway).
-        scalar: { cdn: "/docs/assets/scalar.js", withDefaultFonts: false, hideClientButton: true, telemetry: false, agent: { disabled: true }, showDeveloperTools: "never" } as never,
+        scalar: {
+          cdn: "/docs/assets/scalar.js",
+          withDefaultFonts: false,
+          hideClientButton: true,
+          telemetry: false,
+          agent: { disabled: true },
+          showDeveloperTools: "never",
+        } as never,
         documentation: {
           info: {
             title: "price-service",
@@ -54,7 +62,10 @@ export function docsRoutes(version: string, options: { typeBase: string; publicU
             { name: "Billing pages", description: "HTML pages of the local payment provider (development)" },
             { name: "Webhooks", description: "Events from the payment provider" },
             { name: "Webhook endpoints", description: "Events sent to the organization's receivers, signed the Standard Webhooks way (session cookie)" },
-            { name: "Price watches", description: "Products whose price moves the organization is told about with `price.changed` webhook events (session cookie or API key)" },
+            {
+              name: "Price watches",
+              description: "Products whose price moves the organization is told about with `price.changed` webhook events (session cookie or API key)",
+            },
             { name: "Operations", description: "Health, readiness, metrics and problem type pages" },
             { name: "Feeds", description: "Offer feeds: pushes from price-producing systems and the operator's source reports (feed tokens)" },
           ],
@@ -92,7 +103,12 @@ export function docsRoutes(version: string, options: { typeBase: string; publicU
             securitySchemes: {
               apiKey: { type: "http", scheme: "bearer", description: "An API key, `pps_…`, in `Authorization: Bearer <API_KEY>`" },
               session: { type: "apiKey", in: "cookie", name: "session", description: "The session cookie set by sign-in (dashboard and key management)" },
-              feedToken: { type: "http", scheme: "bearer", description: "A feed token, `ftk_….…`, made by the operator with `price-service feeds token create` (push: one source; read: the source list and reports)" },
+              feedToken: {
+                type: "http",
+                scheme: "bearer",
+                description:
+                  "A feed token, `ftk_….…`, made by the operator with `price-service feeds token create` (push: one source; read: the source list and reports)",
+              },
             },
           },
         },

@@ -32,7 +32,10 @@ export function allowedMethods(routes: () => Route[]): (path: string) => string[
 
 /** 405 with the path's methods in `Allow`, or 404 when no route has this path. */
 export function wrongMethod(allowed: string[]): Problem {
-  if (allowed.length === 0) return new Problem("not-found", { detail: { en: "No route matches this method and path.", fr: "Aucune route ne correspond à cette méthode et ce chemin." } });
+  if (allowed.length === 0)
+    return new Problem("not-found", {
+      detail: { en: "No route matches this method and path.", fr: "Aucune route ne correspond à cette méthode et ce chemin." },
+    });
   return new Problem("method-not-allowed", { headers: { allow: allowed.join(", ") } });
 }
 

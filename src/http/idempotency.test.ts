@@ -92,7 +92,10 @@ describe("withIdempotency", () => {
   });
 
   test("when the call throws and the store cannot release the claim, the call's own error is still what the caller gets", async () => {
-    const unavailable = new Problem("unavailable", { detail: { en: "The debit is in doubt.", fr: "Le débit est incertain." }, headers: { "retry-after": "1" } });
+    const unavailable = new Problem("unavailable", {
+      detail: { en: "The debit is in doubt.", fr: "Le débit est incertain." },
+      headers: { "retry-after": "1" },
+    });
     const release = store.releaseIdempotencyKey.bind(store);
     store.releaseIdempotencyKey = async () => {
       throw new Error("connection refused");
@@ -107,7 +110,14 @@ describe("withIdempotency", () => {
   });
 
   test("a claim left in progress by a request that died is taken over after a minute", async () => {
-    await store.claimIdempotencyKey({ scope: SCOPE, keyHash: hashSecret("k1"), requestHash: hashRequestBody({ a: 1 }), now: NOW, ttlMs: IDEMPOTENCY_TTL_MS, abandonAfterMs: 60_000 });
+    await store.claimIdempotencyKey({
+      scope: SCOPE,
+      keyHash: hashSecret("k1"),
+      requestHash: hashRequestBody({ a: 1 }),
+      now: NOW,
+      ttlMs: IDEMPOTENCY_TTL_MS,
+      abandonAfterMs: 60_000,
+    });
     const work = counter();
     expect((await problemOf(withIdempotency(store, request("k1", { a: 1 }, NOW + 1000), work.run))).slug).toBe("conflict");
     expect((await withIdempotency(store, request("k1", { a: 1 }, NOW + IDEMPOTENCY_ABANDONED_MS + 1), work.run)).replayed).toBe(false);

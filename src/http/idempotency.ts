@@ -142,7 +142,13 @@ export async function withIdempotency<T>(
     throw error;
   }
   if (response.recorded !== true) {
-    await store.completeIdempotencyKey({ scope, keyHash, claimedAt: claim.claimedAt, responseStatus: response.status, responseBody: await sealBody(response.body, key, scope, keyHash) });
+    await store.completeIdempotencyKey({
+      scope,
+      keyHash,
+      claimedAt: claim.claimedAt,
+      responseStatus: response.status,
+      responseBody: await sealBody(response.body, key, scope, keyHash),
+    });
   }
   return { status: response.status, body: response.body, replayed: false };
 }
@@ -157,11 +163,18 @@ export async function runIdempotent<T>(
   run: () => Promise<IdempotentResponse<T>>,
 ): Promise<IdempotentResponse<T> & { replayed: boolean }> {
   if (request.key === undefined || request.key === null) return { ...(await run()), replayed: false };
-  return withIdempotency(store, { scope: `${request.organizationId} ${request.route}`, key: request.key, requestHash: hashRequestBody(request.body), now: request.now }, run);
+  return withIdempotency(
+    store,
+    { scope: `${request.organizationId} ${request.route}`, key: request.key, requestHash: hashRequestBody(request.body), now: request.now },
+    run,
+  );
 }
 
 /** Writes an idempotent result's status and replay marker onto the response. */
-export function applyIdempotentResult<T>(set: { status?: number | string; headers: Record<string, unknown> }, result: IdempotentResponse<T> & { replayed: boolean }): T {
+export function applyIdempotentResult<T>(
+  set: { status?: number | string; headers: Record<string, unknown> },
+  result: IdempotentResponse<T> & { replayed: boolean },
+): T {
   set.status = result.status;
   if (result.replayed) set.headers["idempotent-replayed"] = "true";
   return result.body;

@@ -62,7 +62,14 @@ export function pageOf<T extends import("@sinclair/typebox").TSchema>(item: T) {
 /** An example problem body for `slug`, as the docs show it (`extensions` adds members such as `meta`). */
 export function problemExample(slug: ProblemSlug, extensions: Record<string, unknown> = {}) {
   const entry = PROBLEMS[slug];
-  return { type: `http://localhost:8080/problems/${slug}`, title: entry.title, status: entry.status, detail: entry.en, requestId: "req_0mwrd57q90000brqra5jtuxfecebe", ...extensions };
+  return {
+    type: `http://localhost:8080/problems/${slug}`,
+    title: entry.title,
+    status: entry.status,
+    detail: entry.en,
+    requestId: "req_0mwrd57q90000brqra5jtuxfecebe",
+    ...extensions,
+  };
 }
 
 /**

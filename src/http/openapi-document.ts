@@ -14,10 +14,13 @@ const REQUEST_MEDIA_TYPE = "application/json";
 
 /** The response headers the service sends, each described once and copied where it is sent (a `$ref` could not say `required`). */
 const RESPONSE_HEADERS: Record<string, JSONObject> = {
-  "X-Request-Id": { description: "This request's id, also in problem bodies and the logs", schema: { type: "string", examples: ["req_0mwrd57q90000brqra5jtuxfecebe"] } },
+  "X-Request-Id": {
+    description: "This request's id, also in problem bodies and the logs",
+    schema: { type: "string", examples: ["req_0mwrd57q90000brqra5jtuxfecebe"] },
+  },
   RateLimit: {
     description:
-      'For the policy closest to its limit (the one that refused a 429, else the one with the fewest requests left): its name, the requests left (`r`, never above its `q`) and seconds until they are all back (`t`; on a 429, the same as Retry-After), per draft-ietf-httpapi-ratelimit-headers',
+      "For the policy closest to its limit (the one that refused a 429, else the one with the fewest requests left): its name, the requests left (`r`, never above its `q`) and seconds until they are all back (`t`; on a 429, the same as Retry-After), per draft-ietf-httpapi-ratelimit-headers",
     schema: { type: "string", examples: ['"default";r=99;t=1', '"organization";r=0;t=1'] },
   },
   "RateLimit-Policy": {
@@ -33,11 +36,15 @@ const RESPONSE_HEADERS: Record<string, JSONObject> = {
   },
   "Content-Disposition": { description: "`attachment` with a file name, for a download (CSV)", schema: { type: "string" } },
   Vary: { description: "`Accept`: the media type depends on the request's Accept header", schema: { type: "string" } },
-  "Idempotent-Replayed": { description: "`true` when this is the stored answer to an earlier request with the same Idempotency-Key", schema: { type: "string", enum: ["true"] } },
+  "Idempotent-Replayed": {
+    description: "`true` when this is the stored answer to an earlier request with the same Idempotency-Key",
+    schema: { type: "string", enum: ["true"] },
+  },
   "Set-Cookie": { description: "The `session` cookie (HttpOnly, SameSite=Lax), or its removal", schema: { type: "string" } },
   Location: { description: "Where the redirect leads", schema: { type: "string", format: "uri-reference" } },
   "Content-Language": {
-    description: "The language of the answer's texts (problem details, descriptions, formatted money): the `language` query parameter, else the best of Accept-Language, else `en`",
+    description:
+      "The language of the answer's texts (problem details, descriptions, formatted money): the `language` query parameter, else the best of Accept-Language, else `en`",
     schema: { type: "string", enum: ["en", "fr"] },
   },
 };
@@ -55,7 +62,9 @@ function slugsOfStatus(status: number): ProblemSlug[] {
  */
 function isCoercionUnion(schema: JSONObject): JSONObject | undefined {
   if (!Array.isArray(schema.anyOf) || schema.anyOf.length !== 2) return undefined;
-  const text = schema.anyOf.find((member: JSONObject) => member.type === "string" && (member.format === "integer" || member.format === "numeric" || member["x-decimal-text"] === true));
+  const text = schema.anyOf.find(
+    (member: JSONObject) => member.type === "string" && (member.format === "integer" || member.format === "numeric" || member["x-decimal-text"] === true),
+  );
   const number = schema.anyOf.find((member: JSONObject) => member.type === "integer" || member.type === "number");
   return text !== undefined && number !== undefined ? number : undefined;
 }
@@ -78,7 +87,11 @@ function plainSchemas(value: unknown): unknown {
   const nullable = nullableConstant(value as JSONObject);
   if (nullable !== undefined) return plainSchemas(nullable);
   // `noValidate` tells Elysia a schema is documentation only; it is no JSON Schema keyword.
-  return Object.fromEntries(Object.entries(value).filter(([key]) => key !== "noValidate").map(([key, item]) => [key, plainSchemas(item)]));
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([key]) => key !== "noValidate")
+      .map(([key, item]) => [key, plainSchemas(item)]),
+  );
 }
 
 /** The response headers of one response, from what the operation is (see RESPONSE_HEADERS). */
@@ -136,7 +149,9 @@ export function finishOpenAPIDocument<T extends JSONObject>(generated: T, option
       // No security requirement means a public operation; saying so keeps linters from guessing.
       operation.security ??= [];
       if (Array.isArray(operation.parameters)) {
-        operation.parameters = operation.parameters.filter((parameter: JSONObject) => !(parameter.in === "header" && RESERVED_HEADER_PARAMETERS.has(parameter.name.toLowerCase())));
+        operation.parameters = operation.parameters.filter(
+          (parameter: JSONObject) => !(parameter.in === "header" && RESERVED_HEADER_PARAMETERS.has(parameter.name.toLowerCase())),
+        );
         if (operation.parameters.length === 0) delete operation.parameters;
       }
       restoreJSONBody(operation, method, path, options.routes());
@@ -144,7 +159,8 @@ export function finishOpenAPIDocument<T extends JSONObject>(generated: T, option
       if (requestContent !== undefined) {
         // Generated bodies list every media type Elysia parses; the service takes JSON only. A route
         // that declares its own non-JSON body (the feed push) keeps what it declared.
-        if (REQUEST_MEDIA_TYPE in requestContent) for (const mediaType of Object.keys(requestContent)) if (mediaType !== REQUEST_MEDIA_TYPE) delete requestContent[mediaType];
+        if (REQUEST_MEDIA_TYPE in requestContent)
+          for (const mediaType of Object.keys(requestContent)) if (mediaType !== REQUEST_MEDIA_TYPE) delete requestContent[mediaType];
       }
       for (const [statusText, response] of Object.entries<JSONObject>(operation.responses ?? {})) {
         const status = Number(statusText);
@@ -189,6 +205,9 @@ export function finishOpenAPIDocument<T extends JSONObject>(generated: T, option
     }
   }
   const described: JSONObject[] = document.tags ?? [];
-  document.tags = [...described.filter((tag) => tags.has(tag.name)), ...[...tags].filter((name) => !described.some((tag) => tag.name === name)).map((name) => ({ name }))];
+  document.tags = [
+    ...described.filter((tag) => tags.has(tag.name)),
+    ...[...tags].filter((name) => !described.some((tag) => tag.name === name)).map((name) => ({ name })),
+  ];
   return document as T;
 }

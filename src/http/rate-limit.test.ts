@@ -59,10 +59,16 @@ describe("MemoryRateLimiter", () => {
   test("takeAll admits a request only when every bucket has the tokens, and a refusal costs none of them", () => {
     const limiter = new MemoryRateLimiter(5, 1000);
     const organization: RateLimitPolicy = { name: "organization", limit: 2, windowSeconds: 1 };
-    const charges = (key: string) => [{ bucket: key, policy: limiter.policy }, { bucket: "org", policy: organization }];
+    const charges = (key: string) => [
+      { bucket: key, policy: limiter.policy },
+      { bucket: "org", policy: organization },
+    ];
     for (let i = 0; i < 4; i++) expect(limiter.takeAll(charges(`k${i}`), 0).every((decision) => decision.allowed)).toBe(true);
     const refused = limiter.takeAll(charges("k0"), 0);
-    expect(refused.map((decision) => [decision.policy.name, decision.allowed, decision.retryAfterSeconds])).toEqual([["default", false, 0], ["organization", false, 1]]);
+    expect(refused.map((decision) => [decision.policy.name, decision.allowed, decision.retryAfterSeconds])).toEqual([
+      ["default", false, 0],
+      ["organization", false, 1],
+    ]);
     // k0 spent one token, not two: the refusal cost it nothing.
     expect(limiter.take("k0", 0).remaining).toBe(5);
   });
@@ -70,7 +76,14 @@ describe("MemoryRateLimiter", () => {
   test("the RateLimit field reports the policy that refused, else the one with the fewest requests left", () => {
     const limiter = new MemoryRateLimiter(5, 1000);
     const organization: RateLimitPolicy = { name: "organization", limit: 3, windowSeconds: 1 };
-    const take = () => limiter.takeAll([{ bucket: "k", policy: limiter.policy }, { bucket: "org", policy: organization }], 0);
+    const take = () =>
+      limiter.takeAll(
+        [
+          { bucket: "k", policy: limiter.policy },
+          { bucket: "org", policy: organization },
+        ],
+        0,
+      );
     expect(rateLimitHeaders(take())).toEqual({ "ratelimit-policy": '"default";q=5;w=1, "organization";q=3;w=1', ratelimit: '"organization";r=3;t=0' });
     for (let i = 0; i < 4; i++) take();
     expect(rateLimitHeaders(take(), "items")).toEqual({

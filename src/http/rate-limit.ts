@@ -127,7 +127,8 @@ function decisionOf(bucket: Bucket, policy: RateLimitPolicy, allowed: boolean, t
  * wait (on a refusal, the policy that refused), then the fewest requests left, then the longest reset.
  */
 export function closestToLimit(decisions: readonly PolicyDecision[]): PolicyDecision {
-  const closer = (a: PolicyDecision, b: PolicyDecision) => b.retryAfterSeconds - a.retryAfterSeconds || a.remaining - b.remaining || b.resetSeconds - a.resetSeconds;
+  const closer = (a: PolicyDecision, b: PolicyDecision) =>
+    b.retryAfterSeconds - a.retryAfterSeconds || a.remaining - b.remaining || b.resetSeconds - a.resetSeconds;
   return decisions.reduce((closest, decision) => (closer(decision, closest) < 0 ? decision : closest));
 }
 
@@ -166,7 +167,10 @@ export function rateLimitPolicyHeader(policies: readonly RateLimitPolicy[], unit
  * is Retry-After.
  */
 export function rateLimitHeaders(decisions: readonly PolicyDecision[], unit: "requests" | "items" = "requests"): Record<string, string> {
-  const headers = rateLimitPolicyHeader(decisions.map((decision) => decision.policy), unit);
+  const headers = rateLimitPolicyHeader(
+    decisions.map((decision) => decision.policy),
+    unit,
+  );
   const reported = closestToLimit(decisions);
   headers.ratelimit = `"${reported.policy.name}";r=${reported.remaining};t=${reported.resetSeconds}`;
   if (!reported.allowed) headers["retry-after"] = String(reported.retryAfterSeconds);

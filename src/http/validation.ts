@@ -6,7 +6,8 @@ export type Texts = { en: string; fr: string };
 /** What a schema accepts, in plain words; null when nothing simpler than the validator's message fits. */
 function expectation(schema: Record<string, any> | undefined): Texts | null {
   if (schema === undefined) return null;
-  const values = Array.isArray(schema.anyOf) && schema.anyOf.every((member: any) => "const" in member) ? schema.anyOf.map((member: any) => member.const) : schema.enum;
+  const values =
+    Array.isArray(schema.anyOf) && schema.anyOf.every((member: any) => "const" in member) ? schema.anyOf.map((member: any) => member.const) : schema.enum;
   if (Array.isArray(values)) return { en: `one of: ${values.join(", ")}`, fr: `l'une des valeurs : ${values.join(", ")}` };
   const integer = schema.type === "integer" ? schema : Array.isArray(schema.anyOf) ? schema.anyOf.find((member: any) => member.type === "integer") : undefined;
   if (integer !== undefined) return wholeNumber(integer.minimum, integer.maximum);
@@ -17,7 +18,10 @@ function expectation(schema: Record<string, any> | undefined): Texts | null {
   if (schema.pattern !== undefined) {
     return schema.maxLength === undefined
       ? { en: "in the documented form", fr: "au format documenté" }
-      : { en: `${schema.minLength ?? 0} to ${schema.maxLength} characters in the documented form`, fr: `de ${schema.minLength ?? 0} à ${schema.maxLength} caractères au format documenté` };
+      : {
+          en: `${schema.minLength ?? 0} to ${schema.maxLength} characters in the documented form`,
+          fr: `de ${schema.minLength ?? 0} à ${schema.maxLength} caractères au format documenté`,
+        };
   }
   const { minLength: min, maxLength: max } = schema;
   if (min !== undefined && max !== undefined) return { en: `text of ${min} to ${max} characters`, fr: `un texte de ${min} à ${max} caractères` };
@@ -27,7 +31,8 @@ function expectation(schema: Record<string, any> | undefined): Texts | null {
 }
 
 export function wholeNumber(minimum?: number, maximum?: number): Texts {
-  if (minimum !== undefined && maximum !== undefined) return { en: `a whole number from ${minimum} to ${maximum}`, fr: `un nombre entier de ${minimum} à ${maximum}` };
+  if (minimum !== undefined && maximum !== undefined)
+    return { en: `a whole number from ${minimum} to ${maximum}`, fr: `un nombre entier de ${minimum} à ${maximum}` };
   if (minimum !== undefined) return { en: `a whole number of at least ${minimum}`, fr: `un nombre entier d'au moins ${minimum}` };
   return { en: "a whole number", fr: "un nombre entier" };
 }

@@ -1,6 +1,24 @@
 import { encodeBase32LowerCaseNoPadding } from "@oslojs/encoding";
 
-export type IdPrefix = "org" | "usr" | "key" | "txn" | "bkt" | "inv" | "ord" | "req" | "res" | "ses" | "sub" | "evt" | "src" | "run" | "ftk" | "whe" | "msg" | "wch";
+export type IdPrefix =
+  | "org"
+  | "usr"
+  | "key"
+  | "txn"
+  | "bkt"
+  | "inv"
+  | "ord"
+  | "req"
+  | "res"
+  | "ses"
+  | "sub"
+  | "evt"
+  | "src"
+  | "run"
+  | "ftk"
+  | "whe"
+  | "msg"
+  | "wch";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 const pool = new Uint8Array(4096);

@@ -40,7 +40,9 @@ export function money(amount: number, currency: string, language: Language): Mon
   if (formatted === undefined) {
     const scale = 10 ** minorUnitDigits(currency);
     // Intl formats a float; the division is exact enough for display and the integer stays the truth.
-    formatted = formatterFor(language, currency).format(amount / scale).replace(/\u202f|\u00a0/g, " ");
+    formatted = formatterFor(language, currency)
+      .format(amount / scale)
+      .replace(/\u202f|\u00a0/g, " ");
     if (formattedAmounts.size >= FORMATTED_AMOUNTS_KEPT) formattedAmounts.clear();
     formattedAmounts.set(cacheKey, formatted);
   }

@@ -6,7 +6,23 @@ describe("createAddressPolicy", () => {
   const production = createAddressPolicy({ allowedNetworks: [], allowLoopback: false });
 
   test("refuses loopback, link-local, private, CGNAT, multicast and unspecified addresses", () => {
-    for (const address of ["127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "::1", "::", "fe80::1", "fd00::1", "::ffff:10.0.0.1", "::ffff:127.0.0.1"]) {
+    for (const address of [
+      "127.0.0.1",
+      "10.1.2.3",
+      "172.16.0.1",
+      "172.31.255.255",
+      "192.168.1.1",
+      "169.254.169.254",
+      "100.64.0.1",
+      "0.0.0.0",
+      "224.0.0.1",
+      "::1",
+      "::",
+      "fe80::1",
+      "fd00::1",
+      "::ffff:10.0.0.1",
+      "::ffff:127.0.0.1",
+    ]) {
       expect({ address, allowed: production.isAllowed(address) }).toEqual({ address, allowed: false });
     }
   });
@@ -62,12 +78,16 @@ describe("OUTBOUND_ALLOWED_NETWORKS", () => {
   test("lists the allowed networks; WEBHOOK_ALLOWED_NETWORKS, its former name, is read when it is unset", () => {
     expect(loadConfig({ OUTBOUND_ALLOWED_NETWORKS: "10.20.0.0/16, fd12::/16" }).outboundAllowedNetworks).toEqual(["10.20.0.0/16", "fd12::/16"]);
     expect(loadConfig({ WEBHOOK_ALLOWED_NETWORKS: "10.30.0.0/16" }).outboundAllowedNetworks).toEqual(["10.30.0.0/16"]);
-    expect(loadConfig({ OUTBOUND_ALLOWED_NETWORKS: "10.20.0.0/16", WEBHOOK_ALLOWED_NETWORKS: "10.30.0.0/16" }).outboundAllowedNetworks).toEqual(["10.20.0.0/16"]);
+    expect(loadConfig({ OUTBOUND_ALLOWED_NETWORKS: "10.20.0.0/16", WEBHOOK_ALLOWED_NETWORKS: "10.30.0.0/16" }).outboundAllowedNetworks).toEqual([
+      "10.20.0.0/16",
+    ]);
     expect(loadConfig({}).outboundAllowedNetworks).toEqual([]);
   });
 
   test("a value that is not a list of networks is refused, naming the variable it came from", () => {
-    expect(() => loadConfig({ OUTBOUND_ALLOWED_NETWORKS: "10.0.0.0/8,intranet" })).toThrow('OUTBOUND_ALLOWED_NETWORKS: must list networks such as 10.0.0.0/8 or fd00::/8, got "intranet"');
+    expect(() => loadConfig({ OUTBOUND_ALLOWED_NETWORKS: "10.0.0.0/8,intranet" })).toThrow(
+      'OUTBOUND_ALLOWED_NETWORKS: must list networks such as 10.0.0.0/8 or fd00::/8, got "intranet"',
+    );
     expect(() => loadConfig({ WEBHOOK_ALLOWED_NETWORKS: "10.0.0.0/33" })).toThrow("WEBHOOK_ALLOWED_NETWORKS: must list networks");
   });
 });
@@ -105,7 +125,9 @@ describe("createOutboundClient", () => {
     expect(await (await client.send(`${base}/elsewhere`, { headers: { authorization: "Bearer secret" }, maxRedirects: 5 })).text()).toBe("arrived");
     expect(seen[0]).toMatchObject({ path: "/elsewhere", authorization: "Bearer secret" });
     expect(seen.slice(1).every((hop) => hop.authorization === null && hop.host === `other.test:${server.port}`)).toBe(true);
-    await expect(client.send("http://intranet.test/", { maxRedirects: 0 })).rejects.toThrow(new OutboundRefusal("address 10.0.0.1 refused: not a public address (see OUTBOUND_ALLOWED_NETWORKS)"));
+    await expect(client.send("http://intranet.test/", { maxRedirects: 0 })).rejects.toThrow(
+      new OutboundRefusal("address 10.0.0.1 refused: not a public address (see OUTBOUND_ALLOWED_NETWORKS)"),
+    );
     await expect(client.send("file:///etc/passwd", { maxRedirects: 0 })).rejects.toBeInstanceOf(OutboundRefusal);
   });
 });

@@ -131,7 +131,13 @@ export function createOutboundClient(input: { policy: AddressPolicy; resolve?: R
   async function checkedAddress(url: URL, signal: AbortSignal | null | undefined): Promise<string> {
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new OutboundRefusal(`${url.protocol} URLs are not fetched`);
     const literal = literalAddress(url.hostname);
-    const addresses = literal !== null ? [literal] : await untilAborted(resolve(url.hostname).catch(() => []), signal);
+    const addresses =
+      literal !== null
+        ? [literal]
+        : await untilAborted(
+            resolve(url.hostname).catch(() => []),
+            signal,
+          );
     if (addresses.length === 0) throw new OutboundRefusal(`host name ${url.hostname} not resolved`);
     const refused = addresses.find((address) => !input.policy.isAllowed(address));
     if (refused !== undefined) throw new OutboundRefusal(`address ${refused} refused: not a public address (see OUTBOUND_ALLOWED_NETWORKS)`);

@@ -79,7 +79,11 @@ describe("sign-in with a real OpenID provider, then the key lifecycle", () => {
     const me = await context.request("/api/v1/auth/me", { headers: { cookie } });
     expect(me.status).toBe(200);
     expect(await json(me)).toEqual(session.user);
-    const again = await context.request("/api/v1/auth/oidc", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ idToken: await provider.idTokenFor("ada") }) });
+    const again = await context.request("/api/v1/auth/oidc", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ idToken: await provider.idTokenFor("ada") }),
+    });
     expect((await json(again)).user).toEqual(session.user);
     expect((await context.store.listOrganizations()).length).toBe(1);
 
@@ -101,7 +105,14 @@ describe("sign-in with a real OpenID provider, then the key lifecycle", () => {
     const { key, clearKey } = await json(created);
     secrets.push(clearKey);
     expect(clearKey).toMatch(/^pps_[0-9A-Za-z]{38}$/);
-    expect(key).toMatchObject({ name: "production", status: "ACTIVE", keyPrefix: clearKey.slice(0, 8), lastUsedAt: null, replacedBy: null, createdBy: { id: userId, name: "Ada Lovelace", email: "ada@example.com" } });
+    expect(key).toMatchObject({
+      name: "production",
+      status: "ACTIVE",
+      keyPrefix: clearKey.slice(0, 8),
+      lastUsedAt: null,
+      replacedBy: null,
+      createdBy: { id: userId, name: "Ada Lovelace", email: "ada@example.com" },
+    });
     await addProduct(context, FRESH, [{ merchantId: "m-a", price: 1299, ageMs: 3_600_000 }]);
     const price = (bearer: string) => context.request(`/api/v1/products/${FRESH}/price`, { headers: { authorization: `Bearer ${bearer}` } });
     const priced = await price(clearKey);
@@ -160,9 +171,20 @@ describe("sign-in with a real OpenID provider, then the key lifecycle", () => {
   test("an invited person signs in into the inviting organization, as a member, with no new trial credits", async () => {
     const context = await oidcContext();
     const signInWith = async (account: string) =>
-      json(await context.request("/api/v1/auth/oidc", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ idToken: await provider.idTokenFor(account) }) }));
+      json(
+        await context.request("/api/v1/auth/oidc", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ idToken: await provider.idTokenFor(account) }),
+        }),
+      );
     const ada = await signInWith("ada");
-    await context.store.upsertInvitation({ email: "grace@example.com", organizationId: ada.user.organization.id, role: "member", createdAt: context.clock.now() });
+    await context.store.upsertInvitation({
+      email: "grace@example.com",
+      organizationId: ada.user.organization.id,
+      role: "member",
+      createdAt: context.clock.now(),
+    });
     const grace = await signInWith("grace");
     expect(grace.user).toMatchObject({ email: "grace@example.com", name: "Grace Hopper", role: "member", organization: ada.user.organization });
     expect((await context.store.getBalance(ada.user.organization.id, context.clock.now())).available).toBe(5);

@@ -47,7 +47,15 @@ export async function startTestOpenIDProvider(accounts: Record<string, TestAccou
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
   const provider = new Provider(issuer, {
-    clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: [REDIRECT_URI, ...(options.redirectURIs ?? [])], response_types: ["code"], grant_types: ["authorization_code"] }],
+    clients: [
+      {
+        client_id: CLIENT_ID,
+        client_secret: CLIENT_SECRET,
+        redirect_uris: [REDIRECT_URI, ...(options.redirectURIs ?? [])],
+        response_types: ["code"],
+        grant_types: ["authorization_code"],
+      },
+    ],
     ...(options.requirePKCE ? { pkce: { required: () => true } } : {}),
     jwks: { keys: [signingKey as never] },
     cookies: { keys: ["test-provider-cookie-key"] },
@@ -61,7 +69,13 @@ export async function startTestOpenIDProvider(accounts: Record<string, TestAccou
       return {
         accountId: id,
         async claims() {
-          return { sub: id, email: account.email, email_verified: account.emailVerified ?? true, ...(account.name ? { name: account.name } : {}), ...account.claims };
+          return {
+            sub: id,
+            email: account.email,
+            email_verified: account.emailVerified ?? true,
+            ...(account.name ? { name: account.name } : {}),
+            ...account.claims,
+          };
         },
       };
     },
@@ -89,7 +103,11 @@ export async function startTestOpenIDProvider(accounts: Record<string, TestAccou
       if (next.pathname.startsWith("/interaction/")) {
         const page = await (await visit(next.href)).text();
         const form: Record<string, string> = page.includes('name="login"') ? { prompt: "login", login: accountId, password: "any" } : { prompt: "consent" };
-        response = await visit(next.href, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(form) });
+        response = await visit(next.href, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams(form),
+        });
       } else {
         response = await visit(next.href);
       }
@@ -98,7 +116,14 @@ export async function startTestOpenIDProvider(accounts: Record<string, TestAccou
   }
 
   async function idTokenFor(accountId: string): Promise<string> {
-    const query = new URLSearchParams({ client_id: CLIENT_ID, response_type: "code", scope: "openid email profile", redirect_uri: REDIRECT_URI, state: "state-1", nonce: "nonce-1" });
+    const query = new URLSearchParams({
+      client_id: CLIENT_ID,
+      response_type: "code",
+      scope: "openid email profile",
+      redirect_uri: REDIRECT_URI,
+      state: "state-1",
+      nonce: "nonce-1",
+    });
     const callback = await authorize(`${issuer}/auth?${query}`, accountId, REDIRECT_URI);
     const code = callback.searchParams.get("code");
     if (code === null) throw new Error(`no code in the callback: ${callback.search}`);

@@ -24,7 +24,11 @@ afterEach(async () => {
 });
 
 function exchange(idToken: string, headers: Record<string, string> = {}) {
-  return context.request("/api/v1/auth/oidc", { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ idToken }) });
+  return context.request("/api/v1/auth/oidc", {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ idToken }),
+  });
 }
 
 async function expectRefused(idToken: string): Promise<void> {
@@ -101,7 +105,9 @@ describe("POST /api/v1/auth/oidc", () => {
       const publicJWK = idp.published[0]!.publicJWK;
       const header = base64url({ alg: "HS256", typ: "JWT", kid: "key-1" });
       const payload = base64url({ iss: idp.issuer, aud: CLIENT_ID, sub: "subject-1", email: "ada@example.com", iat: nowSeconds, exp: nowSeconds + 300 });
-      const hmacKey = await crypto.subtle.importKey("raw", new TextEncoder().encode(JSON.stringify(publicJWK)), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+      const hmacKey = await crypto.subtle.importKey("raw", new TextEncoder().encode(JSON.stringify(publicJWK)), { name: "HMAC", hash: "SHA-256" }, false, [
+        "sign",
+      ]);
       const signature = Buffer.from(await crypto.subtle.sign("HMAC", hmacKey, new TextEncoder().encode(`${header}.${payload}`))).toString("base64url");
       await expectRefused(`${header}.${payload}.${signature}`);
     });
@@ -139,7 +145,13 @@ describe("POST /api/v1/auth/oidc", () => {
     }
 
     test("in the code flow, a nonce claim that is an array holding the expected nonce is refused", async () => {
-      const verifier = createOIDCVerifier({ issuer: idp.issuer, clientId: CLIENT_ID, clock: context.clock, logger: context.services.logger, outbound: context.services.outbound });
+      const verifier = createOIDCVerifier({
+        issuer: idp.issuer,
+        clientId: CLIENT_ID,
+        clock: context.clock,
+        logger: context.services.logger,
+        outbound: context.services.outbound,
+      });
       expect(await verifier.verifyIDToken(await idp.sign({ nonce: "nonce-1" }), { nonce: "nonce-1" })).toMatchObject({ emailVerified: true });
       await expect(verifier.verifyIDToken(await idp.sign({ nonce: ["nonce-1"] }), { nonce: "nonce-1" })).rejects.toMatchObject({ slug: "unauthorized" });
     });
@@ -188,7 +200,9 @@ describe("POST /api/v1/auth/oidc", () => {
     test("a token whose email the provider has not verified is 403 forbidden", async () => {
       const response = await exchange(await idp.sign({ email_verified: false }));
       expect(response.status).toBe(403);
-      expect((await json(response)).detail).toBe("The identity provider has not confirmed this email address as verified (its ID token must carry email_verified: true).");
+      expect((await json(response)).detail).toBe(
+        "The identity provider has not confirmed this email address as verified (its ID token must carry email_verified: true).",
+      );
     });
 
     test("another subject with an email that is already taken is 409 conflict", async () => {
@@ -224,11 +238,20 @@ describe("POST /api/v1/auth/oidc", () => {
 
     test("in production its requests go through the outbound policy: a jwks_uri on an address it refuses is 503 unavailable, and never asked", async () => {
       let asked = 0;
-      const internal = Bun.serve({ hostname: "127.0.0.2", port: 0, fetch: () => (asked++, Response.json({ keys: idp.published.map((key) => key.publicJWK) })) });
+      const internal = Bun.serve({
+        hostname: "127.0.0.2",
+        port: 0,
+        fetch: () => (asked++, Response.json({ keys: idp.published.map((key) => key.publicJWK) })),
+      });
       try {
         await context.close();
         // The provider itself is on loopback, which the operator allows; 127.0.0.2 stands for an internal host.
-        context = await createTestContext({ PRICE_ENV: "production", OIDC_ISSUER: idp.issuer, OIDC_CLIENT_ID: CLIENT_ID, OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1/32" });
+        context = await createTestContext({
+          PRICE_ENV: "production",
+          OIDC_ISSUER: idp.issuer,
+          OIDC_CLIENT_ID: CLIENT_ID,
+          OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1/32",
+        });
         idp.advertisedJWKSURI = `http://127.0.0.2:${internal.port}/jwks`;
         const response = await exchange(await idp.sign({}));
         expect(response.status).toBe(503);
@@ -255,7 +278,14 @@ describe("the OIDC verifier's key cache", () => {
   });
 
   test("when the provider rotates its signing key, a token with the new kid makes the verifier fetch the JWKS again", async () => {
-    const verifier = createOIDCVerifier({ issuer: idp.issuer, clientId: CLIENT_ID, clock: context.clock, logger: context.services.logger, outbound: context.services.outbound, jwksCooldownMs: 0 });
+    const verifier = createOIDCVerifier({
+      issuer: idp.issuer,
+      clientId: CLIENT_ID,
+      clock: context.clock,
+      logger: context.services.logger,
+      outbound: context.services.outbound,
+      jwksCooldownMs: 0,
+    });
     await verifier.verifyIDToken(await idp.sign({}));
     expect(idp.jwksFetches).toBe(1);
     const next = await newSigningKey("key-2", "ES256");

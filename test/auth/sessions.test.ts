@@ -18,7 +18,11 @@ afterEach(async () => {
 });
 
 function devLogin(email: string, headers: Record<string, string> = {}, target: TestContext = context) {
-  return target.request("/api/v1/auth/dev-login", { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ email }) });
+  return target.request("/api/v1/auth/dev-login", {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ email }),
+  });
 }
 
 function post(path: string, headers: Record<string, string>, target: TestContext = context) {
@@ -35,7 +39,10 @@ function cookieOf(response: Response): { cookie: string } {
 
 /** A verifier that accepts any token as the given identity: the OIDCVerifier seam, without a provider. */
 function acceptingVerifier(email: string): OIDCVerifier {
-  return { issuer: "https://id.example.com", verifyIDToken: async () => ({ subject: `https://id.example.com#${email}`, email, emailVerified: true, name: "Test User" }) };
+  return {
+    issuer: "https://id.example.com",
+    verifyIDToken: async () => ({ subject: `https://id.example.com#${email}`, email, emailVerified: true, name: "Test User" }),
+  };
 }
 
 describe("POST /api/v1/auth/dev-login (development mode without OIDC_ISSUER)", () => {
@@ -44,7 +51,13 @@ describe("POST /api/v1/auth/dev-login (development mode without OIDC_ISSUER)", (
     expect(response.status).toBe(200);
     const body = await json(response);
     expect(body).toEqual({
-      user: { id: expect.stringMatching(/^usr_/), email: "dev@example.com", name: "dev", organization: { id: expect.stringMatching(/^org_/), name: "dev" }, role: "owner" },
+      user: {
+        id: expect.stringMatching(/^usr_/),
+        email: "dev@example.com",
+        name: "dev",
+        organization: { id: expect.stringMatching(/^org_/), name: "dev" },
+        role: "owner",
+      },
       expiresAt: new Date(context.clock.now() + DAY).toISOString(),
     });
     expect(response.headers.get("set-cookie")).toMatch(/^session=ses_[0-9a-z]+\.[0-9a-z]+; Max-Age=86400; Path=\/; HttpOnly; SameSite=Lax$/);
@@ -65,7 +78,12 @@ describe("POST /api/v1/auth/dev-login (development mode without OIDC_ISSUER)", (
 
   test("an invited email joins the inviting organization with the invited role, and the invitation is used up", async () => {
     const owner = await json(await devLogin("owner@example.com"));
-    await context.store.upsertInvitation({ email: "new@example.com", organizationId: owner.user.organization.id, role: "member", createdAt: context.clock.now() });
+    await context.store.upsertInvitation({
+      email: "new@example.com",
+      organizationId: owner.user.organization.id,
+      role: "member",
+      createdAt: context.clock.now(),
+    });
     const joined = await json(await devLogin("new@example.com"));
     expect(joined.user).toMatchObject({ role: "member", organization: owner.user.organization });
     expect((await context.store.getBalance(owner.user.organization.id, context.clock.now())).available).toBe(3);
@@ -127,16 +145,30 @@ describe("sign-in configuration", () => {
   });
 
   test("in development mode without OIDC_ISSUER, /auth/oidc answers 503 and points at the development sign-in", async () => {
-    const response = await context.request("/api/v1/auth/oidc", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ idToken: "x.y.z" }) });
+    const response = await context.request("/api/v1/auth/oidc", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ idToken: "x.y.z" }),
+    });
     expect(response.status).toBe(503);
     expect((await json(response)).detail).toContain("/api/v1/auth/dev-login");
   });
 
   test("the session cookie is Secure in production mode, and in development mode behind https", async () => {
-    const production = await createTestContext({ PRICE_ENV: "production", OIDC_ISSUER: "https://id.example.com", OIDC_CLIENT_ID: "x" }, { oidc: acceptingVerifier("p@example.com") });
-    const https = await createTestContext({ PUBLIC_URL: "https://prices.example.com", OIDC_ISSUER: "https://id.example.com", OIDC_CLIENT_ID: "x" }, { oidc: acceptingVerifier("h@example.com") });
+    const production = await createTestContext(
+      { PRICE_ENV: "production", OIDC_ISSUER: "https://id.example.com", OIDC_CLIENT_ID: "x" },
+      { oidc: acceptingVerifier("p@example.com") },
+    );
+    const https = await createTestContext(
+      { PUBLIC_URL: "https://prices.example.com", OIDC_ISSUER: "https://id.example.com", OIDC_CLIENT_ID: "x" },
+      { oidc: acceptingVerifier("h@example.com") },
+    );
     for (const target of [production, https]) {
-      const response = await target.request("/api/v1/auth/oidc", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ idToken: "x.y.z" }) });
+      const response = await target.request("/api/v1/auth/oidc", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ idToken: "x.y.z" }),
+      });
       expect(response.status).toBe(200);
       expect(response.headers.get("set-cookie")).toEndWith("; Path=/; HttpOnly; SameSite=Lax; Secure");
       await target.close();
@@ -151,7 +183,13 @@ describe("GET /api/v1/auth/me", () => {
     expect(response.status).toBe(200);
     expect(response.headers.get("cache-control")).toBe("no-store");
     const organization = await context.store.getOrganization(session.organizationId);
-    expect(await json(response)).toEqual({ id: session.userId, email: "ada@example.com", name: "ada", organization: { id: organization!.id, name: organization!.name }, role: "owner" });
+    expect(await json(response)).toEqual({
+      id: session.userId,
+      email: "ada@example.com",
+      name: "ada",
+      organization: { id: organization!.id, name: organization!.name },
+      role: "owner",
+    });
   });
 
   test("a session still works just before its 24 h are up", async () => {
@@ -268,7 +306,7 @@ describe("session storage", () => {
     const token = cookieOf(response).cookie.slice("session=".length);
     const refreshed = await post("/api/v1/auth/refresh", cookieOf(response));
     const second = cookieOf(refreshed).cookie.slice("session=".length);
-    const stored = (await storedText(context));
+    const stored = await storedText(context);
     context.services.logger.flush();
     const log = context.logs.join("");
     for (const value of [token, second]) {

@@ -104,7 +104,15 @@ describe("GET /api/v1/customer/billing/balance", () => {
   test("the periodic expiry job writes off every expired bucket of every organization", async () => {
     await grant(4, HOUR);
     const other = await otherOrganization(fx.context);
-    await fx.context.store.grantCredits({ organizationId: other.org.organizationId, source: "grant", type: "grant", amount: 6, expiresAt: fx.context.clock.now() + HOUR, description: "t", now: fx.context.clock.now() });
+    await fx.context.store.grantCredits({
+      organizationId: other.org.organizationId,
+      source: "grant",
+      type: "grant",
+      amount: 6,
+      expiresAt: fx.context.clock.now() + HOUR,
+      description: "t",
+      now: fx.context.clock.now(),
+    });
     fx.context.clock.advance(2 * HOUR);
     expect(await fx.context.store.expireBuckets(fx.context.clock.now())).toBe(2);
     const mine = await json(await fx.context.request(`${BILLING}/transactions?type=expiry`, { headers: fx.org.auth }));
@@ -113,7 +121,13 @@ describe("GET /api/v1/customer/billing/balance", () => {
 
   test("reserved credits of a request in flight are reported apart from available ones", async () => {
     await grant(10, null);
-    const reservation = await fx.context.store.reserveCredits({ organizationId: fx.org.organizationId, amount: 3, keyId: null, requestId: "req_inflight", now: fx.context.clock.now() });
+    const reservation = await fx.context.store.reserveCredits({
+      organizationId: fx.org.organizationId,
+      amount: 3,
+      keyId: null,
+      requestId: "req_inflight",
+      now: fx.context.clock.now(),
+    });
     expect(reservation.ok).toBe(true);
     expect(await json(await balance())).toMatchObject({ available: 7, reserved: 3 });
   });

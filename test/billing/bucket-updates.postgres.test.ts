@@ -24,11 +24,25 @@ afterEach(async () => {
 
 test("a bucket's remaining credits change in place (HOT): no index of credit_buckets covers them", async () => {
   const organization = await store.createOrganization({ name: "busy", now: Date.now() });
-  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 1000, expiresAt: null, description: "Credits", now: Date.now() });
+  await store.grantCredits({
+    organizationId: organization.id,
+    source: "grant",
+    type: "grant",
+    amount: 1000,
+    expiresAt: null,
+    description: "Credits",
+    now: Date.now(),
+  });
   for (let round = 0; round < 50; round++) {
     await Promise.all(
       Array.from({ length: 4 }, async (_, index) => {
-        const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 1, keyId: null, requestId: `req_${round}_${index}`, now: Date.now() });
+        const reservation = await store.reserveCredits({
+          organizationId: organization.id,
+          amount: 1,
+          keyId: null,
+          requestId: `req_${round}_${index}`,
+          now: Date.now(),
+        });
         if (!reservation.ok) throw new Error("reservation refused");
         expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now: Date.now() })).toBe(true);
       }),
@@ -37,7 +51,9 @@ test("a bucket's remaining credits change in place (HOT): no index of credit_buc
 
   const sql = openPostgresClient(database.url, { max: 1 });
   try {
-    const indexes = await sql<Array<{ definition: string }>>`SELECT indexdef AS definition FROM pg_indexes WHERE tablename = 'credit_buckets' AND schemaname = current_schema()`;
+    const indexes = await sql<
+      Array<{ definition: string }>
+    >`SELECT indexdef AS definition FROM pg_indexes WHERE tablename = 'credit_buckets' AND schemaname = current_schema()`;
     expect(indexes.length).toBeGreaterThan(0);
     for (const { definition } of indexes) expect(definition).not.toContain("remaining");
 
@@ -46,7 +62,8 @@ test("a bucket's remaining credits change in place (HOT): no index of credit_buc
     const hot = await sql
       .begin(async (tx) => {
         for (let step = 0; step < 10; step++) await tx`UPDATE credit_buckets SET remaining = remaining - 1 WHERE organization_id = ${organization.id}`;
-        const [counts] = await tx`SELECT n_tup_upd::int AS updated, n_tup_hot_upd::int AS hot FROM pg_stat_xact_user_tables WHERE relid = 'credit_buckets'::regclass`;
+        const [counts] =
+          await tx`SELECT n_tup_upd::int AS updated, n_tup_hot_upd::int AS hot FROM pg_stat_xact_user_tables WHERE relid = 'credit_buckets'::regclass`;
         throw new RolledBack(counts);
       })
       .catch((error: unknown) => (error instanceof RolledBack ? error.counts : Promise.reject(error)));

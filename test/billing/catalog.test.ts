@@ -49,8 +49,20 @@ describe("GET /api/v1/customer/billing/catalog", () => {
     expect(body.freshnessWindowSeconds).toBe(43_200);
     expect(body.packs.length).toBeGreaterThanOrEqual(1);
     expect(body.plans.length).toBeGreaterThanOrEqual(1);
-    expect(body.packs[0]).toEqual({ id: "pack-1k", name: "1,000 credits", credits: 1000, price: { amount: 1000, currency: "EUR", formatted: "€10.00" }, validityDays: null });
-    expect(body.plans[0]).toEqual({ id: "basic-monthly", name: "Basic", creditsPerPeriod: 5000, interval: "month", price: { amount: 2900, currency: "EUR", formatted: "€29.00" } });
+    expect(body.packs[0]).toEqual({
+      id: "pack-1k",
+      name: "1,000 credits",
+      credits: 1000,
+      price: { amount: 1000, currency: "EUR", formatted: "€10.00" },
+      validityDays: null,
+    });
+    expect(body.plans[0]).toEqual({
+      id: "basic-monthly",
+      name: "Basic",
+      creditsPerPeriod: 5000,
+      interval: "month",
+      price: { amount: 2900, currency: "EUR", formatted: "€29.00" },
+    });
   });
 
   test("money is formatted in the response language (language wins over Accept-Language)", async () => {
@@ -90,7 +102,9 @@ describe("GET /api/v1/customer/billing/catalog", () => {
     context = await createTestContext({ CATALOG_FILE: path });
     const body = await json(await context.request(`${BILLING}/catalog`));
     expect(body.packs).toEqual([{ id: "tiny", name: "Tiny", credits: 50, price: { amount: 199, currency: "USD", formatted: "US$1.99" }, validityDays: 30 }]);
-    expect(body.plans).toEqual([{ id: "yearly", name: "Yearly", creditsPerPeriod: 12_000, interval: "year", price: { amount: 9900, currency: "USD", formatted: "US$99.00" } }]);
+    expect(body.plans).toEqual([
+      { id: "yearly", name: "Yearly", creditsPerPeriod: 12_000, interval: "year", price: { amount: 9900, currency: "USD", formatted: "US$99.00" } },
+    ]);
   });
 });
 
@@ -100,7 +114,11 @@ describe("CATALOG_FILE validation at start-up", () => {
     ["a file that is not JSON", "{ packs: ", /not valid JSON/],
     ["a pack without credits", { packs: [{ id: "p", name: "P", price: { amount: 1, currency: "EUR" } }], plans: [] }, /\/packs\/0/],
     ["a price in floating-point units", { packs: [{ ...good, price: { amount: 9.99, currency: "EUR" } }], plans: [] }, /\/packs\/0\/price\/amount/],
-    ["an unknown interval", { packs: [], plans: [{ id: "x", name: "X", creditsPerPeriod: 1, interval: "week", price: { amount: 1, currency: "EUR" } }] }, /\/plans\/0\/interval/],
+    [
+      "an unknown interval",
+      { packs: [], plans: [{ id: "x", name: "X", creditsPerPeriod: 1, interval: "week", price: { amount: 1, currency: "EUR" } }] },
+      /\/plans\/0\/interval/,
+    ],
     ["a currency that does not exist", { packs: [{ ...good, price: { amount: 1, currency: "XYZ" } }], plans: [] }, /XYZ/],
     ["the same pack id twice", { packs: [good, good], plans: [] }, /listed twice/],
   ];

@@ -42,7 +42,17 @@ describe("POST /api/v1/customer/billing/checkout/pack", () => {
     expect(body.checkoutId).toMatch(/^ord_[a-z0-9]+$/);
     expect(body.checkoutUrl).toBe(`http://localhost:8080/billing/checkout/${body.checkoutId}`);
     const order = await fx.context.store.getOrder(body.checkoutId);
-    expect(order).toMatchObject({ organizationId: fx.org.organizationId, userId: fx.session.userId, kind: "pack", itemId: "pack-10k", credits: 10_000, amount: 8000, currency: "EUR", status: "pending", provider: "local" });
+    expect(order).toMatchObject({
+      organizationId: fx.org.organizationId,
+      userId: fx.session.userId,
+      kind: "pack",
+      itemId: "pack-10k",
+      credits: 10_000,
+      amount: 8000,
+      currency: "EUR",
+      status: "pending",
+      provider: "local",
+    });
     expect((await balance()).available).toBe(0);
   });
 
@@ -64,7 +74,11 @@ describe("POST /api/v1/customer/billing/checkout/pack", () => {
   });
 
   test("a body that is not JSON is 415 unsupported-media-type", async () => {
-    const response = await fx.context.request(`${BILLING}/checkout/pack`, { method: "POST", headers: { ...fx.session.headers, "content-type": "text/plain", "content-length": "14" }, body: "packId=pack-1k" });
+    const response = await fx.context.request(`${BILLING}/checkout/pack`, {
+      method: "POST",
+      headers: { ...fx.session.headers, "content-type": "text/plain", "content-length": "14" },
+      body: "packId=pack-1k",
+    });
     expect(response.status).toBe(415);
   });
 
@@ -73,7 +87,11 @@ describe("POST /api/v1/customer/billing/checkout/pack", () => {
 
 describe("POST /api/v1/customer/billing/checkout/subscription", () => {
   test("with a session it answers 201 with a checkout for the plan", async () => {
-    const response = await checkout("subscription", { planId: "pro-yearly", successUrl: "https://app.example/thanks", cancelUrl: "https://app.example/pricing" });
+    const response = await checkout("subscription", {
+      planId: "pro-yearly",
+      successUrl: "https://app.example/thanks",
+      cancelUrl: "https://app.example/pricing",
+    });
     expect(response.status).toBe(201);
     const body = await json(response);
     expect(body.checkoutUrl).toBe(`http://localhost:8080/billing/checkout/${body.checkoutId}`);
@@ -98,7 +116,10 @@ describe("POST /api/v1/customer/billing/checkout/subscription", () => {
     expect((await checkout("subscription", { planId: "pack-1k" })).status).toBe(400);
   });
 
-  securityTests({ method: "POST", path: () => `${BILLING}/checkout/subscription`, body: () => ({ planId: "basic-monthly" }), accepts: "session" }, () => fx.context);
+  securityTests(
+    { method: "POST", path: () => `${BILLING}/checkout/subscription`, body: () => ({ planId: "basic-monthly" }), accepts: "session" },
+    () => fx.context,
+  );
 });
 
 describe("local checkout in a browser", () => {
@@ -123,7 +144,15 @@ describe("local checkout in a browser", () => {
     expect(after.available).toBe(1000);
     expect(after.buckets).toEqual([expect.objectContaining({ source: "pack", granted: 1000, remaining: 1000, expiresAt: null })]);
     const ledger = await json(await fx.context.request(`${BILLING}/transactions`, { headers: fx.org.auth }));
-    expect(ledger.items).toEqual([expect.objectContaining({ type: "purchase", amount: 1000, balanceAfter: 1000, bucketId: after.buckets[0].id, description: 'Pack "1,000 credits": 1,000 credits' })]);
+    expect(ledger.items).toEqual([
+      expect.objectContaining({
+        type: "purchase",
+        amount: 1000,
+        balanceAfter: 1000,
+        bucketId: after.buckets[0].id,
+        description: 'Pack "1,000 credits": 1,000 credits',
+      }),
+    ]);
     const list = await invoices();
     expect(list.items).toEqual([
       {
@@ -157,7 +186,10 @@ describe("local checkout in a browser", () => {
 
   test("paying twice grants the credits and writes the invoice once", async () => {
     const { path } = await startPack("pack-10k");
-    const [first, second] = await Promise.all([postForm(fx.context, `${path}/pay`, fx.session.headers), postForm(fx.context, `${path}/pay`, fx.session.headers)]);
+    const [first, second] = await Promise.all([
+      postForm(fx.context, `${path}/pay`, fx.session.headers),
+      postForm(fx.context, `${path}/pay`, fx.session.headers),
+    ]);
     expect([first.status, second.status]).toEqual([303, 303]);
     expect((await postForm(fx.context, `${path}/pay`, fx.session.headers)).status).toBe(303);
     expect((await balance()).available).toBe(10_000);
@@ -167,7 +199,10 @@ describe("local checkout in a browser", () => {
 
   test("a pack with validityDays grants credits that expire after those days", async () => {
     const dir = mkdtempSync(join(tmpdir(), "catalog-"));
-    writeFileSync(join(dir, "c.json"), JSON.stringify({ packs: [{ id: "month-pack", name: "Month", credits: 300, price: { amount: 500, currency: "EUR" }, validityDays: 30 }], plans: [] }));
+    writeFileSync(
+      join(dir, "c.json"),
+      JSON.stringify({ packs: [{ id: "month-pack", name: "Month", credits: 300, price: { amount: 500, currency: "EUR" }, validityDays: 30 }], plans: [] }),
+    );
     await fx.context.close();
     fx = await billingFixture({ env: { CATALOG_FILE: join(dir, "c.json") } });
     rmSync(dir, { recursive: true }); // the catalog is read once, at start-up

@@ -36,14 +36,32 @@ async function holdThreeOfTen(name: string, requestId: string, now: number) {
 
 test("a debit retried after its statement committed is found written: one usage row, credits taken once", async () => {
   const organization = await store.createOrganization({ name: "retried", now: Date.now() });
-  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Credits", now: Date.now() });
+  await store.grantCredits({
+    organizationId: organization.id,
+    source: "grant",
+    type: "grant",
+    amount: 10,
+    expiresAt: null,
+    description: "Credits",
+    now: Date.now(),
+  });
   const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 3, keyId: null, requestId: "req_retried", now: Date.now() });
   if (!reservation.ok) throw new Error("reservation refused");
 
   // The statement the group commit ran, then the lone retry its caller's error would start.
   const held = { organizationId: organization.id, amount: 3, keyId: null, requestId: "req_retried", committing: true };
-  const pending = { reservationId: reservation.reservationId, usage: { gtin: null, description: "look-up", now: Date.now() }, held, transactionId: "txn_retried", resolve: () => {}, reject: () => {} };
-  const debit = (retried: boolean) => (store as unknown as { reservations: { debitBatch(items: unknown[], options: { retried: boolean }): Promise<Map<string, { outcome: string }>> } }).reservations.debitBatch([pending], { retried });
+  const pending = {
+    reservationId: reservation.reservationId,
+    usage: { gtin: null, description: "look-up", now: Date.now() },
+    held,
+    transactionId: "txn_retried",
+    resolve: () => {},
+    reject: () => {},
+  };
+  const debit = (retried: boolean) =>
+    (
+      store as unknown as { reservations: { debitBatch(items: unknown[], options: { retried: boolean }): Promise<Map<string, { outcome: string }>> } }
+    ).reservations.debitBatch([pending], { retried });
   expect((await debit(false)).get(reservation.reservationId)?.outcome).toBe("committed");
   expect((await debit(true)).get(reservation.reservationId)?.outcome).toBe("committed");
 
@@ -69,7 +87,10 @@ test("a key capped between its look-up's balance check and its debit is not bill
   expect(await queryRows(store, "SELECT id FROM credit_transactions WHERE type = 'usage'")).toEqual([]);
   expect(await store.getBalance(organization.id, now)).toMatchObject({ available: 10, reserved: 0 });
   // Now past the limit it is refused by the limit, as any capped key's request.
-  expect(await store.reserveCredits({ organizationId: organization.id, amount: 2, keyId: key.id, requestId: "req_2", now })).toMatchObject({ ok: false, keyLimit: 1 });
+  expect(await store.reserveCredits({ organizationId: organization.id, amount: 2, keyId: key.id, requestId: "req_2", now })).toMatchObject({
+    ok: false,
+    keyLimit: 1,
+  });
 });
 
 test("a key read brings its own organization's spendable credits at the request's clock, which the look-up's reservation takes instead of reading them again", async () => {
@@ -85,7 +106,9 @@ test("a key read brings its own organization's spendable credits at the request'
   expect((await store.findKeyCredential(hashSecret(clearKey), now))?.balance).toEqual({ spendable: 15, capped: false });
   expect((await store.findKeyCredential(hashSecret(clearKey), now + 1_000))?.balance).toEqual({ spendable: 10, capped: false });
   // The reservation goes by the balance it is given: 15 credits are in the buckets, 10 were read with the key.
-  expect(await store.reserveCredits({ organizationId: own.id, amount: 12, keyId: key.id, requestId: "req_1", now, balance: { spendable: 10, capped: false } })).toEqual({ ok: false, available: 10 });
+  expect(
+    await store.reserveCredits({ organizationId: own.id, amount: 12, keyId: key.id, requestId: "req_1", now, balance: { spendable: 10, capped: false } }),
+  ).toEqual({ ok: false, available: 10 });
 
   await store.updateApiKeyControls(own.id, key.id, { monthlyCreditLimit: 50 });
   expect((await store.findKeyCredential(hashSecret(clearKey), now))?.balance).toEqual({ spendable: 15, capped: true });
@@ -131,7 +154,10 @@ test("a debit that meets another transaction's bucket lock waits in its lock sta
     await other`ROLLBACK`; // only when an expectation failed before the COMMIT: the debit must not wait forever
     other.release();
   }
-  const [usage] = await queryRows<{ amount: number; balance_after: number }>(store, "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'");
+  const [usage] = await queryRows<{ amount: number; balance_after: number }>(
+    store,
+    "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'",
+  );
   expect(usage).toEqual({ amount: -3, balance_after: 3 });
   expect(await ledgerSum(store, organization.id)).toBe(3);
   const [bucket] = await queryRows<{ remaining: number }>(store, "SELECT remaining::int AS remaining FROM credit_buckets");
@@ -141,7 +167,15 @@ test("a debit that meets another transaction's bucket lock waits in its lock sta
 test("the group commit's connection runs its debit statements on generic plans, never planning a batch again", async () => {
   const now = Date.now();
   const organization = await store.createOrganization({ name: "plans", now });
-  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 100, expiresAt: now + 60_000, description: "Credits", now });
+  await store.grantCredits({
+    organizationId: organization.id,
+    source: "grant",
+    type: "grant",
+    amount: 100,
+    expiresAt: now + 60_000,
+    description: "Credits",
+    now,
+  });
   // One debit at a time, each its own batch: PostgreSQL plans a prepared statement's first five executions for their parameters unless told not to.
   for (let request = 0; request < 8; request++) {
     const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 1, keyId: null, requestId: `req_${request}`, now });
@@ -166,14 +200,27 @@ test("a batch of held look-ups writes what the general debit statement writes: b
   async function debitOneOrganization(name: string, retried: boolean) {
     const organization = await store.createOrganization({ name, now });
     await store.setLowCreditThreshold(organization.id, 5);
-    await store.createWebhookEndpoint({ id: `whe_${name}`, organizationId: organization.id, url: "https://hooks.example/credits", eventTypes: ["credits.low", "credits.depleted"], secret: "whsec_AAAA", createdAt: now });
-    for (const [amount, expiresAt] of [[3, null], [4, now + 120_000], [5, now + 60_000]] as const) {
+    await store.createWebhookEndpoint({
+      id: `whe_${name}`,
+      organizationId: organization.id,
+      url: "https://hooks.example/credits",
+      eventTypes: ["credits.low", "credits.depleted"],
+      secret: "whsec_AAAA",
+      createdAt: now,
+    });
+    for (const [amount, expiresAt] of [
+      [3, null],
+      [4, now + 120_000],
+      [5, now + 60_000],
+    ] as const) {
       await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount, expiresAt, description: "Credits", now });
     }
     await store.ensureSystemUser(now);
     const uncapped = (await createApiKey(store, { organizationId: organization.id, name: "uncapped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now })).key;
     // Capped after its look-ups' credits were held: those get no outcome here (their retry takes the capped path).
-    const capped = (await createApiKey(store, { organizationId: organization.id, name: "capped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now, monthlyCreditLimit: 100 })).key;
+    const capped = (
+      await createApiKey(store, { organizationId: organization.id, name: "capped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now, monthlyCreditLimit: 100 })
+    ).key;
     const batch = (looks: Array<[amount: number, keyId: string | null, items: number]>, first: number) =>
       looks.map(([amount, keyId, items], index) => ({
         reservationId: `res_${first + index}`,
@@ -185,22 +232,52 @@ test("a batch of held look-ups writes what the general debit statement writes: b
       }));
     const debit = (items: unknown[]) => (store as unknown as { reservations: Debit }).reservations.debitBatch(items, { retried });
     // 12 credits: 2, 4, 3 and 2 are taken (the 1 of the capped key is not), then 5 does not fit and neither does the 1 after it.
-    const first = await debit(batch([[2, uncapped.id, 1], [4, uncapped.id, 1], [1, capped.id, 1], [3, null, 1], [2, uncapped.id, 7], [5, uncapped.id, 1], [1, uncapped.id, 1]], 0));
+    const first = await debit(
+      batch(
+        [
+          [2, uncapped.id, 1],
+          [4, uncapped.id, 1],
+          [1, capped.id, 1],
+          [3, null, 1],
+          [2, uncapped.id, 7],
+          [5, uncapped.id, 1],
+          [1, uncapped.id, 1],
+        ],
+        0,
+      ),
+    );
     const second = await debit(batch([[1, uncapped.id, 1]], 10));
     const third = await debit(batch([[1, uncapped.id, 1]], 20));
     const outcomes = [...first, ...second, ...third].sort(([a], [b]) => (a < b ? -1 : 1));
-    const rows = async (query: string) => (await queryRows<Record<string, unknown>>(store, query.replaceAll("$org", `'${organization.id}'`))).map((row) => JSON.parse(JSON.stringify(row).replaceAll(organization.id, "org").replaceAll(uncapped.id, "uncapped").replaceAll(`_${name}_`, "_")));
+    const rows = async (query: string) =>
+      (await queryRows<Record<string, unknown>>(store, query.replaceAll("$org", `'${organization.id}'`))).map((row) =>
+        JSON.parse(JSON.stringify(row).replaceAll(organization.id, "org").replaceAll(uncapped.id, "uncapped").replaceAll(`_${name}_`, "_")),
+      );
     const buckets = await rows("SELECT id, remaining::int FROM credit_buckets WHERE organization_id = $org ORDER BY expires_at NULLS LAST");
     const bucketNames = new Map(buckets.map((bucket, index) => [bucket.id as string, `bucket ${index}`]));
     return {
       outcomes,
       buckets: buckets.map((bucket) => bucket.remaining),
       sum: await ledgerSum(store, organization.id),
-      ledger: (await rows(`SELECT id, amount::int, balance_after::int, bucket_id, key_id, request_id, gtin, description, created_at::bigint - ${now} AS at FROM credit_transactions WHERE organization_id = $org AND type = 'usage' ORDER BY id`)).map((row) => ({ ...row, bucket_id: row.bucket_id === null ? null : bucketNames.get(row.bucket_id as string) })),
-      counters: await rows("SELECT period_ms, period_start::bigint, key_id, reason, requests, credits::int FROM usage_counters WHERE organization_id = $org ORDER BY period_ms, key_id"),
-      spending: await rows(`SELECT key_id, month, spent::int FROM api_key_monthly_usage WHERE key_id IN (SELECT id FROM api_keys WHERE organization_id = $org) ORDER BY key_id`),
-      events: await rows("SELECT type, payload FROM webhook_events WHERE organization_id = $org AND type LIKE 'credits.%' AND type <> 'credits.granted' ORDER BY created_at, type"),
-      deliveries: (await rows("SELECT count(*)::int AS n FROM webhook_deliveries JOIN webhook_events ON webhook_events.id = webhook_deliveries.event_id WHERE webhook_events.organization_id = $org AND webhook_events.type <> 'credits.granted'"))[0],
+      ledger: (
+        await rows(
+          `SELECT id, amount::int, balance_after::int, bucket_id, key_id, request_id, gtin, description, created_at::bigint - ${now} AS at FROM credit_transactions WHERE organization_id = $org AND type = 'usage' ORDER BY id`,
+        )
+      ).map((row) => ({ ...row, bucket_id: row.bucket_id === null ? null : bucketNames.get(row.bucket_id as string) })),
+      counters: await rows(
+        "SELECT period_ms, period_start::bigint, key_id, reason, requests, credits::int FROM usage_counters WHERE organization_id = $org ORDER BY period_ms, key_id",
+      ),
+      spending: await rows(
+        `SELECT key_id, month, spent::int FROM api_key_monthly_usage WHERE key_id IN (SELECT id FROM api_keys WHERE organization_id = $org) ORDER BY key_id`,
+      ),
+      events: await rows(
+        "SELECT type, payload FROM webhook_events WHERE organization_id = $org AND type LIKE 'credits.%' AND type <> 'credits.granted' ORDER BY created_at, type",
+      ),
+      deliveries: (
+        await rows(
+          "SELECT count(*)::int AS n FROM webhook_deliveries JOIN webhook_events ON webhook_events.id = webhook_deliveries.event_id WHERE webhook_events.organization_id = $org AND webhook_events.type <> 'credits.granted'",
+        )
+      )[0],
     };
   }
 
@@ -270,12 +347,19 @@ test("a debit whose connection dies after it locked and read its rows writes not
       const lost = async (rows: unknown) => {
         let debit: { pid: number } | undefined;
         while (debit === undefined) {
-          [debit] = await other<[{ pid: number }?]>`SELECT pid FROM pg_stat_activity WHERE application_name = ${testApplicationName(database.url)} AND state = 'idle in transaction'`;
+          [debit] = await other<
+            [{ pid: number }?]
+          >`SELECT pid FROM pg_stat_activity WHERE application_name = ${testApplicationName(database.url)} AND state = 'idle in transaction'`;
         }
         await other`SELECT pg_terminate_backend(${debit.pid})`;
         while ((await other`SELECT 1 FROM pg_stat_activity WHERE pid = ${debit.pid}`).length > 0) await Bun.sleep(5);
         // Until postgres.js has a new connection, which the debit's next statement will then use.
-        while (!(await target`SELECT 1`.then(() => true, () => false)));
+        while (
+          !(await target`SELECT 1`.then(
+            () => true,
+            () => false,
+          ))
+        );
         await other.begin(async (tx) => {
           await tx`UPDATE credit_buckets SET remaining = remaining - 4 WHERE organization_id = ${organization.id}`;
           await tx`UPDATE organizations SET ledger_balance = ledger_balance - 4 WHERE id = ${organization.id}`;
@@ -289,7 +373,9 @@ test("a debit whose connection dies after it locked and read its rows writes not
 
   expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
   expect(killed).toBe(true);
-  expect(await queryRows(store, "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'")).toEqual([{ amount: -3, balance_after: 3 }]);
+  expect(await queryRows(store, "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'")).toEqual([
+    { amount: -3, balance_after: 3 },
+  ]);
   expect(await ledgerSum(store, organization.id)).toBe(3);
   expect(await queryRows(store, "SELECT remaining::int AS remaining FROM credit_buckets")).toEqual([{ remaining: 3 }]);
 });
@@ -319,7 +405,12 @@ test("a debit connection that dies while postgres.js fetches its array types deb
     if (!second.ok) throw new Error("reservation refused");
     expect(await store.commitReservation(second.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
     expect([...(await debitConnection`SELECT ${["a", "b"]}::text[] AS sent`)]).toEqual([{ sent: ["a", "b"] }]);
-    expect(await queryRows(store, "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage' ORDER BY balance_after DESC")).toEqual([
+    expect(
+      await queryRows(
+        store,
+        "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage' ORDER BY balance_after DESC",
+      ),
+    ).toEqual([
       { amount: -3, balance_after: 7 },
       { amount: -2, balance_after: 5 },
     ]);
@@ -344,9 +435,9 @@ test("a debit that committed unseen while PostgreSQL stays away for seconds is f
     expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
     expect(relay.commitsCut()).toBe(1);
     expect(performance.now() - started).toBeGreaterThan(2_500);
-    expect(await queryRows(store, "SELECT request_id, amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'")).toEqual([
-      { request_id: "req_away", amount: -3, balance_after: 7 },
-    ]);
+    expect(
+      await queryRows(store, "SELECT request_id, amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'"),
+    ).toEqual([{ request_id: "req_away", amount: -3, balance_after: 7 }]);
     expect(await ledgerSum(store, organization.id)).toBe(7);
     expect(await queryRows(store, "SELECT remaining::int AS remaining FROM credit_buckets")).toEqual([{ remaining: 7 }]);
   } finally {

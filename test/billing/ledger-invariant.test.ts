@@ -20,8 +20,17 @@ type Operation =
   | { kind: "renewalJob" };
 
 const operation: fc.Arbitrary<Operation> = fc.oneof(
-  fc.record({ kind: fc.constant("grant" as const), amount: fc.integer({ min: 1, max: 200 }), expiresInMinutes: fc.option(fc.integer({ min: 1, max: 600 }), { nil: null }) }),
-  fc.record({ kind: fc.constant("buyPack" as const), credits: fc.integer({ min: 1, max: 500 }), price: fc.integer({ min: 0, max: 5000 }), payTwice: fc.boolean() }),
+  fc.record({
+    kind: fc.constant("grant" as const),
+    amount: fc.integer({ min: 1, max: 200 }),
+    expiresInMinutes: fc.option(fc.integer({ min: 1, max: 600 }), { nil: null }),
+  }),
+  fc.record({
+    kind: fc.constant("buyPack" as const),
+    credits: fc.integer({ min: 1, max: 500 }),
+    price: fc.integer({ min: 0, max: 5000 }),
+    payTwice: fc.boolean(),
+  }),
   fc.record({ kind: fc.constant("subscribe" as const), credits: fc.integer({ min: 1, max: 300 }) }),
   fc.record({ kind: fc.constant("reserve" as const), amount: fc.integer({ min: 1, max: 150 }) }),
   fc.record({ kind: fc.constant("commit" as const), pick: fc.nat() }),
@@ -42,7 +51,15 @@ async function apply(context: TestContext, organizationId: string, model: Model,
   const now = clock.now();
   switch (op.kind) {
     case "grant":
-      await store.grantCredits({ organizationId, source: "grant", type: "grant", amount: op.amount, expiresAt: op.expiresInMinutes === null ? null : now + op.expiresInMinutes * MINUTE, description: "grant", now });
+      await store.grantCredits({
+        organizationId,
+        source: "grant",
+        type: "grant",
+        amount: op.amount,
+        expiresAt: op.expiresInMinutes === null ? null : now + op.expiresInMinutes * MINUTE,
+        description: "grant",
+        now,
+      });
       return;
     case "buyPack":
     case "subscribe": {
@@ -87,7 +104,11 @@ async function apply(context: TestContext, organizationId: string, model: Model,
         // if they are still there: an expiry or a refund in between refuses it. Only then, and with
         // the spendable credits it saw.
         if (!(error instanceof CreditsSpentMeanwhile)) throw error;
-        const [spendable] = await queryRows<{ credits: number }>(store, "SELECT CAST(coalesce(sum(remaining), 0) AS INTEGER) AS credits FROM credit_buckets WHERE organization_id = ? AND remaining > 0 AND (expires_at IS NULL OR expires_at > ?)", [organizationId, now]);
+        const [spendable] = await queryRows<{ credits: number }>(
+          store,
+          "SELECT CAST(coalesce(sum(remaining), 0) AS INTEGER) AS credits FROM credit_buckets WHERE organization_id = ? AND remaining > 0 AND (expires_at IS NULL OR expires_at > ?)",
+          [organizationId, now],
+        );
         expect(error.available).toBe(spendable!.credits);
         expect(error.available).toBeLessThan(amount);
       }
@@ -127,12 +148,20 @@ async function checkInvariant(context: TestContext, organizationId: string): Pro
   const balance = await context.store.getBalance(organizationId, context.clock.now());
   const sum = await ledgerSum(context.store, organizationId);
   expect(balance.available + balance.reserved).toBe(sum);
-  const [negative] = await queryRows<{ n: number }>(context.store, "SELECT CAST(count(*) AS INTEGER) AS n FROM credit_buckets WHERE organization_id = ? AND remaining < 0", [organizationId]);
+  const [negative] = await queryRows<{ n: number }>(
+    context.store,
+    "SELECT CAST(count(*) AS INTEGER) AS n FROM credit_buckets WHERE organization_id = ? AND remaining < 0",
+    [organizationId],
+  );
   expect(negative!.n).toBe(0);
   const [running] = await queryRows<{ value: number }>(context.store, "SELECT ledger_balance AS value FROM organizations WHERE id = ?", [organizationId]);
   expect(running!.value).toBe(sum);
   // balanceAfter of each row is the running sum up to it, oldest first.
-  const rows = await queryRows<{ amount: number; after: number }>(context.store, "SELECT amount, balance_after AS after FROM credit_transactions WHERE organization_id = ? ORDER BY created_at, id", [organizationId]);
+  const rows = await queryRows<{ amount: number; after: number }>(
+    context.store,
+    "SELECT amount, balance_after AS after FROM credit_transactions WHERE organization_id = ? ORDER BY created_at, id",
+    [organizationId],
+  );
   let runningSum = 0;
   for (const row of rows) {
     runningSum += row.amount;
@@ -148,7 +177,15 @@ describe("the ledger invariant", () => {
         try {
           const organization = await context.store.createOrganization({ name: "prop", now: context.clock.now() });
           const bystander = await context.store.createOrganization({ name: "bystander", now: context.clock.now() });
-          await context.store.grantCredits({ organizationId: bystander.id, source: "grant", type: "grant", amount: 17, expiresAt: null, description: "untouched", now: context.clock.now() });
+          await context.store.grantCredits({
+            organizationId: bystander.id,
+            source: "grant",
+            type: "grant",
+            amount: 17,
+            expiresAt: null,
+            description: "untouched",
+            now: context.clock.now(),
+          });
           const model: Model = { reservations: [], payments: [] };
           for (const op of operations) {
             await apply(context, organization.id, model, op);
@@ -164,7 +201,17 @@ describe("the ledger invariant", () => {
       {
         numRuns: 60,
         // Found by a CI run: a bucket that expires between a reservation and its commit.
-        examples: [[[{ kind: "grant", amount: 1, expiresInMinutes: 1 }, { kind: "reserve", amount: 1 }, { kind: "advance", minutes: 1 }, { kind: "commit", pick: 0 }, { kind: "reserve", amount: 1 }]]],
+        examples: [
+          [
+            [
+              { kind: "grant", amount: 1, expiresInMinutes: 1 },
+              { kind: "reserve", amount: 1 },
+              { kind: "advance", minutes: 1 },
+              { kind: "commit", pick: 0 },
+              { kind: "reserve", amount: 1 },
+            ],
+          ],
+        ],
       },
     );
   }, 60_000);

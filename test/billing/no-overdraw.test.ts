@@ -20,9 +20,15 @@ describe("no bucket below zero", () => {
     try {
       const { id: organizationId } = await store.createOrganization({ name: "Org", now: 1 });
       const bucket = await store.grantCredits({ organizationId, source: "grant", type: "grant", amount: 1, expiresAt: null, description: "t", now: 1 });
-      await expect(queryRows(store, "UPDATE credit_buckets SET remaining = remaining - 2 WHERE id = ?", [bucket.id])).rejects.toThrow(/credit_buckets_remaining_not_negative/);
+      await expect(queryRows(store, "UPDATE credit_buckets SET remaining = remaining - 2 WHERE id = ?", [bucket.id])).rejects.toThrow(
+        /credit_buckets_remaining_not_negative/,
+      );
       await expect(
-        queryRows(store, "INSERT INTO credit_buckets (id, organization_id, source, granted, remaining, created_at) VALUES ('bkt_negative', ?, 'grant', 1, -1, 1)", [organizationId]),
+        queryRows(
+          store,
+          "INSERT INTO credit_buckets (id, organization_id, source, granted, remaining, created_at) VALUES ('bkt_negative', ?, 'grant', 1, -1, 1)",
+          [organizationId],
+        ),
       ).rejects.toThrow(/credit_buckets_remaining_not_negative/);
       expect(await bucketTotals(store, organizationId)).toEqual({ remaining: 1, negative: 0 });
     } finally {
@@ -43,7 +49,9 @@ describe("no bucket below zero", () => {
         { store: second, reservation: await second.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: "req_second", now: 2 }) },
       ];
       const commits = await Promise.allSettled(
-        reservations.flatMap(({ store, reservation }) => (reservation.ok ? [store.commitReservation(reservation.reservationId, { gtin: null, description: "usage", now: 3 })] : [])),
+        reservations.flatMap(({ store, reservation }) =>
+          reservation.ok ? [store.commitReservation(reservation.reservationId, { gtin: null, description: "usage", now: 3 })] : [],
+        ),
       );
       expect(commits.filter((commit) => commit.status === "fulfilled" && commit.value).length).toBe(1);
       expect(await bucketTotals(first, organizationId)).toEqual({ remaining: 0, negative: 0 });

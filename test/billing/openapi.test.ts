@@ -7,9 +7,9 @@ test("the OpenAPI document stays valid and documents every billing route with it
   try {
     const document = await json(await context.request("/openapi.json"));
     expect(await new Validator().validate(document)).toEqual({ valid: true });
-    const operations = Object.entries<Record<string, { operationId?: string; tags?: string[]; security?: unknown; responses: Record<string, unknown> }>>(document.paths).flatMap(
-      ([path, methods]) => Object.entries(methods).map(([method, operation]) => ({ path, method, ...operation })),
-    );
+    const operations = Object.entries<Record<string, { operationId?: string; tags?: string[]; security?: unknown; responses: Record<string, unknown> }>>(
+      document.paths,
+    ).flatMap(([path, methods]) => Object.entries(methods).map(([method, operation]) => ({ path, method, ...operation })));
     const billing = operations.filter((op) => op.path.includes("/billing") || op.path.startsWith("/api/v1/webhooks/"));
     expect(billing.map((op) => op.operationId).sort()).toEqual([
       "cancelLocalSubscription",

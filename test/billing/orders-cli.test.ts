@@ -106,7 +106,9 @@ describe("price-service orders", () => {
 describe("price-service credits grant", () => {
   test("--expires-at and --source make a bucket of that source expiring then, with a ledger row of the matching type", async () => {
     const expiresAt = new Date(Date.now() + 7 * 86_400_000).toISOString();
-    const bucket = JSON.parse(await run(creditsCommand, "grant", "--org", fx.org.organizationId, "--amount", "250", "--expires-at", expiresAt, "--source", "trial", "--json"));
+    const bucket = JSON.parse(
+      await run(creditsCommand, "grant", "--org", fx.org.organizationId, "--amount", "250", "--expires-at", expiresAt, "--source", "trial", "--json"),
+    );
     expect(bucket).toMatchObject({ source: "trial", granted: 250, remaining: 250, expiresAt });
     const ledger = await fx.context.store.listTransactions(fx.org.organizationId, { limit: 5 });
     expect(ledger.items[0]).toMatchObject({ type: "trial", amount: 250, bucketId: bucket.id });

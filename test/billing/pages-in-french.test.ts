@@ -18,7 +18,10 @@ async function checkout(kind: "pack" | "subscription", id: string): Promise<stri
 async function page(path: string, language: "en" | "fr"): Promise<{ response: Response; words: Set<string>; html: string }> {
   const response = await fx.context.request(path, { headers: { cookie: fx.session.cookie, "accept-language": language } });
   const html = await response.text();
-  const text = html.replace(/<style>[\s\S]*?<\/style>/g, " ").replace(/<code>[\s\S]*?<\/code>/g, " ").replace(/<[^>]+>/g, " ");
+  const text = html
+    .replace(/<style>[\s\S]*?<\/style>/g, " ")
+    .replace(/<code>[\s\S]*?<\/code>/g, " ")
+    .replace(/<[^>]+>/g, " ");
   // Words only: ids, numbers and amounts are tokens with digits, underscores or hyphens.
   const words = text.split(/[\s.,;:!?()«»"·←]+/u).filter((token) => /^\p{L}+(['’]\p{L}+)*$/u.test(token));
   return { response, html, words: new Set(words) };

@@ -25,7 +25,9 @@ describe("POST /api/v1/customer/billing/portal", () => {
   test("with a session it answers 200 with the URL of the local portal, carrying the return URL", async () => {
     const response = await portal({ returnUrl: "https://app.example/settings?tab=billing" });
     expect(response.status).toBe(200);
-    expect(await json(response)).toEqual({ url: `http://localhost:8080/billing/portal?return=${encodeURIComponent("https://app.example/settings?tab=billing")}` });
+    expect(await json(response)).toEqual({
+      url: `http://localhost:8080/billing/portal?return=${encodeURIComponent("https://app.example/settings?tab=billing")}`,
+    });
   });
 
   test("without a body, or with an empty one, the portal returns to the service's landing page", async () => {
@@ -72,7 +74,9 @@ describe("GET /billing/portal (local portal page)", () => {
   });
 
   test("a return parameter that is not http(s) is 400, never rendered as a link", async () => {
-    const response = await fx.context.request(`/billing/portal?return=${encodeURIComponent("javascript:alert(1)")}`, { headers: { cookie: fx.session.cookie } });
+    const response = await fx.context.request(`/billing/portal?return=${encodeURIComponent("javascript:alert(1)")}`, {
+      headers: { cookie: fx.session.cookie },
+    });
     expect(response.status).toBe(400);
   });
 

@@ -4,7 +4,20 @@ import { newId } from "../../src/lib/ids";
 import { FakeClock } from "../../src/lib/clock";
 import { completeLocalOrder } from "../../src/modules/billing/service";
 import { openStore } from "../../src/services";
-import { addProduct, ageReservations, createOrganization, createTestContext, createTestDatabase, json, ledgerSum, openTestStore, packOrder, queryRows, rowReservingKey, type TestContext } from "../support/context";
+import {
+  addProduct,
+  ageReservations,
+  createOrganization,
+  createTestContext,
+  createTestDatabase,
+  json,
+  ledgerSum,
+  openTestStore,
+  packOrder,
+  queryRows,
+  rowReservingKey,
+  type TestContext,
+} from "../support/context";
 
 // A refund while look-ups hold credits of the refunded bucket: the free credits go at once; of the
 // held ones, those a look-up spends are usage, and those it gives back go to the refund, never
@@ -134,7 +147,8 @@ describe("a refund during look-ups, then a crash", () => {
     try {
       const { id: organizationId } = await crashed.createOrganization({ name: "Org", now: clock.now() });
       const orderId = await buyPack(crashed, clock, organizationId, 10);
-      for (const requestId of ["req_1", "req_2", "req_3"]) expect((await crashed.reserveCredits({ organizationId, amount: 1, keyId: null, requestId, now: clock.now() })).ok).toBe(true);
+      for (const requestId of ["req_1", "req_2", "req_3"])
+        expect((await crashed.reserveCredits({ organizationId, amount: 1, keyId: null, requestId, now: clock.now() })).ok).toBe(true);
       await crashed.refundPayment({ event: null, ref: orderId, refundedAmount: PRICE, description: "Refund", now: clock.now() });
       await crashed.close();
 
@@ -177,7 +191,9 @@ describe("a refund racing the look-ups' releases and commits", () => {
         const [, , committed] = await Promise.all([
           refunding.refundPayment({ event: null, ref: orderId, refundedAmount: PRICE, description: "Refund", now }),
           serving.releaseReservation(held[0]!, now),
-          serving.commitReservation(held[1]!, { gtin: null, description: "usage", now }).catch((error: unknown) => (error instanceof CreditsSpentMeanwhile ? false : Promise.reject(error))),
+          serving
+            .commitReservation(held[1]!, { gtin: null, description: "usage", now })
+            .catch((error: unknown) => (error instanceof CreditsSpentMeanwhile ? false : Promise.reject(error))),
           serving.releaseReservation(held[2]!, now),
         ]);
         // Credits held in the database are the look-up's whatever the refund does; credits held in a
@@ -239,7 +255,11 @@ describe("look-ups held open over HTTP during a full refund", () => {
       expect(response.status).toBe(billedOnSQLite ? 200 : 402);
       // A billed answer reports the balance its look-up was admitted with; the 402, what the debit found.
       if (billedOnSQLite) expect(body.meta).toMatchObject({ creditsConsumed: 1, reason: "fresh-offer" });
-      else expect(body).toMatchObject({ type: expect.stringContaining("insufficient-credits"), meta: { reason: "insufficient-credits", creditsConsumed: 0, creditsRemaining: 0 } });
+      else
+        expect(body).toMatchObject({
+          type: expect.stringContaining("insufficient-credits"),
+          meta: { reason: "insufficient-credits", creditsConsumed: 0, creditsRemaining: 0 },
+        });
     }
     expect(await ledgerAmounts(context.store, org.organizationId, "usage")).toBe(billedOnSQLite ? -3 : 0);
     expect(await ledgerAmounts(context.store, org.organizationId, "refund")).toBe(billedOnSQLite ? -7 : -10);

@@ -168,7 +168,9 @@ describe("credit reservations", () => {
     expect(held).toHaveLength(5);
     await Promise.all(held.map((id) => store.shrinkReservation(id, 1, clock.now())));
     expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 15, reserved: 5 });
-    expect(await Promise.all(held.map((id) => store.commitReservation(id, { gtin: null, description: "batch", now: clock.now() })))).toEqual(held.map(() => true));
+    expect(await Promise.all(held.map((id) => store.commitReservation(id, { gtin: null, description: "batch", now: clock.now() })))).toEqual(
+      held.map(() => true),
+    );
     expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 15, reserved: 0 });
     await expectInvariant();
   });

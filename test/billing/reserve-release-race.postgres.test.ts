@@ -18,14 +18,28 @@ afterEach(async () => {
 
 test("eight requests at a time reserving and releasing never fail, and every credit is still there", async () => {
   const organization = await store.createOrganization({ name: "race", now: Date.now() });
-  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "Race credits", now: Date.now() });
+  await store.grantCredits({
+    organizationId: organization.id,
+    source: "grant",
+    type: "grant",
+    amount: 10,
+    expiresAt: null,
+    description: "Race credits",
+    now: Date.now(),
+  });
   const failures: string[] = [];
   let reserved = 0;
   for (let round = 0; round < 40; round++) {
     await Promise.all(
       Array.from({ length: 8 }, async (_, index) => {
         try {
-          const reservation = await store.reserveCredits({ organizationId: organization.id, amount: 3, keyId: null, requestId: `req_${round}_${index}`, now: Date.now() });
+          const reservation = await store.reserveCredits({
+            organizationId: organization.id,
+            amount: 3,
+            keyId: null,
+            requestId: `req_${round}_${index}`,
+            now: Date.now(),
+          });
           if (!reservation.ok) return;
           reserved++;
           expect(await store.releaseReservation(reservation.reservationId, Date.now())).toBe(true);

@@ -28,7 +28,15 @@ export async function createSession(context: TestContext, organizationId: string
   const userId = signedIn.user.id;
   const sessionId = newId("ses", now);
   const secret = newRandomToken(24);
-  await store.insertSession({ id: sessionId, tokenHash: hashSecret(secret), userId, createdAt: now, expiresAt: now + 24 * HOUR, absoluteExpiresAt: now + 30 * 24 * HOUR, revokedAt: null });
+  await store.insertSession({
+    id: sessionId,
+    tokenHash: hashSecret(secret),
+    userId,
+    createdAt: now,
+    expiresAt: now + 24 * HOUR,
+    absoluteExpiresAt: now + 30 * 24 * HOUR,
+    revokedAt: null,
+  });
   const cookie = `session=${sessionId}.${secret}`;
   return { userId, sessionId, cookie, headers: { cookie, origin: new URL(context.services.config.publicUrl).origin } };
 }

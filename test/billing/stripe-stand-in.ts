@@ -62,14 +62,34 @@ export function startStripeStandIn(): StripeStandIn {
       const route = `${request.method} ${url.pathname}`;
       switch (route) {
         case "POST /v1/customers":
-          return create(key, () => ({ id: `cus_standin${++sequence}`, object: "customer", name: params.get("name"), metadata: { organizationId: params.get("metadata[organizationId]") } }));
+          return create(key, () => ({
+            id: `cus_standin${++sequence}`,
+            object: "customer",
+            name: params.get("name"),
+            metadata: { organizationId: params.get("metadata[organizationId]") },
+          }));
         case "POST /v1/checkout/sessions":
           return create(key, () => {
             const id = `cs_test_standin${++sequence}`;
-            return { id, object: "checkout.session", url: `https://checkout.stripe.test/c/pay/${id}`, mode: params.get("mode"), customer: params.get("customer"), client_reference_id: params.get("client_reference_id"), status: "open", payment_status: "unpaid" };
+            return {
+              id,
+              object: "checkout.session",
+              url: `https://checkout.stripe.test/c/pay/${id}`,
+              mode: params.get("mode"),
+              customer: params.get("customer"),
+              client_reference_id: params.get("client_reference_id"),
+              status: "open",
+              payment_status: "unpaid",
+            };
           });
         case "POST /v1/billing_portal/sessions":
-          return Response.json({ id: `bps_standin${++sequence}`, object: "billing_portal.session", customer: params.get("customer"), return_url: params.get("return_url"), url: `https://billing.stripe.test/p/session/test_${sequence}` });
+          return Response.json({
+            id: `bps_standin${++sequence}`,
+            object: "billing_portal.session",
+            customer: params.get("customer"),
+            return_url: params.get("return_url"),
+            url: `https://billing.stripe.test/p/session/test_${sequence}`,
+          });
         case "GET /v1/invoices": {
           const mine = standIn.invoices.filter((invoice) => invoice.customer === params.get("customer"));
           const after = params.get("starting_after");
@@ -81,7 +101,10 @@ export function startStripeStandIn(): StripeStandIn {
         case "GET /v1/invoice_payments": {
           const paymentIntent = params.get("payment[payment_intent]");
           const invoice = paymentIntent === null ? undefined : standIn.invoicePayments.get(paymentIntent);
-          const data = invoice === undefined ? [] : [{ id: `inpay_${paymentIntent}`, object: "invoice_payment", invoice, payment: { type: "payment_intent", payment_intent: paymentIntent } }];
+          const data =
+            invoice === undefined
+              ? []
+              : [{ id: `inpay_${paymentIntent}`, object: "invoice_payment", invoice, payment: { type: "payment_intent", payment_intent: paymentIntent } }];
           return Response.json({ object: "list", url: "/v1/invoice_payments", has_more: false, data });
         }
         default:
@@ -102,7 +125,10 @@ export interface StripeTestContext extends TestContext {
 export async function createStripeTestContext(env: Record<string, string> = {}): Promise<StripeTestContext> {
   const standIn = startStripeStandIn();
   const stripe = new Stripe("sk_test_standin", { host: "127.0.0.1", port: standIn.port, protocol: "http", maxNetworkRetries: 0 });
-  const context = await createTestContext({ BILLING_PROVIDER: "stripe", STRIPE_SECRET_KEY: "sk_test_standin", STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, ...env }, { stripe });
+  const context = await createTestContext(
+    { BILLING_PROVIDER: "stripe", STRIPE_SECRET_KEY: "sk_test_standin", STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, ...env },
+    { stripe },
+  );
   return {
     ...context,
     stripe,
@@ -117,7 +143,17 @@ export async function createStripeTestContext(env: Record<string, string> = {}):
 /** A Stripe event as delivered to webhooks, pretty-printed so only raw-body verification accepts it. */
 export function stripeEvent(id: string, type: string, object: Record<string, unknown>, created = 1_795_341_600): string {
   return JSON.stringify(
-    { id, object: "event", api_version: "2026-10-28.endive", created, type, livemode: false, pending_webhooks: 1, request: { id: null, idempotency_key: null }, data: { object } },
+    {
+      id,
+      object: "event",
+      api_version: "2026-10-28.endive",
+      created,
+      type,
+      livemode: false,
+      pending_webhooks: 1,
+      request: { id: null, idempotency_key: null },
+      data: { object },
+    },
     null,
     2,
   );
@@ -126,5 +162,9 @@ export function stripeEvent(id: string, type: string, object: Record<string, unk
 /** Delivers a payload to the webhook endpoint, signed by the SDK's own test-header helper. */
 export async function deliver(context: StripeTestContext, payload: string, options: { secret?: string; signature?: string } = {}): Promise<Response> {
   const signature = options.signature ?? (await context.stripe.webhooks.generateTestHeaderStringAsync({ payload, secret: options.secret ?? WEBHOOK_SECRET }));
-  return context.request("/api/v1/webhooks/stripe", { method: "POST", headers: { "content-type": "application/json", "stripe-signature": signature }, body: payload });
+  return context.request("/api/v1/webhooks/stripe", {
+    method: "POST",
+    headers: { "content-type": "application/json", "stripe-signature": signature },
+    body: payload,
+  });
 }

@@ -58,7 +58,10 @@ function subscriptionInvoice(id: string, overrides: Record<string, unknown> = {}
     status: "paid",
     parent: {
       type: "subscription_details",
-      subscription_details: { subscription: "sub_stripe_1", metadata: { organizationId: org.organizationId, itemId: "basic-monthly", planName: "Basic", creditsPerPeriod: "5000" } },
+      subscription_details: {
+        subscription: "sub_stripe_1",
+        metadata: { organizationId: org.organizationId, itemId: "basic-monthly", planName: "Basic", creditsPerPeriod: "5000" },
+      },
     },
     lines: { object: "list", data: [{ id: "il_1", object: "line_item", period: { start: 1_795_341_600, end: 1_797_933_600 } }], has_more: false },
     ...overrides,
@@ -143,7 +146,15 @@ describe("Stripe checkout, portal and invoices through the SDK", () => {
     context.standIn.invoices.push(invoice(3, "paid"), invoice(2, "uncollectible"), invoice(1, "void"), { ...invoice(9, "paid"), customer: "cus_someone_else" });
     const first = await json(await context.request(`${BILLING}/invoices?limit=2`, { headers: org.auth }));
     expect(first.items).toEqual([
-      { id: "in_test3", number: "ABC-0003", status: "paid", total: { amount: 3000, currency: "EUR", formatted: "€30.00" }, createdAt: "2026-11-22T10:00:03.000Z", hostedUrl: "https://invoice.stripe.test/i/3", pdfUrl: "https://pay.stripe.test/invoice/3/pdf" },
+      {
+        id: "in_test3",
+        number: "ABC-0003",
+        status: "paid",
+        total: { amount: 3000, currency: "EUR", formatted: "€30.00" },
+        createdAt: "2026-11-22T10:00:03.000Z",
+        hostedUrl: "https://invoice.stripe.test/i/3",
+        pdfUrl: "https://pay.stripe.test/invoice/3/pdf",
+      },
       expect.objectContaining({ id: "in_test2", status: "open" }),
     ]);
     expect(first.nextCursor).toBe("in_test2");
@@ -190,8 +201,12 @@ describe("POST /api/v1/webhooks/stripe", () => {
 
   test("two different events for the same checkout (completed, then async payment succeeded) credit once", async () => {
     const { checkoutId } = await startCheckout("pack", "pack-1k");
-    expect(await json(await deliver(context, stripeEvent("evt_a", "checkout.session.completed", await paidSession(checkoutId))))).toMatchObject({ applied: true });
-    expect(await json(await deliver(context, stripeEvent("evt_b", "checkout.session.async_payment_succeeded", await paidSession(checkoutId))))).toMatchObject({ applied: false });
+    expect(await json(await deliver(context, stripeEvent("evt_a", "checkout.session.completed", await paidSession(checkoutId))))).toMatchObject({
+      applied: true,
+    });
+    expect(await json(await deliver(context, stripeEvent("evt_b", "checkout.session.async_payment_succeeded", await paidSession(checkoutId))))).toMatchObject({
+      applied: false,
+    });
     expect((await balance()).available).toBe(1000);
   });
 
@@ -206,7 +221,10 @@ describe("POST /api/v1/webhooks/stripe", () => {
   const badSignatures: Array<[string, (payload: string) => Promise<Response>]> = [
     ["a signature made with another secret", (payload) => deliver(context, payload, { secret: "whsec_attacker" })],
     ["a garbage signature header", (payload) => deliver(context, payload, { signature: "t=1,v1=deadbeef" })],
-    ["no signature header at all", (payload) => context.request("/api/v1/webhooks/stripe", { method: "POST", headers: { "content-type": "application/json" }, body: payload })],
+    [
+      "no signature header at all",
+      (payload) => context.request("/api/v1/webhooks/stripe", { method: "POST", headers: { "content-type": "application/json" }, body: payload }),
+    ],
     [
       "a payload changed after signing",
       async (payload) => {
@@ -228,7 +246,10 @@ describe("POST /api/v1/webhooks/stripe", () => {
   }
 
   test("a checkout session this service did not create is acknowledged and changes nothing", async () => {
-    const response = await deliver(context, stripeEvent("evt_foreign", "checkout.session.completed", { id: "cs_other_system", object: "checkout.session", payment_status: "paid", mode: "payment" }));
+    const response = await deliver(
+      context,
+      stripeEvent("evt_foreign", "checkout.session.completed", { id: "cs_other_system", object: "checkout.session", payment_status: "paid", mode: "payment" }),
+    );
     expect(await json(response)).toEqual({ received: true, applied: false });
   });
 
@@ -240,7 +261,9 @@ describe("POST /api/v1/webhooks/stripe", () => {
 
   test("invoice.paid of a subscription grants the period's credits, expiring at the period's end, once", async () => {
     const { checkoutId } = await startCheckout("subscription", "basic-monthly");
-    expect(await json(await deliver(context, stripeEvent("evt_sub_done", "checkout.session.completed", await paidSession(checkoutId))))).toMatchObject({ applied: true });
+    expect(await json(await deliver(context, stripeEvent("evt_sub_done", "checkout.session.completed", await paidSession(checkoutId))))).toMatchObject({
+      applied: true,
+    });
     expect((await balance()).available).toBe(0);
     const payload = stripeEvent("evt_inv_1", "invoice.paid", subscriptionInvoice("in_period1"));
     expect(await json(await deliver(context, payload))).toEqual({ received: true, applied: true });
@@ -262,11 +285,25 @@ describe("POST /api/v1/webhooks/stripe", () => {
   test("charge.refunded claws back only the unspent credits of the refunded pack, with a refund transaction, once", async () => {
     const { checkoutId } = await startCheckout("pack", "pack-1k");
     await deliver(context, stripeEvent("evt_paid", "checkout.session.completed", await paidSession(checkoutId)));
-    const reservation = await context.store.reserveCredits({ organizationId: org.organizationId, amount: 400, keyId: null, requestId: "req_spent", now: context.clock.now() });
+    const reservation = await context.store.reserveCredits({
+      organizationId: org.organizationId,
+      amount: 400,
+      keyId: null,
+      requestId: "req_spent",
+      now: context.clock.now(),
+    });
     if (!reservation.ok) throw new Error("reservation failed");
     await context.store.commitReservation(reservation.reservationId, { gtin: null, description: "spent", now: context.clock.now() });
 
-    const refund = stripeEvent("evt_refund", "charge.refunded", { id: "ch_1", object: "charge", payment_intent: `pi_${checkoutId}`, amount: 1000, amount_refunded: 1000, refunded: true, currency: "eur" });
+    const refund = stripeEvent("evt_refund", "charge.refunded", {
+      id: "ch_1",
+      object: "charge",
+      payment_intent: `pi_${checkoutId}`,
+      amount: 1000,
+      amount_refunded: 1000,
+      refunded: true,
+      currency: "eur",
+    });
     expect(await json(await deliver(context, refund))).toEqual({ received: true, applied: true });
     expect(await json(await deliver(context, refund))).toEqual({ received: true, applied: false });
     expect((await balance()).available).toBe(0);
@@ -277,7 +314,14 @@ describe("POST /api/v1/webhooks/stripe", () => {
   test("a partial refund claws back the same share of the credits; a later full refund the rest", async () => {
     const { checkoutId } = await startCheckout("pack", "pack-1k");
     await deliver(context, stripeEvent("evt_paid", "checkout.session.completed", await paidSession(checkoutId)));
-    const charge = (refunded: number) => ({ id: "ch_1", object: "charge", payment_intent: `pi_${checkoutId}`, amount: 1000, amount_refunded: refunded, currency: "eur" });
+    const charge = (refunded: number) => ({
+      id: "ch_1",
+      object: "charge",
+      payment_intent: `pi_${checkoutId}`,
+      amount: 1000,
+      amount_refunded: refunded,
+      currency: "eur",
+    });
     await deliver(context, stripeEvent("evt_r1", "charge.refunded", charge(250)));
     expect((await balance()).available).toBe(750);
     // An older, smaller cumulative amount arriving late takes nothing.
@@ -290,14 +334,23 @@ describe("POST /api/v1/webhooks/stripe", () => {
   test("refunding a subscription period's payment finds its invoice through Stripe and claws back that period's credits", async () => {
     await deliver(context, stripeEvent("evt_inv", "invoice.paid", subscriptionInvoice("in_sub_1")));
     context.standIn.invoicePayments.set("pi_sub_1", "in_sub_1");
-    const response = await deliver(context, stripeEvent("evt_sub_refund", "charge.refunded", { id: "ch_2", object: "charge", payment_intent: "pi_sub_1", amount: 2900, amount_refunded: 2900 }));
+    const response = await deliver(
+      context,
+      stripeEvent("evt_sub_refund", "charge.refunded", { id: "ch_2", object: "charge", payment_intent: "pi_sub_1", amount: 2900, amount_refunded: 2900 }),
+    );
     expect(await json(response)).toEqual({ received: true, applied: true });
     expect((await balance()).available).toBe(0);
     expect(context.standIn.calls("GET", "/v1/invoice_payments")[0]!.params.get("payment[payment_intent]")).toBe("pi_sub_1");
   });
 
   test("a refund of a payment not known here is acknowledged, kept for that payment and changes no balance", async () => {
-    const refund = stripeEvent("evt_unknown_refund", "charge.refunded", { id: "ch_3", object: "charge", payment_intent: "pi_elsewhere", amount: 500, amount_refunded: 500 });
+    const refund = stripeEvent("evt_unknown_refund", "charge.refunded", {
+      id: "ch_3",
+      object: "charge",
+      payment_intent: "pi_elsewhere",
+      amount: 500,
+      amount_refunded: 500,
+    });
     expect(await json(await deliver(context, refund))).toEqual({ received: true, applied: true });
     expect(await json(await deliver(context, refund))).toEqual({ received: true, applied: false });
     expect((await balance()).available).toBe(0);
@@ -325,9 +378,24 @@ describe("Stripe events in any order, delivered more than once", () => {
     return {
       checkout: stripeEvent("evt_checkout", "checkout.session.completed", await paidSession(checkoutId)),
       refund: (refunded: number, id = `evt_refund_${refunded}`) =>
-        stripeEvent(id, "charge.refunded", { id: "ch_1", object: "charge", payment_intent: paymentIntent, amount: 1000, amount_refunded: refunded, currency: "eur" }),
+        stripeEvent(id, "charge.refunded", {
+          id: "ch_1",
+          object: "charge",
+          payment_intent: paymentIntent,
+          amount: 1000,
+          amount_refunded: refunded,
+          currency: "eur",
+        }),
       dispute: (type: string, status: string) =>
-        stripeEvent(`evt_${type}_${status}`, type, { id: "dp_1", object: "dispute", charge: "ch_1", payment_intent: paymentIntent, amount: 1000, currency: "eur", status }),
+        stripeEvent(`evt_${type}_${status}`, type, {
+          id: "dp_1",
+          object: "dispute",
+          charge: "ch_1",
+          payment_intent: paymentIntent,
+          amount: 1000,
+          currency: "eur",
+          status,
+        }),
     };
   };
   const ledger = async () => (await context.store.listTransactions(org.organizationId, { limit: 20 })).items.map((t) => `${t.type}${t.amount}`).sort();
@@ -383,7 +451,9 @@ describe("Stripe events in any order, delivered more than once", () => {
 
   test("a checkout and its full refund delivered at the same moment, each twice, end with nothing granted", async () => {
     const events = await pack();
-    const responses = await Promise.all([events.checkout, events.refund(1000), events.refund(1000), events.checkout].map((payload) => deliver(context, payload)));
+    const responses = await Promise.all(
+      [events.checkout, events.refund(1000), events.refund(1000), events.checkout].map((payload) => deliver(context, payload)),
+    );
     expect(responses.map((response) => response.status)).toEqual([200, 200, 200, 200]);
     expect((await balance()).available).toBe(0);
     expect(await ledger()).toEqual(["purchase1000", "refund-1000"]);
@@ -395,10 +465,20 @@ describe("Stripe events in any order, delivered more than once", () => {
     ["dispute opened, dispute won, checkout", ["opened", "won", "checkout"], 1000, ["purchase1000"]],
     ["dispute won, dispute opened, checkout (closed before created)", ["won", "opened", "checkout"], 1000, ["purchase1000"]],
     ["checkout, dispute won, dispute opened", ["checkout", "won", "opened"], 1000, ["purchase1000"]],
-    ["each twice: checkout, opened, won", ["checkout", "opened", "checkout", "opened", "won", "won", "opened"], 1000, ["adjustment1000", "purchase1000", "refund-1000"]],
+    [
+      "each twice: checkout, opened, won",
+      ["checkout", "opened", "checkout", "opened", "won", "won", "opened"],
+      1000,
+      ["adjustment1000", "purchase1000", "refund-1000"],
+    ],
     ["checkout, dispute opened, dispute lost", ["checkout", "opened", "lost"], 0, ["purchase1000", "refund-1000"]],
     ["dispute lost, checkout, dispute opened", ["lost", "checkout", "opened"], 0, ["purchase1000", "refund-1000"]],
-    ["dispute opened, checkout, funds withdrawn, funds reinstated", ["opened", "checkout", "withdrawn", "reinstated"], 1000, ["adjustment1000", "purchase1000", "refund-1000"]],
+    [
+      "dispute opened, checkout, funds withdrawn, funds reinstated",
+      ["opened", "checkout", "withdrawn", "reinstated"],
+      1000,
+      ["adjustment1000", "purchase1000", "refund-1000"],
+    ],
   ];
   for (const [what, order, available, rows] of disputeOrders) {
     test(`a dispute delivered as ${what} ends with ${available} credits, each claw-back and give-back once`, async () => {
@@ -420,7 +500,13 @@ describe("Stripe events in any order, delivered more than once", () => {
   test("a won dispute gives back only the credits its claw-back took, not those spent meanwhile", async () => {
     const events = await pack();
     await deliverAll([events.checkout]);
-    const reservation = await context.store.reserveCredits({ organizationId: org.organizationId, amount: 400, keyId: null, requestId: "req_spent", now: context.clock.now() });
+    const reservation = await context.store.reserveCredits({
+      organizationId: org.organizationId,
+      amount: 400,
+      keyId: null,
+      requestId: "req_spent",
+      now: context.clock.now(),
+    });
     if (!reservation.ok) throw new Error("reservation failed");
     await context.store.commitReservation(reservation.reservationId, { gtin: null, description: "spent", now: context.clock.now() });
     await deliverAll([events.dispute("charge.dispute.created", "needs_response")]);
@@ -438,7 +524,9 @@ describe("Stripe events in any order, delivered more than once", () => {
 
   test("a subscription period's refund delivered before its invoice.paid makes the invoice grant nothing", async () => {
     context.standIn.invoicePayments.set("pi_sub_early", "in_early");
-    await deliverAll([stripeEvent("evt_early_refund", "charge.refunded", { id: "ch_9", object: "charge", payment_intent: "pi_sub_early", amount: 2900, amount_refunded: 2900 })]);
+    await deliverAll([
+      stripeEvent("evt_early_refund", "charge.refunded", { id: "ch_9", object: "charge", payment_intent: "pi_sub_early", amount: 2900, amount_refunded: 2900 }),
+    ]);
     await deliverAll([stripeEvent("evt_late_invoice", "invoice.paid", subscriptionInvoice("in_early"))]);
     expect((await balance()).available).toBe(0);
     expect(await ledger()).toEqual(["refund-5000", "subscription5000"]);
@@ -453,7 +541,12 @@ describe("invoice.paid grants according to what was paid", () => {
     ["a proration invoice of a plan change (subscription_update) grants nothing", { billing_reason: "subscription_update", amount_paid: 1450 }, false, 0],
     ["a 0-amount proration invoice grants nothing", { billing_reason: "subscription_update", amount_paid: 0 }, false, 0],
     ["a manual invoice on the subscription grants nothing", { billing_reason: "manual" }, false, 0],
-    ["a renewal paid at half the plan's price (a discount) grants half the period's credits", { billing_reason: "subscription_cycle", amount_paid: 1450 }, true, 2500],
+    [
+      "a renewal paid at half the plan's price (a discount) grants half the period's credits",
+      { billing_reason: "subscription_cycle", amount_paid: 1450 },
+      true,
+      2500,
+    ],
     ["a renewal paid above the plan's price grants one period, never more", { billing_reason: "subscription_cycle", amount_paid: 5800 }, true, 5000],
   ];
   for (const [what, overrides, applied, credits] of cases) {
@@ -465,7 +558,10 @@ describe("invoice.paid grants according to what was paid", () => {
   }
 
   test("a proration invoice does not block the period granted by the next renewal", async () => {
-    await deliver(context, stripeEvent("evt_proration", "invoice.paid", subscriptionInvoice("in_proration", { billing_reason: "subscription_update", amount_paid: 1450 })));
+    await deliver(
+      context,
+      stripeEvent("evt_proration", "invoice.paid", subscriptionInvoice("in_proration", { billing_reason: "subscription_update", amount_paid: 1450 })),
+    );
     await deliver(context, stripeEvent("evt_cycle", "invoice.paid", subscriptionInvoice("in_cycle")));
     expect((await balance()).available).toBe(5000);
   });

@@ -37,7 +37,12 @@ describe("local subscriptions", () => {
   test("paying a subscription grants the first period's credits in a subscription bucket that expires at the period's end", async () => {
     const start = fx.context.clock.now();
     const subscription = await subscribe();
-    expect(subscription).toMatchObject({ planId: "basic-monthly", status: "active", currentPeriodStart: start, currentPeriodEnd: Date.parse("2026-12-22T10:00:00.000Z") });
+    expect(subscription).toMatchObject({
+      planId: "basic-monthly",
+      status: "active",
+      currentPeriodStart: start,
+      currentPeriodEnd: Date.parse("2026-12-22T10:00:00.000Z"),
+    });
     expect(await balance()).toEqual({
       available: 5000,
       reserved: 0,

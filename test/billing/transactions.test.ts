@@ -22,7 +22,15 @@ function transactions(query = "", headers: Record<string, string> = fx.session.h
 
 async function grant(amount: number): Promise<void> {
   const now = fx.context.clock.now();
-  await fx.context.store.grantCredits({ organizationId: fx.org.organizationId, source: "grant", type: "grant", amount, expiresAt: null, description: "test grant", now });
+  await fx.context.store.grantCredits({
+    organizationId: fx.org.organizationId,
+    source: "grant",
+    type: "grant",
+    amount,
+    expiresAt: null,
+    description: "test grant",
+    now,
+  });
 }
 
 async function lookUp(): Promise<string> {
@@ -37,7 +45,9 @@ async function allPages(query: string, limit: number): Promise<Txn[][]> {
   let cursor: string | null = null;
   do {
     const separator = query ? "&" : "";
-    const body: { items: Txn[]; nextCursor: string | null } = await json(await transactions(`?${query}${separator}limit=${limit}${cursor ? `&cursor=${cursor}` : ""}`));
+    const body: { items: Txn[]; nextCursor: string | null } = await json(
+      await transactions(`?${query}${separator}limit=${limit}${cursor ? `&cursor=${cursor}` : ""}`),
+    );
     pages.push(body.items);
     cursor = body.nextCursor;
   } while (cursor !== null);
@@ -66,7 +76,15 @@ describe("GET /api/v1/customer/billing/transactions", () => {
       description: `Price look-up ${GTIN}`,
       createdAt: "2026-11-22T10:00:01.000Z",
     });
-    expect(body.items[1]).toMatchObject({ type: "grant", amount: 5, balanceAfter: 5, keyId: null, requestId: null, gtin: null, createdAt: "2026-11-22T10:00:00.000Z" });
+    expect(body.items[1]).toMatchObject({
+      type: "grant",
+      amount: 5,
+      balanceAfter: 5,
+      keyId: null,
+      requestId: null,
+      gtin: null,
+      createdAt: "2026-11-22T10:00:00.000Z",
+    });
   });
 
   test("an API key of the organization lists the same rows", async () => {
@@ -176,7 +194,7 @@ describe("GET /api/v1/customer/billing/transactions", () => {
       expect(theirs.items.map((t: Txn) => t.amount)).toEqual([2]);
       const withMyCursor = await json(await transactions(`?cursor=${mine.nextCursor}`, headers));
       // A cursor is a position, not a capability: it can only ever select the caller's own rows.
-            expect(withMyCursor.items.every((t: Txn) => t.amount === 2)).toBe(true);
+      expect(withMyCursor.items.every((t: Txn) => t.amount === 2)).toBe(true);
     }
   });
 
@@ -240,7 +258,12 @@ describe("GET /api/v1/customer/billing/transactions", () => {
       await grant(4);
       const other = await otherOrganization(fx.context, 9);
       const text = await (await transactions("?format=csv", other.org.auth)).text();
-      expect(text.split("\r\n").slice(1, -1).map((line) => line.split(",")[2])).toEqual(["9"]);
+      expect(
+        text
+          .split("\r\n")
+          .slice(1, -1)
+          .map((line) => line.split(",")[2]),
+      ).toEqual(["9"]);
     });
 
     test("an unknown format is 400 invalid-parameter", async () => {
@@ -257,7 +280,15 @@ describe("ledger descriptions in the customer's language", () => {
   test("in French the service's own descriptions are French, an operator's stays as written, and the answer says Content-Language: fr", async () => {
     await grant(5);
     const now = fx.context.clock.now();
-    await fx.context.store.grantCredits({ organizationId: fx.org.organizationId, source: "pack", type: "purchase", amount: 1000, expiresAt: null, description: 'Pack "1,000 credits": 1,000 credits', now });
+    await fx.context.store.grantCredits({
+      organizationId: fx.org.organizationId,
+      source: "pack",
+      type: "purchase",
+      amount: 1000,
+      expiresAt: null,
+      description: 'Pack "1,000 credits": 1,000 credits',
+      now,
+    });
     await lookUp();
     const response = await transactions("", { ...fx.session.headers, "accept-language": "fr" });
     expect(response.headers.get("content-language")).toBe("fr");

@@ -114,7 +114,10 @@ describe("two instances on one database", () => {
 
     const usageRows = (await one.listTransactions(organizationId, { limit: 100, types: ["usage"] })).items;
     expect(usageRows.reduce((sum, row) => sum - row.amount, 0)).toBe(lookUps * 3);
-    for (const [store, periodMs] of [[one, HOUR_MS], [two, DAY_MS]] as const) {
+    for (const [store, periodMs] of [
+      [one, HOUR_MS],
+      [two, DAY_MS],
+    ] as const) {
       const totals = await store.usageTotals(organizationId, { from: 0, to: clock.now() + DAY_MS, periodMs, byKey: true });
       expect(totals.map(({ reason, requests, credits }) => ({ reason, requests, credits }))).toEqual([
         { reason: BILLED_REASON, requests: lookUps, credits: lookUps * 3 },

@@ -59,7 +59,14 @@ describe("GET /api/v1/customer/billing/usage", () => {
       creditsConsumed: 6,
       reasons: { "fresh-offer": 2, "stale-data": 1, "product-not-found": 1, "invalid-gtin": 1 },
     });
-    expect(body.periods[0]).toEqual({ start: "2026-10-24T00:00:00.000Z", end: "2026-10-25T00:00:00.000Z", requests: 0, billedRequests: 0, creditsConsumed: 0, reasons: {} });
+    expect(body.periods[0]).toEqual({
+      start: "2026-10-24T00:00:00.000Z",
+      end: "2026-10-25T00:00:00.000Z",
+      requests: 0,
+      billedRequests: 0,
+      creditsConsumed: 0,
+      reasons: {},
+    });
     expect(body.totals).toEqual({ requests: 5, billedRequests: 2, creditsConsumed: 6, reasons: today.reasons });
     expect(body.totals.creditsConsumed).toBe(-(await usageLedgerSum()));
   });
@@ -100,7 +107,9 @@ describe("GET /api/v1/customer/billing/usage", () => {
     const body = await json(await usage("?granularity=hour&from=2026-11-22T09:30:00Z&to=2026-11-22T12:10:00Z"));
     expect(body.from).toBe("2026-11-22T09:00:00.000Z");
     expect(body.to).toBe("2026-11-22T13:00:00.000Z");
-    expect(body.periods.map((p: { start: string; requests: number; creditsConsumed: number }) => [p.start.slice(11, 13), p.requests, p.creditsConsumed])).toEqual([
+    expect(
+      body.periods.map((p: { start: string; requests: number; creditsConsumed: number }) => [p.start.slice(11, 13), p.requests, p.creditsConsumed]),
+    ).toEqual([
       ["09", 0, 0],
       ["10", 1, 3],
       ["11", 0, 0],
@@ -116,7 +125,13 @@ describe("GET /api/v1/customer/billing/usage", () => {
   });
 
   test("groupBy=key splits each period per key and names the keys", async () => {
-    const second = await createApiKey(fx.context.store, { organizationId: fx.org.organizationId, name: "second", createdBy: SYSTEM_USER_ID, keyPrefix: fx.context.services.config.keyPrefix, now: fx.context.clock.now() });
+    const second = await createApiKey(fx.context.store, {
+      organizationId: fx.org.organizationId,
+      name: "second",
+      createdBy: SYSTEM_USER_ID,
+      keyPrefix: fx.context.services.config.keyPrefix,
+      now: fx.context.clock.now(),
+    });
     await lookUp(FRESH);
     await lookUp(FRESH, { authorization: `Bearer ${second.clearKey}` });
     await lookUp(STALE, { authorization: `Bearer ${second.clearKey}` });
@@ -126,7 +141,13 @@ describe("GET /api/v1/customer/billing/usage", () => {
     expect(body.periods).toHaveLength(1);
     const keys = new Map(body.periods[0].keys.map((k: { keyId: string }) => [k.keyId, k]));
     expect(keys.get(fx.org.keyId)).toEqual({ keyId: fx.org.keyId, requests: 1, billedRequests: 1, creditsConsumed: 3, reasons: { "fresh-offer": 1 } });
-    expect(keys.get(second.key.id)).toEqual({ keyId: second.key.id, requests: 2, billedRequests: 1, creditsConsumed: 3, reasons: { "fresh-offer": 1, "stale-data": 1 } });
+    expect(keys.get(second.key.id)).toEqual({
+      keyId: second.key.id,
+      requests: 2,
+      billedRequests: 1,
+      creditsConsumed: 3,
+      reasons: { "fresh-offer": 1, "stale-data": 1 },
+    });
     expect(body.keys).toContainEqual({ id: second.key.id, name: "second", keyPrefix: second.key.keyPrefix });
     expect(body.keys).toHaveLength(2);
   });

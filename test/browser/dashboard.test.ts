@@ -32,7 +32,22 @@ beforeAll(async () => {
   server = await startTestServer(port, { OIDC_ISSUER: provider.issuer, OIDC_CLIENT_ID: CLIENT_ID, OIDC_CLIENT_SECRET: CLIENT_SECRET });
   const now = Date.now();
   await server.services.store.applyFeedRecords(
-    [{ product: { gtin: FRESH_GTIN, title: "Wireless Mouse", brand: "Acme" }, offer: { merchantId: "m-alpha", merchantName: "Alpha", priceAmount: 1299, currency: "EUR", shippingAmount: null, availability: "in_stock", condition: "new", url: null, observedAt: now - 60_000 } }],
+    [
+      {
+        product: { gtin: FRESH_GTIN, title: "Wireless Mouse", brand: "Acme" },
+        offer: {
+          merchantId: "m-alpha",
+          merchantName: "Alpha",
+          priceAmount: 1299,
+          currency: "EUR",
+          shippingAmount: null,
+          availability: "in_stock",
+          condition: "new",
+          url: null,
+          observedAt: now - 60_000,
+        },
+      },
+    ],
     now,
   );
 }, BROWSER_TEST_MS);
@@ -117,7 +132,15 @@ describe("the customer dashboard in Chromium", () => {
       await page.getByRole("status").getByText("Copied to the clipboard.").waitFor();
       expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
       const row = keyRow(page, secret.slice(0, 8));
-      expect(await row.locator("td").allTextContents()).toEqual(["Active", `${secret.slice(0, 8)}…`, "Ada Lovelace", expect.any(String), "Never", "0 credits this month, no monthly limit", expect.stringContaining("Rotate")]);
+      expect(await row.locator("td").allTextContents()).toEqual([
+        "Active",
+        `${secret.slice(0, 8)}…`,
+        "Ada Lovelace",
+        expect.any(String),
+        "Never",
+        "0 credits this month, no monthly limit",
+        expect.stringContaining("Rotate"),
+      ]);
       expect(await statusWithKey(secret)).toBe(200);
       await screenshot(page, "keys-secret");
 
@@ -138,7 +161,12 @@ describe("the customer dashboard in Chromium", () => {
       expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Cancel");
       await screenshot(page, "keys-rotate-confirm");
       await dialog.getByRole("button", { name: "Rotate" }).click();
-      await page.waitForFunction((old) => (document.getElementById("secret-key") as HTMLInputElement | null)?.value.startsWith("pps_") && (document.getElementById("secret-key") as HTMLInputElement).value !== old, secret);
+      await page.waitForFunction(
+        (old) =>
+          (document.getElementById("secret-key") as HTMLInputElement | null)?.value.startsWith("pps_") &&
+          (document.getElementById("secret-key") as HTMLInputElement).value !== old,
+        secret,
+      );
       const rotated = await page.getByLabel("Secret key").inputValue();
       expect(rotated).toMatch(/^pps_[0-9A-Za-z]{38}$/);
       expect(await statusWithKey(secret)).toBe(401);
@@ -221,8 +249,17 @@ describe("the customer dashboard in Chromium", () => {
 
       // The ledger and the invoices, newest first.
       await page.getByRole("region", { name: "Ledger transactions, newest first" }).getByText("Usage").first().waitFor();
-      const ledger = await page.getByRole("region", { name: "Ledger transactions, newest first" }).locator("tbody tr").evaluateAll((rows) => rows.map((row) => [row.children[1]!.textContent, row.children[2]!.textContent]));
-      expect(ledger).toEqual([["Usage", "-1"], ["Usage", "-1"], ["Usage", "-1"], ["Subscription", "+5,000"], ["Purchase", "+1,000"]]);
+      const ledger = await page
+        .getByRole("region", { name: "Ledger transactions, newest first" })
+        .locator("tbody tr")
+        .evaluateAll((rows) => rows.map((row) => [row.children[1]!.textContent, row.children[2]!.textContent]));
+      expect(ledger).toEqual([
+        ["Usage", "-1"],
+        ["Usage", "-1"],
+        ["Usage", "-1"],
+        ["Subscription", "+5,000"],
+        ["Purchase", "+1,000"],
+      ]);
       const invoices = page.getByRole("region", { name: "Invoices, newest first" });
       expect(await invoices.locator("tbody tr").count()).toBe(2);
       expect(await invoices.locator(".badge").allTextContents()).toEqual(["Paid", "Paid"]);
@@ -264,7 +301,9 @@ describe("the customer dashboard in Chromium", () => {
       const blocks = page.locator("#quickstart-steps pre");
       await blocks.first().waitFor();
       const [variable, price, balance] = await blocks.allTextContents();
-      expect(variable).toBe(`# paste the full secret of “staging” (it starts with ${secret.slice(0, 8)}), then press Enter\nread -rs PRICE_SERVICE_KEY && export PRICE_SERVICE_KEY`);
+      expect(variable).toBe(
+        `# paste the full secret of “staging” (it starts with ${secret.slice(0, 8)}), then press Enter\nread -rs PRICE_SERVICE_KEY && export PRICE_SERVICE_KEY`,
+      );
       expect(price).toContain(`${server.url}/api/v1/products/${FRESH_GTIN.slice(1)}/price?language=en`);
       await screenshot(page, "quickstart");
 

@@ -23,7 +23,16 @@ export async function launchChromium(): Promise<Browser> {
   return chromium.launch({
     timeout: BROWSER_START_TIMEOUT.timeout,
     executablePath: CHROMIUM_PATH,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
 }
 
@@ -47,7 +56,12 @@ export async function startTestServer(port: number, env: Record<string, string> 
   const url = `http://127.0.0.1:${port}`;
   const config = loadConfig({ PRICE_ENV: "development", PORT: String(port), PUBLIC_URL: url, LOG_LEVEL: "info", RATE_LIMIT: "100000/s", ...env });
   const logs: string[] = [];
-  const services = createServices({ config, store: await SQLiteStore.open("sqlite::memory:"), clock: systemClock, logger: createLogger({ level: "info", write: (chunk) => logs.push(chunk) }) });
+  const services = createServices({
+    config,
+    store: await SQLiteStore.open("sqlite::memory:"),
+    clock: systemClock,
+    logger: createLogger({ level: "info", write: (chunk) => logs.push(chunk) }),
+  });
   const server: RunningServer = await startServer(services, { port, hostname: "127.0.0.1" });
   return { url, services, logs, stop: () => server.stop() };
 }
@@ -96,7 +110,11 @@ export async function heading(page: Page): Promise<string> {
 export function fetchInPage<T>(page: Page, method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; body: T }> {
   return page.evaluate(
     async ([method, path, body]) => {
-      const response = await fetch(path as string, { method: method as string, headers: body === undefined ? {} : { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const response = await fetch(path as string, {
+        method: method as string,
+        headers: body === undefined ? {} : { "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       return { status: response.status, body: response.status === 204 ? null : await response.json() };
     },
     [method, path, body] as const,

@@ -3,7 +3,18 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Browser } from "playwright-core";
 import type { FeedRecord } from "../../src/db/store";
-import { BROWSER_START_TIMEOUT, fetchInPage, freePort, heading, launchChromium, openPage, screenshot, startTestServer, type TestServer, type WatchedPage } from "./harness";
+import {
+  BROWSER_START_TIMEOUT,
+  fetchInPage,
+  freePort,
+  heading,
+  launchChromium,
+  openPage,
+  screenshot,
+  startTestServer,
+  type TestServer,
+  type WatchedPage,
+} from "./harness";
 
 const GTIN = "04006381333931";
 const OTHER = "00012345678905";
@@ -34,54 +45,61 @@ async function signedIn(locale: string, email: string): Promise<WatchedPage> {
 }
 
 function offer(gtin: string, price: number): FeedRecord {
-  return { product: { gtin, title: "Watched" }, offer: { merchantId: "m1", priceAmount: price, currency: "EUR", shippingAmount: null, availability: "in_stock", condition: "new", url: null, observedAt: Date.now() } };
+  return {
+    product: { gtin, title: "Watched" },
+    offer: {
+      merchantId: "m1",
+      priceAmount: price,
+      currency: "EUR",
+      shippingAmount: null,
+      availability: "in_stock",
+      condition: "new",
+      url: null,
+      observedAt: Date.now(),
+    },
+  };
 }
 
-test(
-  "a customer sees the watches, why one is paused, and deletes one",
-  async () => {
-    const { page, misdeeds } = await signedIn("en-US", "watcher@example.com");
-    expect(await heading(page)).toBe("Price watches");
-    expect(await page.getByRole("link", { name: "Price watches" }).getAttribute("aria-current")).toBe("page");
-    await page.getByText("No price watch yet.").waitFor();
+test("a customer sees the watches, why one is paused, and deletes one", async () => {
+  const { page, misdeeds } = await signedIn("en-US", "watcher@example.com");
+  expect(await heading(page)).toBe("Price watches");
+  expect(await page.getByRole("link", { name: "Price watches" }).getAttribute("aria-current")).toBe("page");
+  await page.getByText("No price watch yet.").waitFor();
 
-    const { store } = server.services;
-    await store.applyFeedRecords([offer(GTIN, 1200)], Date.now());
-    expect((await fetchInPage(page, "POST", "/api/v1/customer/watches", { gtin: GTIN, merchant: "m1", trigger: "below", below: { amount: 1000, currency: "EUR" } })).status).toBe(201);
-    expect((await fetchInPage(page, "POST", "/api/v1/customer/watches", { gtin: OTHER, trigger: "any-change" })).status).toBe(201);
-    // The organization has no credits: the price crossing under the threshold pauses its watches.
-    await store.applyFeedRecords([offer(GTIN, 900)], Date.now());
-    await server.services.watches.tick();
+  const { store } = server.services;
+  await store.applyFeedRecords([offer(GTIN, 1200)], Date.now());
+  expect(
+    (await fetchInPage(page, "POST", "/api/v1/customer/watches", { gtin: GTIN, merchant: "m1", trigger: "below", below: { amount: 1000, currency: "EUR" } }))
+      .status,
+  ).toBe(201);
+  expect((await fetchInPage(page, "POST", "/api/v1/customer/watches", { gtin: OTHER, trigger: "any-change" })).status).toBe(201);
+  // The organization has no credits: the price crossing under the threshold pauses its watches.
+  await store.applyFeedRecords([offer(GTIN, 900)], Date.now());
+  await server.services.watches.tick();
 
-    await page.reload();
-    const row = page.locator("tbody tr", { has: page.locator("code", { hasText: GTIN }) });
-    await row.waitFor();
-    expect(await row.textContent()).toContain("Price below €10.00");
-    expect(await row.textContent()).toContain("Merchant m1");
-    expect(await row.textContent()).toContain("Paused: not enough credits for an event.");
-    expect(await page.locator("tbody tr", { has: page.locator("code", { hasText: OTHER }) }).textContent()).toContain("Best price across merchants");
-    await screenshot(page, "watches");
+  await page.reload();
+  const row = page.locator("tbody tr", { has: page.locator("code", { hasText: GTIN }) });
+  await row.waitFor();
+  expect(await row.textContent()).toContain("Price below €10.00");
+  expect(await row.textContent()).toContain("Merchant m1");
+  expect(await row.textContent()).toContain("Paused: not enough credits for an event.");
+  expect(await page.locator("tbody tr", { has: page.locator("code", { hasText: OTHER }) }).textContent()).toContain("Best price across merchants");
+  await screenshot(page, "watches");
 
-    await row.getByRole("button", { name: /^Delete/ }).click();
-    await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
-    await page.getByRole("status").getByText(`Watch of ${GTIN} deleted.`).waitFor();
-    await page.locator("tbody tr", { has: page.locator("code", { hasText: GTIN }) }).waitFor({ state: "detached" });
-    expect(misdeeds).toEqual([]);
-  },
-  90_000,
-);
+  await row.getByRole("button", { name: /^Delete/ }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
+  await page.getByRole("status").getByText(`Watch of ${GTIN} deleted.`).waitFor();
+  await page.locator("tbody tr", { has: page.locator("code", { hasText: GTIN }) }).waitFor({ state: "detached" });
+  expect(misdeeds).toEqual([]);
+}, 90_000);
 
-test(
-  "the page speaks French",
-  async () => {
-    const { page, misdeeds } = await signedIn("fr-FR", "veilleur@example.com");
-    expect(await heading(page)).toBe("Surveillances de prix");
-    await page.getByText("Aucune surveillance de prix pour l'instant.").waitFor();
-    expect((await fetchInPage(page, "POST", "/api/v1/customer/watches", { gtin: OTHER, trigger: "price-drop" })).status).toBe(201);
-    await page.reload();
-    await page.getByText("Baisse de prix").waitFor();
-    await screenshot(page, "watches-fr");
-    expect(misdeeds).toEqual([]);
-  },
-  60_000,
-);
+test("the page speaks French", async () => {
+  const { page, misdeeds } = await signedIn("fr-FR", "veilleur@example.com");
+  expect(await heading(page)).toBe("Surveillances de prix");
+  await page.getByText("Aucune surveillance de prix pour l'instant.").waitFor();
+  expect((await fetchInPage(page, "POST", "/api/v1/customer/watches", { gtin: OTHER, trigger: "price-drop" })).status).toBe(201);
+  await page.reload();
+  await page.getByText("Baisse de prix").waitFor();
+  await screenshot(page, "watches-fr");
+  expect(misdeeds).toEqual([]);
+}, 60_000);

@@ -61,7 +61,9 @@ function lookUp(): Promise<Response> {
 
 function expectLedgerToAgreeWithBuckets(): void {
   const [buckets] = read<{ remaining: number; negative: number }>("SELECT sum(remaining) AS remaining, sum(remaining < 0) AS negative FROM credit_buckets");
-  const [ledger] = read<{ sum: number; running: number }>("SELECT (SELECT sum(amount) FROM credit_transactions) AS sum, (SELECT sum(ledger_balance) FROM organizations) AS running");
+  const [ledger] = read<{ sum: number; running: number }>(
+    "SELECT (SELECT sum(amount) FROM credit_transactions) AS sum, (SELECT sum(ledger_balance) FROM organizations) AS running",
+  );
   expect(buckets!.negative).toBe(0);
   expect(ledger!.sum).toBe(buckets!.remaining);
   expect(ledger!.running).toBe(buckets!.remaining);

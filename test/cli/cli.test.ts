@@ -35,7 +35,13 @@ describe("operator CLI", () => {
 
     const created = (await cli("keys", "create", "--org", org.id, "--name", "ci", "--json")).output;
     expect(created.clearKey).toMatch(/^pps_[0-9A-Za-z]{38}$/);
-    expect(created.key).toMatchObject({ name: "ci", status: "ACTIVE", keyPrefix: created.clearKey.slice(0, 8), createdBy: { id: "usr_system", name: "system" }, lastUsedAt: null });
+    expect(created.key).toMatchObject({
+      name: "ci",
+      status: "ACTIVE",
+      keyPrefix: created.clearKey.slice(0, 8),
+      createdBy: { id: "usr_system", name: "system" },
+      lastUsedAt: null,
+    });
 
     const listed = (await cli("keys", "list", "--org", org.id, "--json")).output;
     expect(listed).toHaveLength(1);
@@ -86,7 +92,14 @@ describe("operator CLI", () => {
 
     const tty = terminal(true);
     const printed: string[] = [];
-    expect(await main(["import", feed, "--allow-rejects", "--database-url", databaseUrl], (line) => printed.push(line), () => {}, tty)).toBe(0);
+    expect(
+      await main(
+        ["import", feed, "--allow-rejects", "--database-url", databaseUrl],
+        (line) => printed.push(line),
+        () => {},
+        tty,
+      ),
+    ).toBe(0);
     // The first batch's line is drawn at once; later ones only after the redraw interval.
     // biome-ignore lint/suspicious/noControlCharactersInRegex: the progress line starts with the terminal's erase-line sequence
     expect(tty.writes[0]).toMatch(/^\r\x1b\[Kimporting: 1001 records, 1000 offers, 1 rejected, \d+ records\/s, \d+\.\d kB read$/);
@@ -94,9 +107,23 @@ describe("operator CLI", () => {
     expect(printed.join("\n")).toStartWith("read 2500, products 1, offers 2499, rejected 1");
 
     const pipe = terminal(false);
-    expect(await main(["import", feed, "--allow-rejects", "--database-url", databaseUrl], () => {}, () => {}, pipe)).toBe(0);
+    expect(
+      await main(
+        ["import", feed, "--allow-rejects", "--database-url", databaseUrl],
+        () => {},
+        () => {},
+        pipe,
+      ),
+    ).toBe(0);
     const json = terminal(true);
-    expect(await main(["import", feed, "--allow-rejects", "--json", "--database-url", databaseUrl], () => {}, () => {}, json)).toBe(0);
+    expect(
+      await main(
+        ["import", feed, "--allow-rejects", "--json", "--database-url", databaseUrl],
+        () => {},
+        () => {},
+        json,
+      ),
+    ).toBe(0);
     expect([pipe.writes, json.writes]).toEqual([[], []]);
   });
 

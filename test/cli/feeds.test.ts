@@ -35,7 +35,24 @@ async function cli(...args: string[]): Promise<{ code: number; output: any }> {
 
 describe("price-service feeds and history", () => {
   test("a URL source is added, run now, listed with its freshness and its run report", async () => {
-    const added = (await cli("feeds", "add", "shop-a", "--url", `${upstream.url}/feed.ndjson`, "--every", "10m", "--timeout", "5s", "--retries", "1", "--merchants", "shop-a", "--json")).output;
+    const added = (
+      await cli(
+        "feeds",
+        "add",
+        "shop-a",
+        "--url",
+        `${upstream.url}/feed.ndjson`,
+        "--every",
+        "10m",
+        "--timeout",
+        "5s",
+        "--retries",
+        "1",
+        "--merchants",
+        "shop-a",
+        "--json",
+      )
+    ).output;
     expect(added).toMatchObject({ name: "shop-a", kind: "url", intervalSeconds: 600, timeoutMs: 5000, retries: 1, lastSuccessAt: null });
     const run = await cli("feeds", "run", "shop-a", "--json");
     expect(run.code).toBe(0);
@@ -57,7 +74,10 @@ describe("price-service feeds and history", () => {
     const added = (await cli("feeds", "add", "catalogue", "--push", "--merchants", "shop-c, shop-d,shop-c", "--authoritative", "--json")).output;
     expect(added).toMatchObject({ name: "catalogue", merchants: ["shop-c", "shop-d"], authoritative: true });
     expect((await cli("feeds", "add", "unbound", "--push")).output).toContain("bound to no merchant, so its offers are rejected");
-    expect((await cli("feeds", "set", "catalogue", "--merchants", "shop-e", "--not-authoritative", "--json")).output).toMatchObject({ merchants: ["shop-e"], authoritative: false });
+    expect((await cli("feeds", "set", "catalogue", "--merchants", "shop-e", "--not-authoritative", "--json")).output).toMatchObject({
+      merchants: ["shop-e"],
+      authoritative: false,
+    });
     expect((await cli("feeds", "set", "unbound", "--authoritative", "--json")).output).toMatchObject({ merchants: [], authoritative: true });
     const listed = (await cli("feeds", "list")).output;
     expect(listed).toMatch(/catalogue\tpush\tmerchants shop-e\tlast success/);
@@ -68,8 +88,15 @@ describe("price-service feeds and history", () => {
   });
 
   test("a directory source and the price history of what it wrote, then prune", async () => {
-    writeFileSync(join(directory, "prices.ndjson"), [offerLine(PEN, "shop-d", "5.00", Date.now() - 3000), offerLine(PEN, "shop-d", "4.50", Date.now() - 2000)].join("\n"));
-    expect((await cli("feeds", "add", "drop", "--directory", directory, "--merchants", "shop-d", "--json")).output).toMatchObject({ kind: "directory", intervalSeconds: 60, location: directory });
+    writeFileSync(
+      join(directory, "prices.ndjson"),
+      [offerLine(PEN, "shop-d", "5.00", Date.now() - 3000), offerLine(PEN, "shop-d", "4.50", Date.now() - 2000)].join("\n"),
+    );
+    expect((await cli("feeds", "add", "drop", "--directory", directory, "--merchants", "shop-d", "--json")).output).toMatchObject({
+      kind: "directory",
+      intervalSeconds: 60,
+      location: directory,
+    });
     expect((await cli("feeds", "run", "drop", "--json")).output).toEqual([expect.objectContaining({ file: "prices.ndjson", offers: 2 })]);
     expect((await cli("feeds", "run", "drop", "--json")).output).toEqual([]);
     const history = (await cli("history", "show", "4006381333931", "--merchant", "shop-d", "--json")).output;
@@ -86,13 +113,27 @@ describe("price-service feeds and history", () => {
       writeFileSync(join(inbox, "a.ndjson"), [offerLine(PEN, "shop-p", "5.00", Date.now() - 3000), "{"].join("\n"));
       await cli("feeds", "add", "inbox", "--directory", inbox, "--merchants", "shop-p");
       const writes: string[] = [];
-      expect(await main(["feeds", "run", "inbox", "--database-url", database.url], () => {}, () => {}, { isTTY: true, write: (text: string) => writes.push(text) })).toBe(0);
+      expect(
+        await main(
+          ["feeds", "run", "inbox", "--database-url", database.url],
+          () => {},
+          () => {},
+          { isTTY: true, write: (text: string) => writes.push(text) },
+        ),
+      ).toBe(0);
       // biome-ignore lint/suspicious/noControlCharactersInRegex: the progress line starts with the terminal's erase-line sequence
       expect(writes).toEqual([expect.stringMatching(/^\r\x1b\[Kinbox a\.ndjson: 2 records, 1 offers, 1 rejected, \d+ records\/s, \d+ B read$/), "\r\x1b[K"]);
 
       writeFileSync(join(inbox, "b.ndjson"), offerLine(PEN, "shop-p", "4.00", Date.now() - 2000));
       const piped: string[] = [];
-      expect(await main(["feeds", "run", "inbox", "--database-url", database.url], () => {}, () => {}, { isTTY: false, write: (text: string) => piped.push(text) })).toBe(0);
+      expect(
+        await main(
+          ["feeds", "run", "inbox", "--database-url", database.url],
+          () => {},
+          () => {},
+          { isTTY: false, write: (text: string) => piped.push(text) },
+        ),
+      ).toBe(0);
       expect(piped).toEqual([]);
     } finally {
       rmSync(inbox, { recursive: true, force: true });

@@ -36,20 +36,50 @@ beforeAll(async () => {
     // Usage, expiry and a rotated key, so the ledger, the buckets and key links all have something to copy.
     const now = Date.now();
     for (let spent = 0; spent < 3; spent++) {
-      const reservation = await source.reserveCredits({ organizationId: seed.organizationId, amount: 1, keyId: seed.keyId, requestId: `req_copy${spent}`, now });
+      const reservation = await source.reserveCredits({
+        organizationId: seed.organizationId,
+        amount: 1,
+        keyId: seed.keyId,
+        requestId: `req_copy${spent}`,
+        now,
+      });
       if (!reservation.ok) throw new Error("seeded credits are missing");
       await source.commitReservation(reservation.reservationId, { gtin: seed.freshGTIN, description: "look-up", now });
     }
-    await source.grantCredits({ organizationId: seed.organizationId, source: "pack", type: "purchase", amount: 5, expiresAt: now + 1, description: "short", now });
+    await source.grantCredits({
+      organizationId: seed.organizationId,
+      source: "pack",
+      type: "purchase",
+      amount: 5,
+      expiresAt: now + 1,
+      description: "short",
+      now,
+    });
     await source.expireBuckets(now + 2);
-    rotatedClearKey = (await rotateApiKey(source, { organizationId: seed.organizationId, id: seed.keyId, createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now }))!.clearKey;
+    rotatedClearKey = (await rotateApiKey(source, { organizationId: seed.organizationId, id: seed.keyId, createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now }))!
+      .clearKey;
     // A user who joined through an invitation, with a session; an invitation still open; an
     // Idempotency-Key record; a paid local subscription (order, subscription, invoice, payment,
     // grant) completed by a provider event: a row in every table.
     await source.upsertInvitation({ email: "member@example.test", organizationId: seed.organizationId, role: "member", createdAt: now });
-    const joined = await source.signInSubject({ subject: "sub-member", email: "member@example.test", name: "Member", newOrganizationName: "unused", trialCredits: 0, now });
+    const joined = await source.signInSubject({
+      subject: "sub-member",
+      email: "member@example.test",
+      name: "Member",
+      newOrganizationName: "unused",
+      trialCredits: 0,
+      now,
+    });
     if (joined.outcome !== "joined") throw new Error(`sign-in outcome ${joined.outcome}`);
-    await source.insertSession({ id: "ses_copy", tokenHash: "hash-of-copy", userId: joined.user.id, createdAt: now, expiresAt: now + 3_600_000, absoluteExpiresAt: now + 7_200_000, revokedAt: null });
+    await source.insertSession({
+      id: "ses_copy",
+      tokenHash: "hash-of-copy",
+      userId: joined.user.id,
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+      absoluteExpiresAt: now + 7_200_000,
+      revokedAt: null,
+    });
     await source.upsertInvitation({ email: "later@example.test", organizationId: seed.organizationId, role: "owner", createdAt: now });
     await source.claimIdempotencyKey({ scope: "copy", keyHash: "key-hash", requestHash: "request-hash", now, ttlMs: 86_400_000, abandonAfterMs: 60_000 });
     await source.createOrder({
@@ -84,7 +114,10 @@ beforeAll(async () => {
     await source.disputePayment({ event: null, ref: "chk_copy", dispute: { id: "dp_copy", amount: 900, status: "won" }, now });
     // A price watch, and a change of its product queued for the evaluator.
     const gtin = seed.freshGTIN.padStart(14, "0");
-    await source.createWatch({ id: "wch_copy", organizationId: seed.organizationId, gtin, merchantId: null, trigger: "any-change", below: null, now }, { limit: 10, freshnessWindowMs: 86_400_000 });
+    await source.createWatch(
+      { id: "wch_copy", organizationId: seed.organizationId, gtin, merchantId: null, trigger: "any-change", below: null, now },
+      { limit: 10, freshnessWindowMs: 86_400_000 },
+    );
     source.connection.run("INSERT INTO watch_changes (gtin) VALUES (?1)", [gtin]);
   } finally {
     await source.close();

@@ -38,7 +38,9 @@ describe("price-service orgs add-member", () => {
     const first = JSON.parse(await orgs("create", "--name", "First", "--json"));
     const second = JSON.parse(await orgs("create", "--name", "Second", "--json"));
     await orgs("add-member", "--org", first.id, "--email", "lin@example.com");
-    expect(await orgs("add-member", "--org", second.id, "--email", "lin@example.com", "--role", "owner")).toBe(`invited lin@example.com to ${second.id} as owner; they join on their first sign-in`);
+    expect(await orgs("add-member", "--org", second.id, "--email", "lin@example.com", "--role", "owner")).toBe(
+      `invited lin@example.com to ${second.id} as owner; they join on their first sign-in`,
+    );
     const result = await signInAs("lin@example.com");
     expect(result.outcome !== "email-taken" && result.user).toMatchObject({ organizationId: second.id, role: "owner" });
   });
@@ -54,7 +56,9 @@ describe("price-service orgs add-member", () => {
       ["add-member", "--org", organization.id, "--email", "taken@example.com"],
     ];
     for (const args of attempts) await expect(orgs(...args)).rejects.toBeInstanceOf(UsageError);
-    await expect(orgs("add-member", "--org", organization.id, "--email", "taken@example.com")).rejects.toThrow("taken@example.com has already signed in and belongs to another organization");
+    await expect(orgs("add-member", "--org", organization.id, "--email", "taken@example.com")).rejects.toThrow(
+      "taken@example.com has already signed in and belongs to another organization",
+    );
     expect(store.connection.query("SELECT * FROM invitations").all()).toEqual([]);
   });
 });

@@ -61,7 +61,11 @@ describe("a client generated from /openapi.json by @hey-api/openapi-ts", () => {
     expect(response.status).toBe(402);
     expect(readResponseHeaders("getProductPrice", 402, response)["ratelimit-policy"]).toStartWith('"default";q=');
     expect(response.headers.get("content-type")).toBe("application/problem+json");
-    expect(error).toMatchObject({ type: "http://localhost:8080/problems/insufficient-credits", status: 402, meta: { reason: "insufficient-credits", creditsRemaining: 0 } });
+    expect(error).toMatchObject({
+      type: "http://localhost:8080/problems/insufficient-credits",
+      status: 402,
+      meta: { reason: "insufficient-credits", creditsRemaining: 0 },
+    });
   });
 
   test("it creates a key with an Idempotency-Key, replays it, and lists keys with an integer limit", async () => {

@@ -45,7 +45,9 @@ describe("the dashboard pages", () => {
       expect(response.headers.get("x-content-type-options")).toBe("nosniff");
       const html = await response.text();
       // Every script has a src and no body; no style element or attribute; no event handler attribute.
-      expect([...html.matchAll(/<script\b[^>]*>([^<]*)<\/script>/g)].map((match) => [match[0].includes(' src="/dashboard/assets/'), match[1]])).toEqual([[true, ""]]);
+      expect([...html.matchAll(/<script\b[^>]*>([^<]*)<\/script>/g)].map((match) => [match[0].includes(' src="/dashboard/assets/'), match[1]])).toEqual([
+        [true, ""],
+      ]);
       expect(html).not.toMatch(/<style|\sstyle=|\son[a-z]+=/i);
       expect(html.length).toBeLessThan(1000);
     }

@@ -11,7 +11,10 @@ const CALLBACK = `${PUBLIC_URL}/api/v1/auth/oidc/callback`;
 let provider: TestOpenIDProvider;
 
 beforeAll(async () => {
-  provider = await startTestOpenIDProvider({ ada: { email: "ada@example.com", name: "Ada Lovelace" }, eve: { email: "eve@example.com", emailVerified: false } }, { redirectURIs: [CALLBACK], requirePKCE: true });
+  provider = await startTestOpenIDProvider(
+    { ada: { email: "ada@example.com", name: "Ada Lovelace" }, eve: { email: "eve@example.com", emailVerified: false } },
+    { redirectURIs: [CALLBACK], requirePKCE: true },
+  );
 });
 
 afterAll(async () => {
@@ -19,7 +22,13 @@ afterAll(async () => {
 });
 
 async function codeFlowContext(env: Record<string, string> = {}): Promise<TestContext> {
-  const context = await createTestContext({ OIDC_ISSUER: provider.issuer, OIDC_CLIENT_ID: CLIENT_ID, OIDC_CLIENT_SECRET: CLIENT_SECRET, TRIAL_CREDITS: "5", ...env });
+  const context = await createTestContext({
+    OIDC_ISSUER: provider.issuer,
+    OIDC_CLIENT_ID: CLIENT_ID,
+    OIDC_CLIENT_SECRET: CLIENT_SECRET,
+    TRIAL_CREDITS: "5",
+    ...env,
+  });
   context.clock.set(Date.now()); // the provider signs with the real time
   return context;
 }
@@ -52,7 +61,13 @@ describe("the browser sign-in (OIDC authorization code with PKCE)", () => {
     const location = new URL(start.headers.get("location")!);
     expect(location.origin + location.pathname).toBe(`${provider.issuer}/auth`);
     const query = Object.fromEntries(location.searchParams);
-    expect(query).toMatchObject({ response_type: "code", client_id: CLIENT_ID, redirect_uri: CALLBACK, scope: "openid email profile", code_challenge_method: "S256" });
+    expect(query).toMatchObject({
+      response_type: "code",
+      client_id: CLIENT_ID,
+      redirect_uri: CALLBACK,
+      scope: "openid email profile",
+      code_challenge_method: "S256",
+    });
     expect(query.code_challenge).toMatch(/^[A-Za-z0-9_-]{43}$/);
 
     const line = start.headers.getSetCookie().find((candidate) => candidate.startsWith(`${PENDING_SIGN_IN_COOKIE}=`))!;
@@ -147,7 +162,13 @@ describe("the browser sign-in (OIDC authorization code with PKCE)", () => {
   test("the verifier checks the nonce only when one is expected", async () => {
     const context = await createTestContext();
     const idp = await startJWKSServer({ clientId: CLIENT_ID, now: () => context.clock.now() });
-    const verifier = createOIDCVerifier({ issuer: idp.issuer, clientId: CLIENT_ID, clock: context.clock, logger: context.services.logger, outbound: context.services.outbound });
+    const verifier = createOIDCVerifier({
+      issuer: idp.issuer,
+      clientId: CLIENT_ID,
+      clock: context.clock,
+      logger: context.services.logger,
+      outbound: context.services.outbound,
+    });
     const token = await idp.sign({ nonce: "n-1" });
     expect((await verifier.verifyIDToken(token, { nonce: "n-1" })).email).toBe("ada@example.com");
     expect((await verifier.verifyIDToken(token)).email).toBe("ada@example.com");

@@ -19,7 +19,11 @@ beforeAll(async () => {
     env: { PRICE_ENV: "development", TRIAL_CREDITS: String(TRIAL_CREDITS) },
     prepare: async (cli) =>
       void (await cli(["import", "-"], {
-        stdin: [feedLine(FRESH, { merchantId: "m-1", price: "12.99", ageMs: 60_000 }), feedLine(STALE, { merchantId: "m-1", price: "3.10", ageMs: 2 * DAY }), feedLine(NO_DATA, null)].join("\n"),
+        stdin: [
+          feedLine(FRESH, { merchantId: "m-1", price: "12.99", ageMs: 60_000 }),
+          feedLine(STALE, { merchantId: "m-1", price: "3.10", ageMs: 2 * DAY }),
+          feedLine(NO_DATA, null),
+        ].join("\n"),
       })),
   });
 });

@@ -41,7 +41,12 @@ beforeAll(async () => {
         if (credits > 0) jsonOf(await cli(["credits", "grant", "--org", id, "--amount", String(credits), "--json"]));
         return jsonOf(await cli(["keys", "create", "--org", id, "--name", name, "--json"])).clearKey;
       };
-      const [reasons, limited, replayed, poor] = await Promise.all([organization("Reasons", CREDITS), organization("Limited", CREDITS), organization("Replayed", CREDITS), organization("Poor", 0)]);
+      const [reasons, limited, replayed, poor] = await Promise.all([
+        organization("Reasons", CREDITS),
+        organization("Limited", CREDITS),
+        organization("Replayed", CREDITS),
+        organization("Poor", 0),
+      ]);
       keys = { reasons: reasons!, limited: limited!, replayed: replayed!, poor: poor! };
     },
   });
@@ -75,7 +80,11 @@ describe("GET /api/v1/products/{gtin}/price", () => {
       ["m-1", "€12.99"],
       ["m-2", "€14.50"],
     ]);
-    expect(freshBody.data.summary).toMatchObject({ offerCount: 2, lowestPrice: { amount: 1299, currency: "EUR" }, highestPrice: { amount: 1450, currency: "EUR" } });
+    expect(freshBody.data.summary).toMatchObject({
+      offerCount: 2,
+      lowestPrice: { amount: 1299, currency: "EUR" },
+      highestPrice: { amount: 1450, currency: "EUR" },
+    });
 
     const french = await envelope(await price(FRESH, keys.reasons, { "accept-language": "fr-FR" }));
     expect(french.data.offers[0].price.formatted).toBe("12,99 €");
@@ -116,7 +125,9 @@ describe("GET /api/v1/products/{gtin}/price", () => {
       expect(problem.detail).toContain(detail);
       expect(problem.meta).toMatchObject({ reason: "unauthorized", creditsRemaining: 0 });
     }
-    expect((await expectProblem(service, await price(FRESH, keys.reasons, {}, "?language=de"), 400, "invalid-parameter")).meta).toMatchObject({ reason: "invalid-parameter" });
+    expect((await expectProblem(service, await price(FRESH, keys.reasons, {}, "?language=de"), 400, "invalid-parameter")).meta).toMatchObject({
+      reason: "invalid-parameter",
+    });
   });
 
   test("past its rate limit a key gets 429 with Retry-After, unbilled, while another key is still served", async () => {
@@ -125,7 +136,11 @@ describe("GET /api/v1/products/{gtin}/price", () => {
     expect(statuses).toEqual(Array(2 * RATE_LIMIT_PER_MINUTE).fill(404));
     const limited = await price(FRESH, keys.limited);
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
-    expect((await expectProblem(service, limited, 429, "rate-limited")).meta).toMatchObject({ reason: "rate-limited", creditsConsumed: 0, creditsRemaining: CREDITS });
+    expect((await expectProblem(service, limited, 429, "rate-limited")).meta).toMatchObject({
+      reason: "rate-limited",
+      creditsConsumed: 0,
+      creditsRemaining: CREDITS,
+    });
     expect((await price(FRESH, keys.replayed)).status).toBe(200);
   });
 
@@ -156,9 +171,19 @@ describe("errors of the HTTP layer", () => {
       },
     });
     await expectProblem(service, await service.request("/api/v1/customer/api-keys", { method: "POST", headers, body: chunked }), 413, "payload-too-large");
-    await expectProblem(service, await service.request("/api/v1/auth/dev-login", { method: "POST", headers: { "content-type": "text/plain" }, body: "email=x" }), 415, "unsupported-media-type");
+    await expectProblem(
+      service,
+      await service.request("/api/v1/auth/dev-login", { method: "POST", headers: { "content-type": "text/plain" }, body: "email=x" }),
+      415,
+      "unsupported-media-type",
+    );
     // On a secured route authentication comes first: a stranger's non-JSON body is 401.
-    await expectProblem(service, await service.request("/api/v1/customer/api-keys", { method: "POST", headers: { "content-type": "text/plain" }, body: "name=x" }), 401, "unauthorized");
+    await expectProblem(
+      service,
+      await service.request("/api/v1/customer/api-keys", { method: "POST", headers: { "content-type": "text/plain" }, body: "name=x" }),
+      401,
+      "unauthorized",
+    );
   });
 
   test("without an identity provider, production answers the session endpoints with 503", async () => {
@@ -183,7 +208,11 @@ describe("the service's own pages", () => {
       await Bun.sleep(50);
     }
     expect(Number(counter.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
-    expect(/^price_service_http_requests_total\{method="GET",route="\/api\/v1\/products\/:gtin\/price",status="402",reason="insufficient-credits"\} 1$/m.test(metrics)).toBe(true);
+    expect(
+      /^price_service_http_requests_total\{method="GET",route="\/api\/v1\/products\/:gtin\/price",status="402",reason="insufficient-credits"\} 1$/m.test(
+        metrics,
+      ),
+    ).toBe(true);
   });
 
   test("/docs is the API reference with its script embedded, and no external URL", async () => {
@@ -207,7 +236,10 @@ describe("the service's own pages", () => {
     expect(validator.version).toBe("3.1");
     // The same document first served by the sources in a fresh process with the same configuration
     // (not built in this one: its routes' schemas have been compiled by other tests).
-    const sources = await spawnServe({ databaseUrl: "sqlite::memory:", env: { PUBLIC_URL: service.publicURL, RATE_LIMIT: `${RATE_LIMIT_PER_MINUTE}/m`, BODY_LIMIT: String(BODY_LIMIT) } });
+    const sources = await spawnServe({
+      databaseUrl: "sqlite::memory:",
+      env: { PUBLIC_URL: service.publicURL, RATE_LIMIT: `${RATE_LIMIT_PER_MINUTE}/m`, BODY_LIMIT: String(BODY_LIMIT) },
+    });
     try {
       expect(served).toEqual(await (await fetch(`${sources.url}/openapi.json`)).json());
     } finally {

@@ -65,12 +65,28 @@ async function startSide(name: string, target: ServiceTarget): Promise<Side> {
   const apiKey = /Demo API key \(shown once\): (\S+)/.exec(serve.stdout())?.[1];
   if (apiKey === undefined) throw new Error(`${name}: no demo key in ${serve.stdout()}`);
   const call = (path: string, init: RequestInit = {}) => fetch(`${serve.url}${path}`, { redirect: "manual", ...init });
-  const signIn = await call("/api/v1/auth/dev-login", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "demo@example.com" }) });
+  const signIn = await call("/api/v1/auth/dev-login", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email: "demo@example.com" }),
+  });
   const session = /session=([^;]+)/.exec(signIn.headers.get("set-cookie") ?? "")?.[1];
   if (session === undefined) throw new Error(`${name}: dev-login gave no session (${signIn.status})`);
   const cookie = `session=${session}`;
-  const key = await (await call("/api/v1/customer/api-keys", { method: "POST", headers: { cookie, "content-type": "application/json" }, body: JSON.stringify({ name: "differential" }) })).json();
-  const hook = await (await call("/api/v1/customer/webhooks", { method: "POST", headers: { cookie, "content-type": "application/json" }, body: JSON.stringify({ url: "https://example.com/hook", eventTypes: ["credits.low"] }) })).json();
+  const key = await (
+    await call("/api/v1/customer/api-keys", {
+      method: "POST",
+      headers: { cookie, "content-type": "application/json" },
+      body: JSON.stringify({ name: "differential" }),
+    })
+  ).json();
+  const hook = await (
+    await call("/api/v1/customer/webhooks", {
+      method: "POST",
+      headers: { cookie, "content-type": "application/json" },
+      body: JSON.stringify({ url: "https://example.com/hook", eventTypes: ["credits.low"] }),
+    })
+  ).json();
   const cliEnv = { ...env, DATABASE_URL: database.url };
   await cliJSON(target, cliEnv, ["feeds", "add", "differential", "--push"]);
   const readToken = await cliJSON(target, cliEnv, ["feeds", "token", "create", "--read", "--name", "differential"]);
@@ -78,7 +94,14 @@ async function startSide(name: string, target: ServiceTarget): Promise<Side> {
     name,
     serve,
     database,
-    values: { apiKey, session: cookie, feedToken: readToken.clearToken, "{ownKey}": key.key.id, "{ownWebhook}": hook.endpoint.id, "{ownFeedSource}": "differential" },
+    values: {
+      apiKey,
+      session: cookie,
+      feedToken: readToken.clearToken,
+      "{ownKey}": key.key.id,
+      "{ownWebhook}": hook.endpoint.id,
+      "{ownFeedSource}": "differential",
+    },
   };
 }
 
@@ -95,7 +118,12 @@ async function send(side: Side, request: HostileRequest): Promise<Answer> {
   else if (request.credential !== "none") headers.authorization = `Bearer ${side.values[request.credential]}`;
   let response: Response;
   try {
-    response = await fetch(`${side.serve.url}${path}${request.query === "" ? "" : `?${request.query}`}`, { method: request.method, headers, body: request.body, redirect: "manual" });
+    response = await fetch(`${side.serve.url}${path}${request.query === "" ? "" : `?${request.query}`}`, {
+      method: request.method,
+      headers,
+      body: request.body,
+      redirect: "manual",
+    });
   } catch (error) {
     // The client refused to send it (a header value fetch does not allow): the same on both sides.
     return { status: -1, kind: String(error).slice(0, 80) };
@@ -114,7 +142,10 @@ describe("the executable answers every generated request as the sources do", () 
   beforeAll(async () => {
     console.log(`differential seed ${SEED} (replay: DIFF_SEED=${SEED} bun test test/e2e/differential.test.ts)`);
     const target = executable();
-    [sources, binary] = await Promise.all([startSide("sources", { argv: [process.execPath, join(ROOT, "src/main.ts")], cwd: emptyDirectory() }), startSide("executable", target)]);
+    [sources, binary] = await Promise.all([
+      startSide("sources", { argv: [process.execPath, join(ROOT, "src/main.ts")], cwd: emptyDirectory() }),
+      startSide("executable", target),
+    ]);
   }, 120_000);
 
   afterAll(async () => {
@@ -136,11 +167,16 @@ describe("the executable answers every generated request as the sources do", () 
     for (const request of requests) {
       const [fromSources, fromBinary] = [await send(sources, request), await send(binary, request)];
       const line = `${request.method} ${request.path}?${request.query.slice(0, 80)} (${request.operationId}: ${request.variant})`;
-      if (fromSources.status !== fromBinary.status || fromSources.kind !== fromBinary.kind) differences.push(`${line}: sources ${fromSources.status} ${fromSources.kind}, executable ${fromBinary.status} ${fromBinary.kind}`);
+      if (fromSources.status !== fromBinary.status || fromSources.kind !== fromBinary.kind)
+        differences.push(`${line}: sources ${fromSources.status} ${fromSources.kind}, executable ${fromBinary.status} ${fromBinary.kind}`);
       if (fromSources.status === 500 || fromBinary.status === 500) serverErrors.push(`${line}: sources ${fromSources.status}, executable ${fromBinary.status}`);
-      if (request.secured && request.credential === "none" && fromSources.status !== 401 && fromSources.status !== -1) authenticationAfterValidation.push(`${line}: ${fromSources.status} ${fromSources.kind}`);
+      if (request.secured && request.credential === "none" && fromSources.status !== 401 && fromSources.status !== -1)
+        authenticationAfterValidation.push(`${line}: ${fromSources.status} ${fromSources.kind}`);
     }
-    const report = (title: string, lines: string[]) => (lines.length === 0 ? "" : `${title} (${lines.length}, seed ${SEED}):\n${lines.slice(0, 30).join("\n")}\n`);
-    expect(report("differences", differences) + report("500 answers", serverErrors) + report("no credential but not 401", authenticationAfterValidation)).toBe("");
+    const report = (title: string, lines: string[]) =>
+      lines.length === 0 ? "" : `${title} (${lines.length}, seed ${SEED}):\n${lines.slice(0, 30).join("\n")}\n`;
+    expect(report("differences", differences) + report("500 answers", serverErrors) + report("no credential but not 401", authenticationAfterValidation)).toBe(
+      "",
+    );
   }, 300_000);
 });

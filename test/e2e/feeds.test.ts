@@ -17,12 +17,18 @@ let rogueToken: string;
 const upstream = feedServer((request) =>
   request.headers.get("if-none-match") === '"feed-1"'
     ? new Response(null, { status: 304 })
-    : new Response(feedLine(PULLED, { merchantId: "shop-a", price: "12.99", ageMs: 60_000 }), { headers: { etag: '"feed-1"', "content-type": "application/x-ndjson" } }),
+    : new Response(feedLine(PULLED, { merchantId: "shop-a", price: "12.99", ageMs: 60_000 }), {
+        headers: { etag: '"feed-1"', "content-type": "application/x-ndjson" },
+      }),
 );
 
 // An internal host (127.0.0.2, outside the allowed 127.0.0.1/32) and a feed host that redirects to it.
 const internalRequests: string[] = [];
-const internal = Bun.serve({ port: 0, hostname: "127.0.0.2", fetch: (request) => (internalRequests.push(request.url), new Response(feedLine(PULLED, { merchantId: "internal", price: "0.01", ageMs: 1000 }))) });
+const internal = Bun.serve({
+  port: 0,
+  hostname: "127.0.0.2",
+  fetch: (request) => (internalRequests.push(request.url), new Response(feedLine(PULLED, { merchantId: "internal", price: "0.01", ageMs: 1000 }))),
+});
 const redirecting = feedServer(() => new Response(null, { status: 302, headers: { location: `http://127.0.0.2:${internal.port}/latest/meta-data` } }));
 
 beforeAll(async () => {
@@ -33,8 +39,40 @@ beforeAll(async () => {
       const { id } = jsonOf(await cli(["orgs", "create", "--name", "Feeds", "--json"]));
       jsonOf(await cli(["credits", "grant", "--org", id, "--amount", "10", "--json"]));
       customerKey = jsonOf(await cli(["keys", "create", "--org", id, "--name", "feeds", "--json"])).clearKey;
-      expect(jsonOf(await cli(["feeds", "add", "merchant-a", "--url", `${upstream.url}/feed.ndjson`, "--every", "1s", "--timeout", "5s", "--merchants", "shop-a", "--json"]))).toMatchObject({ name: "merchant-a", kind: "url", intervalSeconds: 1, merchants: ["shop-a"] });
-      jsonOf(await cli(["feeds", "add", "redirecting", "--url", `${redirecting.url}/feed.ndjson`, "--every", "1s", "--timeout", "5s", "--merchants", "internal", "--json"]));
+      expect(
+        jsonOf(
+          await cli([
+            "feeds",
+            "add",
+            "merchant-a",
+            "--url",
+            `${upstream.url}/feed.ndjson`,
+            "--every",
+            "1s",
+            "--timeout",
+            "5s",
+            "--merchants",
+            "shop-a",
+            "--json",
+          ]),
+        ),
+      ).toMatchObject({ name: "merchant-a", kind: "url", intervalSeconds: 1, merchants: ["shop-a"] });
+      jsonOf(
+        await cli([
+          "feeds",
+          "add",
+          "redirecting",
+          "--url",
+          `${redirecting.url}/feed.ndjson`,
+          "--every",
+          "1s",
+          "--timeout",
+          "5s",
+          "--merchants",
+          "internal",
+          "--json",
+        ]),
+      );
       jsonOf(await cli(["feeds", "add", "pos", "--push", "--merchants", "pos-1,pos-2", "--json"]));
       jsonOf(await cli(["feeds", "add", "rogue", "--push", "--merchants", "rogue-shop", "--json"]));
       rogueToken = jsonOf(await cli(["feeds", "token", "create", "--source", "rogue", "--json"])).clearToken;
@@ -87,7 +125,13 @@ describe("feeds against the running product", () => {
       runs = await runsOf("redirecting");
       if (runs.length === 0) await Bun.sleep(200);
     }
-    expect(runs[0]).toMatchObject({ trigger: "schedule", status: "failed", recordsRead: 0, offers: 0, error: expect.stringContaining(`address 127.0.0.2 refused`) });
+    expect(runs[0]).toMatchObject({
+      trigger: "schedule",
+      status: "failed",
+      recordsRead: 0,
+      offers: 0,
+      error: expect.stringContaining(`address 127.0.0.2 refused`),
+    });
     expect(redirecting.requests.length).toBeGreaterThan(0);
     expect(internalRequests).toEqual([]);
     const response = await service.request(`/api/v1/products/${PULLED}/price`, { headers: { authorization: `Bearer ${customerKey}` } });
@@ -96,7 +140,12 @@ describe("feeds against the running product", () => {
 
   test("the operator CLI and /metrics show the source's last success and fresh share", async () => {
     const list = jsonOf(await service.cli(["feeds", "list", "--json"]));
-    expect(list.find((source: any) => source.name === "merchant-a")).toMatchObject({ silent: false, merchants: ["shop-a"], location: `${upstream.url}/feed.ndjson`, freshness: { offers: 1, freshOffers: 1, freshRatio: 1 } });
+    expect(list.find((source: any) => source.name === "merchant-a")).toMatchObject({
+      silent: false,
+      merchants: ["shop-a"],
+      location: `${upstream.url}/feed.ndjson`,
+      freshness: { offers: 1, freshOffers: 1, freshRatio: 1 },
+    });
     const sources = await service.request("/api/v1/feeds/sources", { headers: { authorization: `Bearer ${readToken}` } });
     expect((await sources.json()).items.find((source: any) => source.name === "merchant-a")).toMatchObject({ merchants: ["shop-a"], location: upstream.url });
     const metrics = await (await service.request("/metrics")).text();
@@ -106,10 +155,23 @@ describe("feeds against the running product", () => {
 
   test("a source's push for another source's merchant is rejected with the reason; its own offer is written without replacing the product's title", async () => {
     const line = (merchantId: string, price: string, observedAt: number) =>
-      JSON.stringify({ gtin: PULLED, title: "FREE MONEY", imageUrl: "https://evil.example/x.jpg", merchantId, merchantName: "Hijacked", price, currency: "EUR", observedAt: new Date(observedAt).toISOString() });
+      JSON.stringify({
+        gtin: PULLED,
+        title: "FREE MONEY",
+        imageUrl: "https://evil.example/x.jpg",
+        merchantId,
+        merchantName: "Hijacked",
+        price,
+        currency: "EUR",
+        observedAt: new Date(observedAt).toISOString(),
+      });
     const ahead = new Date(Date.now() + 3 * 60_000);
     const body = [line("shop-a", "0.01", Date.now()), line("rogue-shop", "13.50", Date.now() - 1000), line("rogue-shop", "0.02", ahead.getTime())].join("\n");
-    const pushed = await service.request("/api/v1/feeds/push", { method: "POST", headers: { authorization: `Bearer ${rogueToken}`, "content-type": "application/x-ndjson" }, body });
+    const pushed = await service.request("/api/v1/feeds/push", {
+      method: "POST",
+      headers: { authorization: `Bearer ${rogueToken}`, "content-type": "application/x-ndjson" },
+      body,
+    });
     expect(pushed.status).toBe(200);
     const run = await pushed.json();
     expect(run).toMatchObject({ trigger: "push", status: "ok", recordsRead: 3, offers: 1, rejectedCount: 2 });
@@ -130,9 +192,20 @@ describe("feeds against the running product", () => {
 
   test("a push with a feed token is written and reported; after revocation it is 401 and nothing is written", async () => {
     const line = feedLine(PUSHED, { merchantId: "pos-1", price: "3.00", ageMs: 1000 });
-    const pushed = await service.request("/api/v1/feeds/push", { method: "POST", headers: { authorization: `Bearer ${pushToken}`, "content-type": "application/x-ndjson" }, body: `${line}\n{bad\n` });
+    const pushed = await service.request("/api/v1/feeds/push", {
+      method: "POST",
+      headers: { authorization: `Bearer ${pushToken}`, "content-type": "application/x-ndjson" },
+      body: `${line}\n{bad\n`,
+    });
     expect(pushed.status).toBe(200);
-    expect(await pushed.json()).toMatchObject({ trigger: "push", status: "ok", recordsRead: 2, offers: 1, rejectedCount: 1, rejected: [{ line: 2, error: "not valid JSON" }] });
+    expect(await pushed.json()).toMatchObject({
+      trigger: "push",
+      status: "ok",
+      recordsRead: 2,
+      offers: 1,
+      rejectedCount: 1,
+      rejected: [{ line: 2, error: "not valid JSON" }],
+    });
 
     expect(jsonOf(await service.cli(["feeds", "token", "revoke", pushTokenId, "--json"]))).toMatchObject({ id: pushTokenId });
     const refused = await service.request("/api/v1/feeds/push", {

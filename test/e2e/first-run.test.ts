@@ -107,10 +107,12 @@ describe("command-line conventions", () => {
   test("--help is complete offline: commands, global options, environment variables, exit codes, and no README", async () => {
     const help = await run(["--help"]);
     expect(help.code).toBe(0);
-    for (const text of ["serve", "import", "backup", "--database-url", "--json", "DATABASE_URL", "OIDC_ISSUER", "STRIPE_SECRET_KEY", "Exit codes: 0"]) expect(help.stdout).toContain(text);
+    for (const text of ["serve", "import", "backup", "--database-url", "--json", "DATABASE_URL", "OIDC_ISSUER", "STRIPE_SECRET_KEY", "Exit codes: 0"])
+      expect(help.stdout).toContain(text);
     expect(help.stdout).not.toContain("README");
     const importHelp = await run(["import", "--help"]);
-    for (const field of ["gtin", "merchantId", "price", "currency", "availability", "observedAt", "--allow-rejects"]) expect(importHelp.stdout).toContain(field);
+    for (const field of ["gtin", "merchantId", "price", "currency", "availability", "observedAt", "--allow-rejects"])
+      expect(importHelp.stdout).toContain(field);
   });
 });
 
@@ -216,7 +218,11 @@ test("the operator guide's commands are exactly the usage lines of --help", asyn
   const section = guide.slice(guide.indexOf("## Operator CLI"));
   const block = section.slice(section.indexOf("```\n") + 4, section.indexOf("\n```", section.indexOf("```\n") + 4));
   const documented = block.split("\n").filter((line) => line.trim() !== "");
-  const commands = (await run(["--help"])).stdout.split("Commands:\n")[1]!.split("\n\n")[0]!.split("\n").map((line) => line.trim().split(/\s+/)[0]!);
+  const commands = (await run(["--help"])).stdout
+    .split("Commands:\n")[1]!
+    .split("\n\n")[0]!
+    .split("\n")
+    .map((line) => line.trim().split(/\s+/)[0]!);
   const usage: string[] = [];
   for (const command of commands) {
     const help = (await run([command, "--help"])).stdout;
@@ -228,7 +234,11 @@ test("the operator guide's commands are exactly the usage lines of --help", asyn
   // The configuration table and --help name the same environment variables.
   const table = guide.slice(guide.indexOf("| variable | default | meaning |"), guide.indexOf("## Operator CLI"));
   const mentioned = new Set([...table.matchAll(/`([A-Z][A-Z_]*)`/g)].map((match) => match[1]!));
-  const rows = table.split("\n").slice(2).filter((line) => line.startsWith("|")).flatMap((line) => [...line.split("|")[1]!.matchAll(/`([A-Z_]+)`/g)].map((match) => match[1]!));
+  const rows = table
+    .split("\n")
+    .slice(2)
+    .filter((line) => line.startsWith("|"))
+    .flatMap((line) => [...line.split("|")[1]!.matchAll(/`([A-Z_]+)`/g)].map((match) => match[1]!));
   const helpSection = (await run(["--help"])).stdout.split("Environment variables:\n")[1]!.split("\n\n")[0]!;
   const helpVariables = helpSection.split("\n").map((line) => line.trim().split(/\s+/)[0]!);
   expect(helpVariables.filter((name) => !mentioned.has(name))).toEqual([]);
@@ -251,7 +261,11 @@ describe("the docs and the quickstart against the demo data", () => {
       expect(((await answer.json()) as any).meta).toMatchObject({ reason: "fresh-offer", creditsConsumed: 1 });
 
       const [readSecret, price] = quickstartCommands({ name: "demo", keyPrefix: clearKey!.slice(0, 8) }, serve.url, "fr", "comment");
-      const shell = Bun.spawn(["bash", "-c", `${readSecret}\n${price}`], { stdin: new TextEncoder().encode(`${clearKey}\n`), stdout: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+      const shell = Bun.spawn(["bash", "-c", `${readSecret}\n${price}`], {
+        stdin: new TextEncoder().encode(`${clearKey}\n`),
+        stdout: "pipe",
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+      });
       const output = await new Response(shell.stdout).text();
       expect(await shell.exited).toBe(0);
       expect(JSON.parse(output).meta).toMatchObject({ reason: "fresh-offer" });

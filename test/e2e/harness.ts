@@ -48,11 +48,21 @@ export interface Service {
  * Starts `serve` on a fresh database and a free loopback port. `prepare` runs CLI commands on the
  * database before the server starts (an empty database in development mode would get demo data).
  */
-export async function startService(options: { env?: Record<string, string>; port?: number; prepare?: (cli: Service["cli"]) => Promise<void> } = {}): Promise<Service> {
+export async function startService(
+  options: { env?: Record<string, string>; port?: number; prepare?: (cli: Service["cli"]) => Promise<void> } = {},
+): Promise<Service> {
   const database: TestDatabase = await createTestDatabase();
   const port = options.port ?? (await freePort());
   const publicURL = `http://127.0.0.1:${port}`;
-  const env = { PUBLIC_URL: publicURL, PORT: String(port), DATABASE_URL: database.url, PRICE_ENV: "production", RATE_LIMIT: "1000000/s", LOG_LEVEL: "info", ...options.env };
+  const env = {
+    PUBLIC_URL: publicURL,
+    PORT: String(port),
+    DATABASE_URL: database.url,
+    PRICE_ENV: "production",
+    RATE_LIMIT: "1000000/s",
+    LOG_LEVEL: "info",
+    ...options.env,
+  };
   const cli: Service["cli"] = (args, extra = {}) => runCLIAsync(args, { ...env, ...extra.env }, { target: TARGET, stdin: extra.stdin });
   try {
     if (options.prepare !== undefined) {
@@ -77,7 +87,10 @@ export async function startService(options: { env?: Record<string, string>; port
         const code = await serve.child.exited;
         await database.drop();
         // The tests check every answer; this catches what no answer shows (a job that threw, a failed shutdown).
-        const errors = serve.stdout().split("\n").filter((line) => line.includes('"level":"error"'));
+        const errors = serve
+          .stdout()
+          .split("\n")
+          .filter((line) => line.includes('"level":"error"'));
         if (code !== 0 || errors.length > 0) throw new Error(`serve exited ${code} on SIGTERM, having logged ${errors.length} error(s):\n${errors.join("\n")}`);
       },
     };
@@ -117,12 +130,21 @@ async function startPrism(upstream: string) {
   const port = await freePort();
   const document = join(mkdtempSync(join(tmpdir(), "price-prism-")), "openapi.json");
   await Bun.write(document, await (await fetch(`${upstream}/openapi.json`)).text());
-  const child = Bun.spawn([join(ROOT, "node_modules/.bin/prism"), "proxy", document, upstream, "--validate-request=false", "--host", "127.0.0.1", "--port", String(port)], { stdout: "pipe", stderr: "pipe" });
+  const child = Bun.spawn(
+    [join(ROOT, "node_modules/.bin/prism"), "proxy", document, upstream, "--validate-request=false", "--host", "127.0.0.1", "--port", String(port)],
+    { stdout: "pipe", stderr: "pipe" },
+  );
   const proxyURL = `http://127.0.0.1:${port}`;
   const started = Date.now();
   for (;;) {
     if (child.exitCode !== null) throw new Error(`prism exited ${child.exitCode}: ${await new Response(child.stderr).text()}`);
-    if (await fetch(`${proxyURL}/healthz`).then((response) => response.ok, () => false)) break;
+    if (
+      await fetch(`${proxyURL}/healthz`).then(
+        (response) => response.ok,
+        () => false,
+      )
+    )
+      break;
     if (Date.now() - started > 60_000) throw new Error("prism did not start within 60 s");
     await Bun.sleep(100);
   }
@@ -143,7 +165,12 @@ async function startPrism(upstream: string) {
         direct++;
         const response = await send(path, init);
         const redirect = response.status >= 300 && response.status < 400;
-        expect({ path, status: response.status, documented: statuses.includes(response.status), location: redirect ? response.headers.has("location") : true }).toEqual({ path, status: response.status, documented: true, location: true });
+        expect({
+          path,
+          status: response.status,
+          documented: statuses.includes(response.status),
+          location: redirect ? response.headers.has("location") : true,
+        }).toEqual({ path, status: response.status, documented: true, location: true });
         return response;
       }
       const response = await fetch(`${proxyURL}${path}`, { redirect: "manual", ...init });
@@ -154,7 +181,9 @@ async function startPrism(upstream: string) {
       }
       validated++;
       // Request-side findings (a credential the test leaves out on purpose) are not the service's answer.
-      const found = (JSON.parse(response.headers.get("sl-violations") ?? "[]") as Array<{ location: string[] }>).filter((violation) => violation.location[0] === "response");
+      const found = (JSON.parse(response.headers.get("sl-violations") ?? "[]") as Array<{ location: string[] }>).filter(
+        (violation) => violation.location[0] === "response",
+      );
       if (found.length > 0) violations.push(`${method.toUpperCase()} ${path} → ${response.status}: ${JSON.stringify(found)}`);
       expect({ path, violations: found }).toEqual({ path, violations: [] });
       return response;
@@ -203,7 +232,15 @@ export function postJSON(service: Service, path: string, body: unknown, headers:
 export function feedLine(gtin: string, offer: { merchantId: string; price: string; ageMs: number } | null): string {
   const product = { gtin, title: `Product ${gtin}`, brand: "Acme" };
   if (offer === null) return JSON.stringify(product);
-  return JSON.stringify({ ...product, merchantId: offer.merchantId, merchantName: `Merchant ${offer.merchantId}`, price: offer.price, currency: "EUR", availability: "in_stock", observedAt: new Date(Date.now() - offer.ageMs).toISOString() });
+  return JSON.stringify({
+    ...product,
+    merchantId: offer.merchantId,
+    merchantName: `Merchant ${offer.merchantId}`,
+    price: offer.price,
+    currency: "EUR",
+    availability: "in_stock",
+    observedAt: new Date(Date.now() - offer.ageMs).toISOString(),
+  });
 }
 
 /** Parses a CLI command's --json output, or fails with what it printed. */

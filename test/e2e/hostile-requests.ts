@@ -53,7 +53,33 @@ const OWN_RESOURCE: Array<[RegExp, string]> = [
 const LONG = "a".repeat(3000);
 
 /** Raw (already percent-encoded) values that no well-formed parameter has. */
-const RAW_HOSTILE = ["", "%20", "abc", "-5", "0", "-0", "1.5", "1e3", "0x10", "true", "null", "%27", "%00", "%0A", "%1F", "%7F", "%zz", "%", "%C3%A9", "%F0%9F%98%80", "%FF", "99999999999999999999", "%5B%5D", "%7B%7D", LONG];
+const RAW_HOSTILE = [
+  "",
+  "%20",
+  "abc",
+  "-5",
+  "0",
+  "-0",
+  "1.5",
+  "1e3",
+  "0x10",
+  "true",
+  "null",
+  "%27",
+  "%00",
+  "%0A",
+  "%1F",
+  "%7F",
+  "%zz",
+  "%",
+  "%C3%A9",
+  "%F0%9F%98%80",
+  "%FF",
+  "99999999999999999999",
+  "%5B%5D",
+  "%7B%7D",
+  LONG,
+];
 
 const odd = {
   "idempotency-key": ["", " ", "a", "x".repeat(300), "\tkey", "key with spaces", "cl\u00e9", "%00", "k".repeat(64)],
@@ -131,7 +157,17 @@ function hostileParameterValue(parameter: Parameter): fc.Arbitrary<string> {
 
 /** A JSON value of a type the property does not have. */
 function wrongType(schema: JSONSchema): fc.Arbitrary<unknown> {
-  const all: Array<[string, unknown]> = [["string", "text"], ["integer", 1.5], ["number", 7], ["boolean", false], ["null", null], ["array", [1]], ["object", { a: 1 }], ["long", LONG], ["negative", -1]];
+  const all: Array<[string, unknown]> = [
+    ["string", "text"],
+    ["integer", 1.5],
+    ["number", 7],
+    ["boolean", false],
+    ["null", null],
+    ["array", [1]],
+    ["object", { a: 1 }],
+    ["long", LONG],
+    ["negative", -1],
+  ];
   const types = new Set([schema.type, ...(schema.anyOf ?? schema.oneOf ?? []).map((v: JSONSchema) => v.type)]);
   return fc.constantFrom(...all.filter(([type]) => !types.has(type)).map(([, value]) => value));
 }
@@ -142,8 +178,19 @@ function bodyVariants(operation: Operation): fc.Arbitrary<{ variant: string; bod
   const properties = Object.keys(schema.properties ?? {});
   const json = (value: unknown) => JSON.stringify(value);
   const variants: Array<fc.Arbitrary<{ variant: string; body: string; contentType: string | null }>> = [
-    fc.constantFrom("{", "[]", "null", '"text"', "123", "", "{}", '{"a":', "\u0000", "{\"__proto__\":{\"x\":1}}").map((body) => ({ variant: `invalid JSON ${JSON.stringify(body)}`, body, contentType: "application/json" })),
-    fc.constantFrom("text/plain", "application/xml", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=latin1", "application/jsonx").map((contentType) => ({ variant: `content type ${contentType}`, body: json(valid), contentType })),
+    fc
+      .constantFrom("{", "[]", "null", '"text"', "123", "", "{}", '{"a":', "\u0000", '{"__proto__":{"x":1}}')
+      .map((body) => ({ variant: `invalid JSON ${JSON.stringify(body)}`, body, contentType: "application/json" })),
+    fc
+      .constantFrom(
+        "text/plain",
+        "application/xml",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/json; charset=latin1",
+        "application/jsonx",
+      )
+      .map((contentType) => ({ variant: `content type ${contentType}`, body: json(valid), contentType })),
     fc.constant({ variant: "no content type", body: json(valid), contentType: null }),
     fc.constant({ variant: "extra field", body: json({ ...valid, unexpected: "field" }), contentType: "application/json" }),
     fc.constant({ variant: "valid body", body: json(valid), contentType: "application/json" }),
@@ -151,7 +198,11 @@ function bodyVariants(operation: Operation): fc.Arbitrary<{ variant: string; bod
   if (properties.length > 0) {
     variants.push(
       fc.constantFrom(...properties).chain((name) =>
-        wrongType(schema.properties[name]).map((value) => ({ variant: `${name} of the wrong type`, body: json({ ...valid, [name]: value }), contentType: "application/json" })),
+        wrongType(schema.properties[name]).map((value) => ({
+          variant: `${name} of the wrong type`,
+          body: json({ ...valid, [name]: value }),
+          contentType: "application/json",
+        })),
       ),
     );
   }
@@ -179,8 +230,18 @@ function validPath(operation: Operation, override?: { name: string; value: strin
 }
 
 function requestArbitrary(operation: Operation): fc.Arbitrary<HostileRequest> {
-  const credential: HostileRequest["credential"] = operation.credentials.length === 0 || CREDENTIAL_ENDING.has(operation.operationId) ? "none" : operation.credentials[0]!;
-  const base = (variant: string): HostileRequest => ({ operationId: operation.operationId, variant, method: operation.method, path: validPath(operation), query: "", headers: {}, credential, secured: operation.credentials.length > 0 });
+  const credential: HostileRequest["credential"] =
+    operation.credentials.length === 0 || CREDENTIAL_ENDING.has(operation.operationId) ? "none" : operation.credentials[0]!;
+  const base = (variant: string): HostileRequest => ({
+    operationId: operation.operationId,
+    variant,
+    method: operation.method,
+    path: validPath(operation),
+    query: "",
+    headers: {},
+    credential,
+    secured: operation.credentials.length > 0,
+  });
   const kinds: Array<fc.Arbitrary<HostileRequest>> = [];
   const urlParameters = operation.parameters.filter((p) => p.in !== "header");
   if (urlParameters.length > 0) {
@@ -215,13 +276,20 @@ function requestArbitrary(operation: Operation): fc.Arbitrary<HostileRequest> {
     );
   }
   if (operation.otherBodyTypes.length > 0) {
-    kinds.push(fc.constantFrom("application/json", "text/plain", "text/csv", "application/x-ndjson").map((type) => ({ ...base(`feed body as ${type}`), body: "not,a\nfeed", headers: { "content-type": type } })));
+    kinds.push(
+      fc
+        .constantFrom("application/json", "text/plain", "text/csv", "application/x-ndjson")
+        .map((type) => ({ ...base(`feed body as ${type}`), body: "not,a\nfeed", headers: { "content-type": type } })),
+    );
   }
   kinds.push(fc.constant(base("valid request")));
   const withCredential = fc.oneof(...kinds);
   if (credential === "none") return withCredential;
   // Without a credential, whatever else is wrong: authentication comes first.
-  return fc.oneof({ weight: 4, arbitrary: withCredential }, { weight: 1, arbitrary: withCredential.map((request) => ({ ...request, variant: `${request.variant}, no credential`, credential: "none" as const })) });
+  return fc.oneof(
+    { weight: 4, arbitrary: withCredential },
+    { weight: 1, arbitrary: withCredential.map((request) => ({ ...request, variant: `${request.variant}, no credential`, credential: "none" as const })) },
+  );
 }
 
 /** `count` requests spread evenly over the document's operations, drawn from `seed`. */

@@ -38,7 +38,22 @@ beforeAll(async () => {
   operator = await openStore(database.url);
   await operator.ensureSystemUser(Date.now());
   await operator.applyFeedRecords(
-    [{ product: { gtin: GTIN, title: "Pen" }, offer: { merchantId: "m1", merchantName: "Shop", priceAmount: 199, currency: "EUR", shippingAmount: null, availability: "in_stock", condition: "new", url: null, observedAt: Date.now() } }],
+    [
+      {
+        product: { gtin: GTIN, title: "Pen" },
+        offer: {
+          merchantId: "m1",
+          merchantName: "Shop",
+          priceAmount: 199,
+          currency: "EUR",
+          shippingAmount: null,
+          availability: "in_stock",
+          condition: "new",
+          url: null,
+          observedAt: Date.now(),
+        },
+      },
+    ],
     Date.now(),
   );
 }, 60_000);
@@ -78,7 +93,13 @@ describe("two instances on one PostgreSQL database", () => {
     const org = await newOrganization(10);
     for (const instance of instances) expect((await price(instance, org.clearKey)).status).toBe(200);
 
-    const rotated = await rotateApiKey(operator, { organizationId: org.organizationId, id: org.keyId, createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: Date.now() });
+    const rotated = await rotateApiKey(operator, {
+      organizationId: org.organizationId,
+      id: org.keyId,
+      createdBy: SYSTEM_USER_ID,
+      keyPrefix: "pps_",
+      now: Date.now(),
+    });
     for (const instance of instances) {
       const refused = await price(instance, org.clearKey);
       expect(refused.status).toBe(401);

@@ -52,7 +52,14 @@ describe("API keys", () => {
     expect(created.headers.get("cache-control")).toBe("no-store");
     const { key, clearKey } = await body(created, 201);
     expect(clearKey).toMatch(/^pps_[0-9A-Za-z]{38}$/);
-    expect(key).toMatchObject({ name: "production", status: "ACTIVE", keyPrefix: clearKey.slice(0, 8), lastUsedAt: null, replacedBy: null, createdBy: { id: ada.user.id, email: "ada@example.com" } });
+    expect(key).toMatchObject({
+      name: "production",
+      status: "ACTIVE",
+      keyPrefix: clearKey.slice(0, 8),
+      lastUsedAt: null,
+      replacedBy: null,
+      createdBy: { id: ada.user.id, email: "ada@example.com" },
+    });
 
     const listed = await ada.get(KEYS);
     const listText = await listed.text();
@@ -137,7 +144,11 @@ describe("billing", () => {
       expect(await body(await service.request(path, byKey), 200)).toEqual(withSession);
       await expectProblem(service, await service.request(path), 401, "unauthorized");
     }
-    expect(await body(await ada.get(`${BILLING}/balance`), 200)).toMatchObject({ available: 19, reserved: 0, buckets: [{ source: "trial", granted: 20, remaining: 19 }] });
+    expect(await body(await ada.get(`${BILLING}/balance`), 200)).toMatchObject({
+      available: 19,
+      reserved: 0,
+      buckets: [{ source: "trial", granted: 20, remaining: 19 }],
+    });
     const transactions = await body(await ada.get(`${BILLING}/transactions`), 200);
     expect(transactions.items.map((row: any) => [row.type, row.amount, row.balanceAfter, row.gtin])).toEqual([
       ["usage", -1, 19, "04006381333931"],
@@ -162,7 +173,11 @@ describe("billing", () => {
     expect(html).toContain(`<form method="post" action="${path}/pay">`);
     expect(html).toContain("Pay €10.00");
 
-    const paid = await service.request(`${path}/pay`, { method: "POST", headers: { ...ada.headers, "content-type": "application/x-www-form-urlencoded" }, body: "" });
+    const paid = await service.request(`${path}/pay`, {
+      method: "POST",
+      headers: { ...ada.headers, "content-type": "application/x-www-form-urlencoded" },
+      body: "",
+    });
     expect(paid.status).toBe(303);
     expect(paid.headers.get("location")).toBe(successUrl);
 
@@ -187,9 +202,15 @@ describe("billing", () => {
     const ada = await customer("ada-5@example.com");
     const checkout = await body(await ada.post(`${BILLING}/checkout/subscription`, { planId: "basic-monthly" }), 201);
     const listed = jsonOf(await service.cli(["orders", "list", "--org", ada.user.organization.id, "--json"]));
-    expect(listed).toEqual([expect.objectContaining({ id: checkout.checkoutId, kind: "subscription", itemId: "basic-monthly", status: "pending", provider: "local" })]);
+    expect(listed).toEqual([
+      expect.objectContaining({ id: checkout.checkoutId, kind: "subscription", itemId: "basic-monthly", status: "pending", provider: "local" }),
+    ]);
     const completed = jsonOf(await service.cli(["orders", "complete", checkout.checkoutId, "--json"]));
-    expect(completed).toMatchObject({ granted: true, order: { id: checkout.checkoutId, status: "completed" }, bucket: { source: "subscription", granted: 5000, remaining: 5000 } });
+    expect(completed).toMatchObject({
+      granted: true,
+      order: { id: checkout.checkoutId, status: "completed" },
+      bucket: { source: "subscription", granted: 5000, remaining: 5000 },
+    });
     expect(jsonOf(await service.cli(["orders", "complete", checkout.checkoutId, "--json"]))).toMatchObject({ granted: false, bucket: null });
 
     const balance = await body(await ada.get(`${BILLING}/balance`), 200);

@@ -16,7 +16,10 @@ beforeAll(async () => {
     { redirectURIs: [`http://127.0.0.1:${port}${CALLBACK}`] },
   );
   // The identity provider runs on loopback: allowed explicitly, as an operator allows an on-premises one.
-  service = await startService({ port, env: { OIDC_ISSUER: provider.issuer, OIDC_CLIENT_ID: CLIENT_ID, OIDC_CLIENT_SECRET: CLIENT_SECRET, OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1/32" } });
+  service = await startService({
+    port,
+    env: { OIDC_ISSUER: provider.issuer, OIDC_CLIENT_ID: CLIENT_ID, OIDC_CLIENT_SECRET: CLIENT_SECRET, OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1/32" },
+  });
 });
 
 afterAll(async () => {
@@ -47,7 +50,10 @@ describe("OIDC sign-in in production mode", () => {
     expect(authorization.origin).toBe(provider.issuer);
     expect(authorization.searchParams.get("code_challenge_method")).toBe("S256");
     expect(authorization.searchParams.get("redirect_uri")).toBe(`${service.publicURL}${CALLBACK}`);
-    const pending = started.headers.getSetCookie().find((line) => line.includes(`Path=${CALLBACK}`))!.split(";")[0]!;
+    const pending = started.headers
+      .getSetCookie()
+      .find((line) => line.includes(`Path=${CALLBACK}`))!
+      .split(";")[0]!;
 
     const callback = await provider.authorize(authorization.href, "grace", `${service.publicURL}${CALLBACK}`);
     const finished = await service.request(`${callback.pathname}${callback.search}`, { headers: { cookie: pending } });

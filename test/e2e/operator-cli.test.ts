@@ -55,7 +55,11 @@ describe("the operator CLI", () => {
       expect(help.stdout).toContain(`\n  ${command} `);
       expect({ command, code: own[index]!.code, usage: own[index]!.stdout.includes("Usage:") }).toEqual({ command, code: 0, usage: true });
     });
-    expect(failure(await service.cli(["frobnicate"]))).toEqual({ code: 2, lines: 1, stderr: `price-service: unknown command "frobnicate"; see ${BINARY === null ? "bun src/main.ts" : "price-service"} --help` });
+    expect(failure(await service.cli(["frobnicate"]))).toEqual({
+      code: 2,
+      lines: 1,
+      stderr: `price-service: unknown command "frobnicate"; see ${BINARY === null ? "bun src/main.ts" : "price-service"} --help`,
+    });
   });
 
   test("migrate brings an empty database up to date, and finds nothing to do while serve runs", async () => {
@@ -79,7 +83,9 @@ describe("the operator CLI", () => {
     expect(Object.keys(created).sort()).toEqual(["id", "name"]);
     expect(created.id).toStartWith("org_");
     expect(created.name).toBe("Acme Labs");
-    expect(jsonOf(await service.cli(["orgs", "list", "--json"])).filter((organization: { id: string }) => organization.id === created.id)).toEqual([{ ...created, createdAt: expect.any(String) }]);
+    expect(jsonOf(await service.cli(["orgs", "list", "--json"])).filter((organization: { id: string }) => organization.id === created.id)).toEqual([
+      { ...created, createdAt: expect.any(String) },
+    ]);
     expect((await service.cli(["orgs", "list"])).stdout).toContain(`${created.id}\tAcme Labs`);
     const invited = jsonOf(await service.cli(["orgs", "add-member", "--org", created.id, "--email", "Marie@Example.com", "--json"]));
     expect(invited).toMatchObject({ email: "marie@example.com", organizationId: created.id, role: "member" });
@@ -112,7 +118,14 @@ describe("the operator CLI", () => {
 
   test("import reads an NDJSON file and CSV from standard input, writes the good records and names the bad lines", async () => {
     const feed = join(files, "feed.ndjson");
-    writeFileSync(feed, [feedLine("96385074", { merchantId: "m-9", price: "1.25", ageMs: 1000 }), '{"gtin":"123","merchantId":"m-9","price":"1.00","currency":"EUR","observedAt":"2026-01-01T00:00:00Z"}', "not json"].join("\n"));
+    writeFileSync(
+      feed,
+      [
+        feedLine("96385074", { merchantId: "m-9", price: "1.25", ageMs: 1000 }),
+        '{"gtin":"123","merchantId":"m-9","price":"1.00","currency":"EUR","observedAt":"2026-01-01T00:00:00Z"}',
+        "not json",
+      ].join("\n"),
+    );
     const report = jsonOf(await service.cli(["import", feed, "--json", "--allow-rejects"]));
     expect(report).toMatchObject({ read: 3, products: 1, offers: 1 });
     expect(report.rejected.map((rejection: { line: number }) => rejection.line)).toEqual([2, 3]);
@@ -123,15 +136,23 @@ describe("the operator CLI", () => {
     const seeded = jsonOf(await service.cli(["seed", "--demo", "--products", "1", "--credits", "5", "--json"]));
     const response = await price("5901234123457", seeded.clearKey);
     expect(response.status).toBe(200);
-    expect(((await response.json()) as any).data.offers).toEqual([expect.objectContaining({ merchant: { id: "m-7", name: "Seven" }, price: { amount: 340, currency: "EUR", formatted: "€3.40" } })]);
+    expect(((await response.json()) as any).data.offers).toEqual([
+      expect.objectContaining({ merchant: { id: "m-7", name: "Seven" }, price: { amount: 340, currency: "EUR", formatted: "€3.40" } }),
+    ]);
   });
 
   test("orders list and complete: a checkout started over HTTP is completed once by the operator", async () => {
     const { cookie, user } = await developmentSignIn(service, "buyer@example.com");
-    const started = await service.request("/api/v1/customer/billing/checkout/pack", { method: "POST", headers: { cookie, "content-type": "application/json" }, body: JSON.stringify({ packId: "pack-1k" }) });
+    const started = await service.request("/api/v1/customer/billing/checkout/pack", {
+      method: "POST",
+      headers: { cookie, "content-type": "application/json" },
+      body: JSON.stringify({ packId: "pack-1k" }),
+    });
     expect(started.status).toBe(201);
     const { checkoutId } = (await started.json()) as { checkoutId: string };
-    expect((await service.cli(["orders", "list", "--org", user.organization.id])).stdout).toContain(`${checkoutId}\t${user.organization.id}\tpack\tpack-1k\tpending`);
+    expect((await service.cli(["orders", "list", "--org", user.organization.id])).stdout).toContain(
+      `${checkoutId}\t${user.organization.id}\tpack\tpack-1k\tpending`,
+    );
     expect(jsonOf(await service.cli(["orders", "complete", checkoutId, "--json"]))).toMatchObject({ granted: true, bucket: { source: "pack", granted: 1000 } });
     expect(await service.cli(["orders", "complete", checkoutId])).toMatchObject({ code: 0, stdout: `${checkoutId} was already completed: nothing granted\n` });
     expect(jsonOf(await service.cli(["credits", "balance", "--org", user.organization.id, "--json"])).available).toBe(1000);

@@ -36,13 +36,21 @@ afterAll(async () => {
   await service?.stop();
 });
 
-const history = (gtin: string, query = "", headers: Record<string, string> = { authorization: `Bearer ${key}` }) => service.request(`/api/v1/products/${gtin}/price/history${query}`, { headers });
+const history = (gtin: string, query = "", headers: Record<string, string> = { authorization: `Bearer ${key}` }) =>
+  service.request(`/api/v1/products/${gtin}/price/history${query}`, { headers });
 
 test("the history of the imports, by change and by day, billed HISTORY_CREDIT_COST per answer with points", async () => {
   const changes = await history(GTIN, "?merchant=m-1");
   expect(changes.status).toBe(200);
   const body = await changes.json();
-  expect(body.meta).toMatchObject({ gtin: "04006381333931", facet: "product.price-history", reason: "history", billable: true, creditsConsumed: 2, creditsRemaining: CREDITS - 2 });
+  expect(body.meta).toMatchObject({
+    gtin: "04006381333931",
+    facet: "product.price-history",
+    reason: "history",
+    billable: true,
+    creditsConsumed: 2,
+    creditsRemaining: CREDITS - 2,
+  });
   expect(body.data.points.map((point: any) => [point.price.formatted, point.validTo === null])).toEqual([
     ["€12.99", false],
     ["€11.99", false],
@@ -73,9 +81,15 @@ test("no-data, product-not-found, invalid-gtin, a range too long and 401: none b
   const before = (await (await history(GTIN, "?limit=1")).json()).meta.creditsRemaining;
   const none = await (await history(EMPTY)).json();
   expect(none.meta).toMatchObject({ reason: "no-data", billable: false, creditsRemaining: before });
-  expect((await expectProblem(service, await history(UNKNOWN), 404, "product-not-found")).meta).toMatchObject({ reason: "product-not-found", creditsRemaining: before });
+  expect((await expectProblem(service, await history(UNKNOWN), 404, "product-not-found")).meta).toMatchObject({
+    reason: "product-not-found",
+    creditsRemaining: before,
+  });
   expect((await expectProblem(service, await history("123"), 400, "invalid-gtin")).meta).toMatchObject({ reason: "invalid-gtin" });
   const from = new Date(Date.now() - 401 * DAY).toISOString();
   expect((await expectProblem(service, await history(GTIN, `?from=${from}`), 400, "invalid-parameter")).meta).toMatchObject({ reason: "invalid-parameter" });
-  expect((await expectProblem(service, await history("123", "?from=nope", {}), 401, "unauthorized")).meta).toMatchObject({ reason: "unauthorized", creditsRemaining: 0 });
+  expect((await expectProblem(service, await history("123", "?from=nope", {}), 401, "unauthorized")).meta).toMatchObject({
+    reason: "unauthorized",
+    creditsRemaining: 0,
+  });
 });

@@ -86,6 +86,11 @@ describe("sessions through the development sign-in", () => {
   test("a malformed sign-in body is 422 naming the field, and broken JSON is 400", async () => {
     const invalid = await expectProblem(service, await postJSON(service, "/api/v1/auth/dev-login", { email: 42 }), 422, "unprocessable-body");
     expect(invalid.detail).toContain("email");
-    await expectProblem(service, await service.request("/api/v1/auth/dev-login", { method: "POST", headers: { "content-type": "application/json" }, body: "{" }), 400, "invalid-body");
+    await expectProblem(
+      service,
+      await service.request("/api/v1/auth/dev-login", { method: "POST", headers: { "content-type": "application/json" }, body: "{" }),
+      400,
+      "invalid-body",
+    );
   });
 });

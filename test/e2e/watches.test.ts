@@ -44,7 +44,11 @@ test("an import that lowers a watched price sends a signed price.changed, billed
   for (let waited = 0; receiver.received.length < 1 && waited < 20_000; waited += 100) await Bun.sleep(100);
   expect(receiver.received.length).toBe(1);
   const [request] = receiver.received;
-  const event = new Webhook(secret).verify(request!.body, { "webhook-id": request!.id, "webhook-timestamp": request!.timestamp, "webhook-signature": request!.signature }) as any;
+  const event = new Webhook(secret).verify(request!.body, {
+    "webhook-id": request!.id,
+    "webhook-timestamp": request!.timestamp,
+    "webhook-signature": request!.signature,
+  }) as any;
   expect(event).toMatchObject({
     type: "price.changed",
     data: {
@@ -58,8 +62,13 @@ test("an import that lowers a watched price sends a signed price.changed, billed
     },
   });
 
-  const transactions = await body<{ items: Array<{ type: string; amount: number; requestId: string | null; description: string }> }>(await service.request("/api/v1/customer/billing/transactions", { headers: auth }), 200);
-  expect(transactions.items.filter((row) => row.description.startsWith("Price watch event"))).toMatchObject([{ type: "usage", amount: -1, requestId: request!.id }]);
+  const transactions = await body<{ items: Array<{ type: string; amount: number; requestId: string | null; description: string }> }>(
+    await service.request("/api/v1/customer/billing/transactions", { headers: auth }),
+    200,
+  );
+  expect(transactions.items.filter((row) => row.description.startsWith("Price watch event"))).toMatchObject([
+    { type: "usage", amount: -1, requestId: request!.id },
+  ]);
   const read = await body(await service.request(`/api/v1/customer/watches/${watch.id}`, { headers: auth }), 200);
   expect(read.lastTriggeredAt).not.toBeNull();
 });

@@ -46,7 +46,10 @@ async function received(count: number): Promise<void> {
 async function stallAnotherOrganization(): Promise<number> {
   const { cookie } = await developmentSignIn(service, "mallory@example.com");
   const headers = { cookie, origin: service.publicURL };
-  const { endpoint } = await body(await postJSON(service, WEBHOOKS, { url: `http://127.0.0.1:${hanging.port}/hooks`, eventTypes: ["credits.low"] }, headers), 201);
+  const { endpoint } = await body(
+    await postJSON(service, WEBHOOKS, { url: `http://127.0.0.1:${hanging.port}/hooks`, eventTypes: ["credits.low"] }, headers),
+    201,
+  );
   for (let queued = 0; queued < 100; queued++) {
     const response = await postJSON(service, `${WEBHOOKS}/${endpoint.id}/test`, undefined, headers);
     if (response.status === 429) {
@@ -65,7 +68,11 @@ test("look-ups that cross the low-credit threshold send a signed credits.low to 
   for (let waited = 0; hangingRequests === 0 && waited < 5_000; waited += 50) await Bun.sleep(50);
   const { cookie, user } = await developmentSignIn(service, "ada@example.com");
   const headers = { cookie, origin: service.publicURL };
-  const settings = await service.request(`${WEBHOOKS}/settings`, { method: "PATCH", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ lowCreditThreshold: 5 }) });
+  const settings = await service.request(`${WEBHOOKS}/settings`, {
+    method: "PATCH",
+    headers: { ...headers, "content-type": "application/json" },
+    body: JSON.stringify({ lowCreditThreshold: 5 }),
+  });
   expect(await body(settings, 200)).toEqual({ lowCreditThreshold: 5 });
   const { endpoint, secret } = await body(await postJSON(service, WEBHOOKS, { url: receiver.url, eventTypes: ["credits.low"] }, headers), 201);
   const { clearKey } = await body(await postJSON(service, "/api/v1/customer/api-keys", { name: "production" }, headers), 201);
@@ -81,12 +88,17 @@ test("look-ups that cross the low-credit threshold send a signed credits.low to 
   expect(Date.now() - lowAt).toBeLessThan(3_000);
   expect(hangingRequests).toBeGreaterThan(0);
   const [request] = receiver.received;
-  const event = new Webhook(secret).verify(request!.body, { "webhook-id": request!.id, "webhook-timestamp": request!.timestamp, "webhook-signature": request!.signature }) as any;
+  const event = new Webhook(secret).verify(request!.body, {
+    "webhook-id": request!.id,
+    "webhook-timestamp": request!.timestamp,
+    "webhook-signature": request!.signature,
+  }) as any;
   expect(event).toMatchObject({ type: "credits.low", data: { organizationId: user.organization.id, balance: 4, threshold: 5 } });
   expect(request!.headers["user-agent"]).toStartWith("price-service/");
 
   // The receiver answers before the service records the outcome: wait for the record, not the request.
-  const deliveries = async () => (await body<{ items: Array<{ state: string }> }>(await service.request(`${WEBHOOKS}/${endpoint.id}/deliveries`, { headers }), 200)).items;
+  const deliveries = async () =>
+    (await body<{ items: Array<{ state: string }> }>(await service.request(`${WEBHOOKS}/${endpoint.id}/deliveries`, { headers }), 200)).items;
   let log = { items: await deliveries() };
   for (let waited = 0; log.items[0]?.state === "pending" && waited < 5_000; waited += 50) {
     await Bun.sleep(50);

@@ -4,7 +4,17 @@ import { newId } from "../../src/lib/ids";
 
 /** One NDJSON feed line with an offer observed at `observedAt` (epoch ms). */
 export function offerLine(gtin: string, merchantId: string, price: string, observedAt: number, extra: Record<string, string> = {}): string {
-  return JSON.stringify({ gtin, title: `Product ${gtin}`, merchantId, merchantName: `Merchant ${merchantId}`, price, currency: "EUR", availability: "in_stock", observedAt: new Date(observedAt).toISOString(), ...extra });
+  return JSON.stringify({
+    gtin,
+    title: `Product ${gtin}`,
+    merchantId,
+    merchantName: `Merchant ${merchantId}`,
+    price,
+    currency: "EUR",
+    availability: "in_stock",
+    observedAt: new Date(observedAt).toISOString(),
+    ...extra,
+  });
 }
 
 /** The merchants a test source is bound to unless it says otherwise. */

@@ -15,14 +15,22 @@ beforeEach(async () => {
   context = await createTestContext({ FRESHNESS_WINDOW: "24h" });
   const now = context.clock.now();
   const source = await addSource(context.store, { name: "pos", kind: "push" }, now);
-  await addSource(context.store, { name: "quiet", kind: "url", location: "https://user:secret@feeds.example:8443/t/SECRET-PATH-TOKEN/feed.ndjson?apikey=SECRET-QUERY" }, now);
+  await addSource(
+    context.store,
+    { name: "quiet", kind: "url", location: "https://user:secret@feeds.example:8443/t/SECRET-PATH-TOKEN/feed.ndjson?apikey=SECRET-QUERY" },
+    now,
+  );
   readToken = (await createFeedToken(context.store, { scope: "read", sourceId: null, name: "ops", now })).clearToken;
   pushToken = (await createFeedToken(context.store, { scope: "push", sourceId: source.id, name: "pos", now })).clearToken;
 });
 afterEach(() => context.close());
 
 async function pushLines(lines: string[]): Promise<void> {
-  const response = await context.request("/api/v1/feeds/push", { method: "POST", headers: { authorization: `Bearer ${pushToken}`, "content-type": "application/x-ndjson" }, body: lines.join("\n") });
+  const response = await context.request("/api/v1/feeds/push", {
+    method: "POST",
+    headers: { authorization: `Bearer ${pushToken}`, "content-type": "application/x-ndjson" },
+    body: lines.join("\n"),
+  });
   expect(response.status).toBe(200);
 }
 
@@ -81,7 +89,10 @@ describe("freshness per source", () => {
     expect(await context.services.feeds.warnAboutSilentSources()).toEqual(["pos", "quiet"]);
     expect(await context.services.feeds.warnAboutSilentSources()).toEqual(["pos", "quiet"]);
     context.services.logger.flush();
-    const warnings = context.logs.join("").split("\n").filter((line) => line.includes("has not delivered within the freshness window"));
+    const warnings = context.logs
+      .join("")
+      .split("\n")
+      .filter((line) => line.includes("has not delivered within the freshness window"));
     expect(warnings.length).toBe(2);
     expect(warnings[0]).toContain('"level":"warn"');
     expect(warnings[0]).toContain('"source":"pos"');
@@ -95,7 +106,14 @@ describe("operator read endpoints", () => {
     for (let i = 0; i < 3; i++) await pushLines([offerLine(PEN, "shop-a", `1.0${i}`, context.clock.now()), "{"]);
     const first = await json(await read("/api/v1/feeds/sources/pos/runs?limit=2"));
     expect(first.items).toHaveLength(2);
-    expect(first.items[0]).toMatchObject({ trigger: "push", status: "ok", recordsRead: 2, offers: 1, rejectedCount: 1, rejected: [{ line: 2, error: "not valid JSON" }] });
+    expect(first.items[0]).toMatchObject({
+      trigger: "push",
+      status: "ok",
+      recordsRead: 2,
+      offers: 1,
+      rejectedCount: 1,
+      rejected: [{ line: 2, error: "not valid JSON" }],
+    });
     expect(first.nextCursor).toBe(first.items[1].id);
     const second = await json(await read(`/api/v1/feeds/sources/pos/runs?limit=2&cursor=${first.nextCursor}`));
     expect(second.items).toHaveLength(1);

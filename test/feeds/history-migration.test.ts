@@ -36,12 +36,24 @@ const BEFORE = [
 async function storeMigratedAfter(statements: string[]): Promise<Store> {
   if (TEST_DATABASE_URL === null) {
     const connection = openSQLite(sqlitePathFromURL(database.url));
-    applySQLiteMigrations(connection, sqliteMigrations.slice(0, sqliteMigrations.findIndex((m) => m.tag.endsWith(MIGRATION))));
+    applySQLiteMigrations(
+      connection,
+      sqliteMigrations.slice(
+        0,
+        sqliteMigrations.findIndex((m) => m.tag.endsWith(MIGRATION)),
+      ),
+    );
     for (const statement of statements) connection.exec(statement);
     connection.close();
     return SQLiteStore.open(database.url);
   }
-  await applyPostgresMigrations(database.url, postgresMigrations.slice(0, postgresMigrations.findIndex((m) => m.tag.endsWith(MIGRATION))));
+  await applyPostgresMigrations(
+    database.url,
+    postgresMigrations.slice(
+      0,
+      postgresMigrations.findIndex((m) => m.tag.endsWith(MIGRATION)),
+    ),
+  );
   const client = openPostgresClient(database.url, { max: 1 });
   for (const statement of statements) await client.unsafe(statement);
   await client.end();
@@ -62,7 +74,16 @@ test("history written before the migration reads the same after it, and later ch
     ]);
     const offer = (price: number, observedAt: number): FeedRecord => ({
       product: { gtin: PEN },
-      offer: { merchantId: "shop-a", priceAmount: price, currency: "EUR", shippingAmount: null, availability: "out_of_stock", condition: "new", url: null, observedAt },
+      offer: {
+        merchantId: "shop-a",
+        priceAmount: price,
+        currency: "EUR",
+        shippingAmount: null,
+        availability: "out_of_stock",
+        condition: "new",
+        url: null,
+        observedAt,
+      },
     });
     await store.applyFeedRecords([offer(1199, T0 + 5000)], T0 + 5000);
     await store.applyFeedRecords([offer(999, T0 + 6000)], T0 + 6000);

@@ -18,7 +18,8 @@ function record(price: number, observedAt: number, availability: "in_stock" | "o
   };
 }
 
-const summary = async (merchantId?: string) => (await store.listPriceHistory(PEN, merchantId)).map((e) => [e.merchantId, e.priceAmount, e.availability, e.observedAt - T0]);
+const summary = async (merchantId?: string) =>
+  (await store.listPriceHistory(PEN, merchantId)).map((e) => [e.merchantId, e.priceAmount, e.availability, e.observedAt - T0]);
 
 test("every change of price or availability is kept, identical repeats are not", async () => {
   await store.applyFeedRecords([record(1299, T0)], T0);

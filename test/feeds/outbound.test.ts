@@ -58,7 +58,9 @@ describe("feed pulls under the outbound policy", () => {
 
   test("a redirect to an allowed address is followed, checked again at each hop", async () => {
     const feed = serve((request) =>
-      new URL(request.url).pathname === "/old" ? new Response(null, { status: 301, headers: { location: "/new.ndjson" } }) : new Response(offerLine(PEN, "shop-a", "9.99", context.clock.now() - 1000)),
+      new URL(request.url).pathname === "/old"
+        ? new Response(null, { status: 301, headers: { location: "/new.ndjson" } })
+        : new Response(offerLine(PEN, "shop-a", "9.99", context.clock.now() - 1000)),
     );
     expect(await pull(`${feed.url}/old`)).toMatchObject({ status: "ok", httpStatus: 200, offers: 1 });
     expect(feed.requests.map((request) => new URL(request.url).pathname)).toEqual(["/old", "/new.ndjson"]);

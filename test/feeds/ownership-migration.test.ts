@@ -45,12 +45,24 @@ const BEFORE = [
 async function storeMigratedAfter(statements: string[]): Promise<Store> {
   if (TEST_DATABASE_URL === null) {
     const connection = openSQLite(sqlitePathFromURL(database.url));
-    applySQLiteMigrations(connection, sqliteMigrations.slice(0, sqliteMigrations.findIndex((m) => m.tag.endsWith(MIGRATION))));
+    applySQLiteMigrations(
+      connection,
+      sqliteMigrations.slice(
+        0,
+        sqliteMigrations.findIndex((m) => m.tag.endsWith(MIGRATION)),
+      ),
+    );
     for (const statement of statements) connection.exec(statement);
     connection.close();
     return SQLiteStore.open(database.url);
   }
-  await applyPostgresMigrations(database.url, postgresMigrations.slice(0, postgresMigrations.findIndex((m) => m.tag.endsWith(MIGRATION))));
+  await applyPostgresMigrations(
+    database.url,
+    postgresMigrations.slice(
+      0,
+      postgresMigrations.findIndex((m) => m.tag.endsWith(MIGRATION)),
+    ),
+  );
   const client = openPostgresClient(database.url, { max: 1 });
   for (const statement of statements) await client.unsafe(statement);
   await client.end();

@@ -14,12 +14,20 @@ beforeEach(async () => {
 afterEach(() => context.close());
 
 /** A push source bound to `merchants`, and its push token. */
-async function pushSource(name: string, merchants: string[], options: { authoritative?: boolean } = {}): Promise<{ id: string; push: (lines: string[]) => Promise<any> }> {
+async function pushSource(
+  name: string,
+  merchants: string[],
+  options: { authoritative?: boolean } = {},
+): Promise<{ id: string; push: (lines: string[]) => Promise<any> }> {
   const now = context.clock.now();
   const source = await addSource(context.store, { name, kind: "push", merchants, authoritative: options.authoritative ?? false }, now);
   const token = (await createFeedToken(context.store, { scope: "push", sourceId: source.id, name, now })).clearToken;
   const push = async (lines: string[]) => {
-    const response = await context.request("/api/v1/feeds/push", { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/x-ndjson" }, body: lines.join("\n") });
+    const response = await context.request("/api/v1/feeds/push", {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/x-ndjson" },
+      body: lines.join("\n"),
+    });
     expect(response.status).toBe(200);
     return json(response);
   };
@@ -31,7 +39,11 @@ async function offersOf(gtin: string) {
 }
 
 async function productOf(gtin: string) {
-  const [row] = await queryRows<{ title: string; brand: string | null; image_url: string | null }>(context.store, "SELECT title, brand, image_url FROM products WHERE gtin = ?", [gtin]);
+  const [row] = await queryRows<{ title: string; brand: string | null; image_url: string | null }>(
+    context.store,
+    "SELECT title, brand, image_url FROM products WHERE gtin = ?",
+    [gtin],
+  );
   return row;
 }
 
@@ -55,7 +67,10 @@ describe("a feed source writes only what it owns", () => {
       ["shop-b", "Merchant shop-b", 1150],
     ]);
     const [runOfB] = (await context.store.listFeedRuns(b.id, { limit: 1 })).items;
-    expect(runOfB).toMatchObject({ rejectedCount: 1, rejected: [{ line: 1, error: expect.stringContaining('"shop-a" is not a merchant of source merchant-b') }] });
+    expect(runOfB).toMatchObject({
+      rejectedCount: 1,
+      rejected: [{ line: 1, error: expect.stringContaining('"shop-a" is not a merchant of source merchant-b') }],
+    });
   });
 
   test("another source cannot turn a free stale-data answer into a billed fresh-offer", async () => {
@@ -73,7 +88,11 @@ describe("a feed source writes only what it owns", () => {
   test("a source bound to no merchant may still describe new products, but writes no offer", async () => {
     const quiet = await pushSource("catalogue", []);
     const run = await quiet.push([JSON.stringify({ gtin: PEN, title: "Ballpoint pen" }), offerLine(PEN, "shop-a", "1.00", context.clock.now())]);
-    expect(run).toMatchObject({ offers: 0, rejectedCount: 1, rejected: [{ line: 2, error: 'merchantId: "shop-a" is not a merchant of source catalogue (it may write none)' }] });
+    expect(run).toMatchObject({
+      offers: 0,
+      rejectedCount: 1,
+      rejected: [{ line: 2, error: 'merchantId: "shop-a" is not a merchant of source catalogue (it may write none)' }],
+    });
     expect(await productOf(PEN)).toMatchObject({ title: "Ballpoint pen" });
     expect(await offersOf(PEN)).toEqual([]);
   });
@@ -81,7 +100,9 @@ describe("a feed source writes only what it owns", () => {
   test("the reason names at most three of a source's merchants, so a rejected line stays one short line", async () => {
     const big = await pushSource("aggregator", ["shop-1", "shop-2", "shop-3", "shop-4", "shop-5"]);
     const run = await big.push([offerLine(PEN, "shop-9", "1.00", context.clock.now())]);
-    expect(run.rejected).toEqual([{ line: 1, error: 'merchantId: "shop-9" is not a merchant of source aggregator (it may write shop-1, shop-2, shop-3 and 2 more)' }]);
+    expect(run.rejected).toEqual([
+      { line: 1, error: 'merchantId: "shop-9" is not a merchant of source aggregator (it may write shop-1, shop-2, shop-3 and 2 more)' },
+    ]);
   });
 });
 
@@ -121,7 +142,10 @@ describe("descriptive product fields follow the precedence the operator sets", (
     const now = context.clock.now();
     const a = await pushSource("merchant-a", ["shop-a"]);
     await a.push([offerLine(PEN, "shop-a", "12.99", now - 1000, { title: "pen blu" })]);
-    const feed = [offerLine(PEN, "shop-a", "12.79", now, { title: "Ballpoint pen", merchantName: "Shop A" }), offerLine(PEN, "shop-z", "9.99", now, { title: "Ballpoint pen" })].join("\n");
+    const feed = [
+      offerLine(PEN, "shop-a", "12.79", now, { title: "Ballpoint pen", merchantName: "Shop A" }),
+      offerLine(PEN, "shop-z", "9.99", now, { title: "Ballpoint pen" }),
+    ].join("\n");
     const report = await importFeed(context.store, new Blob([feed]).stream(), { format: "ndjson", now });
     expect(report).toMatchObject({ offers: 2, rejectedCount: 0 });
     expect((await productOf(PEN))?.title).toBe("Ballpoint pen");

@@ -58,7 +58,9 @@ describe("URL sources", () => {
   test("a source that answers 304 to the conditional request: a not-modified run that writes nothing", async () => {
     const body = offerLine(PEN, "shop-a", "12.99", Date.now() - 1000);
     const server = serve((request) =>
-      request.headers.get("if-none-match") === '"v1"' ? new Response(null, { status: 304 }) : new Response(body, { headers: { etag: '"v1"', "last-modified": "Sun, 22 Nov 2026 09:00:00 GMT", "content-type": "application/x-ndjson" } }),
+      request.headers.get("if-none-match") === '"v1"'
+        ? new Response(null, { status: 304 })
+        : new Response(body, { headers: { etag: '"v1"', "last-modified": "Sun, 22 Nov 2026 09:00:00 GMT", "content-type": "application/x-ndjson" } }),
     );
     const source = await addSource(store, { name: "shop-a", kind: "url", location: `${server.url}/feed.ndjson` }, Date.now());
     const [first] = (await scheduler.runNow(source))!;
@@ -113,7 +115,17 @@ describe("URL sources", () => {
     const server = serve(() => new Response(body));
     const source = await addSource(store, { name: "half-bad", kind: "url", location: `${server.url}/feed.ndjson` }, now);
     const [run] = (await scheduler.runNow(source))!;
-    expect(run).toMatchObject({ status: "ok", recordsRead: 4, products: 2, offers: 2, rejectedCount: 2, rejected: [{ line: 2, error: "not valid JSON" }, { line: 3, error: 'price: "abc" is not a decimal amount' }] });
+    expect(run).toMatchObject({
+      status: "ok",
+      recordsRead: 4,
+      products: 2,
+      offers: 2,
+      rejectedCount: 2,
+      rejected: [
+        { line: 2, error: "not valid JSON" },
+        { line: 3, error: 'price: "abc" is not a decimal amount' },
+      ],
+    });
     expect(await offerCount()).toBe(2);
     const runs = await store.listFeedRuns(source.id, { limit: 5 });
     expect(runs.items[0]!.rejected).toEqual(run!.rejected);
@@ -125,7 +137,13 @@ describe("URL sources", () => {
     const server = serve(() => new Response(body));
     const source = await addSource(store, { name: "merchant-a", kind: "url", location: `${server.url}/feed.ndjson`, merchants: ["shop-a"] }, now);
     const [run] = (await scheduler.runNow(source))!;
-    expect(run).toMatchObject({ status: "ok", recordsRead: 2, offers: 1, rejectedCount: 1, rejected: [{ line: 2, error: 'merchantId: "shop-x" is not a merchant of source merchant-a (it may write shop-a)' }] });
+    expect(run).toMatchObject({
+      status: "ok",
+      recordsRead: 2,
+      offers: 1,
+      rejectedCount: 1,
+      rejected: [{ line: 2, error: 'merchantId: "shop-x" is not a merchant of source merchant-a (it may write shop-a)' }],
+    });
     expect((await store.findProductWithOffers(PEN))!.offers.map((offer) => offer.merchantId)).toEqual(["shop-a"]);
     expect(await queryRows(store, "SELECT id FROM merchants WHERE id = 'shop-x'")).toEqual([]);
   });
@@ -145,7 +163,12 @@ describe("URL sources", () => {
   });
 
   test("a .gz file served with Content-Encoding: gzip (decoded by fetch already) is read, not gunzipped twice", async () => {
-    const server = serve(() => new Response(Bun.gzipSync(new TextEncoder().encode(offerLine(PEN, "shop-g", "5.55", Date.now()))), { headers: { "content-encoding": "gzip", "content-type": "application/gzip" } }));
+    const server = serve(
+      () =>
+        new Response(Bun.gzipSync(new TextEncoder().encode(offerLine(PEN, "shop-g", "5.55", Date.now()))), {
+          headers: { "content-encoding": "gzip", "content-type": "application/gzip" },
+        }),
+    );
     const source = await addSource(store, { name: "s3-style", kind: "url", location: `${server.url}/feed.ndjson.gz`, merchants: ["shop-g"] }, Date.now());
     expect((await scheduler.runNow(source))![0]).toMatchObject({ status: "ok", offers: 1 });
   });
@@ -171,7 +194,10 @@ describe("the schedule", () => {
   test("a due source is claimed once per period; while its lease holds nobody else claims it", async () => {
     const server = serve(() => new Response(offerLine(PEN, "shop-a", "1.00", Date.now())));
     const source = await addSource(store, { name: "scheduled", kind: "url", location: `${server.url}/feed`, intervalMs: 1000 }, Date.now());
-    const other = new FeedScheduler({ ...(scheduler as unknown as { options: ConstructorParameters<typeof FeedScheduler>[0] }).options, owner: "other-instance" });
+    const other = new FeedScheduler({
+      ...(scheduler as unknown as { options: ConstructorParameters<typeof FeedScheduler>[0] }).options,
+      owner: "other-instance",
+    });
     const [runsA, runsB] = await Promise.all([scheduler.tick(), other.tick()]);
     expect(runsA.length + runsB.length).toBe(1);
     expect(server.requests.length).toBe(1);
@@ -248,7 +274,12 @@ describe("directory sources", () => {
     writeFileSync(join(directory, "prices.ndjson"), [offerLine(PEN, "shop-x", "0.01", now), offerLine(UPC, "shop-d", "3.00", now)].join("\n"));
     const source = await addSource(store, { name: "drop", kind: "directory", location: directory, merchants: ["shop-d"] }, now);
     const [run] = (await scheduler.runNow(source))!;
-    expect(run).toMatchObject({ file: "prices.ndjson", offers: 1, rejectedCount: 1, rejected: [{ line: 1, error: 'merchantId: "shop-x" is not a merchant of source drop (it may write shop-d)' }] });
+    expect(run).toMatchObject({
+      file: "prices.ndjson",
+      offers: 1,
+      rejectedCount: 1,
+      rejected: [{ line: 1, error: 'merchantId: "shop-x" is not a merchant of source drop (it may write shop-d)' }],
+    });
     expect(await store.findProductWithOffers(PEN)).toBeNull();
     expect((await store.findProductWithOffers(UPC))!.offers.map((offer) => offer.merchantId)).toEqual(["shop-d"]);
   });
@@ -311,7 +342,13 @@ describe("directory sources", () => {
         };
       },
     });
-    const runs = await scanDirectorySource(stolen, systemClock, source, { trigger: "schedule", leaseOwner: "me", leaseMs: 60_000 }, { bodyLimitBytes: 1_000_000 });
+    const runs = await scanDirectorySource(
+      stolen,
+      systemClock,
+      source,
+      { trigger: "schedule", leaseOwner: "me", leaseMs: 60_000 },
+      { bodyLimitBytes: 1_000_000 },
+    );
     expect(runs.map((run) => run.file)).toEqual(["a.ndjson"]);
     expect((await store.getFeedSource(source.id))!.leaseOwner).toBe("other");
   });

@@ -21,7 +21,11 @@ beforeEach(async () => {
 afterEach(() => context.close());
 
 function push(body: BodyInit, headers: Record<string, string> = {}): Promise<Response> {
-  return context.request("/api/v1/feeds/push", { method: "POST", headers: { authorization: `Bearer ${pushToken}`, "content-type": "application/x-ndjson", ...headers }, body });
+  return context.request("/api/v1/feeds/push", {
+    method: "POST",
+    headers: { authorization: `Bearer ${pushToken}`, "content-type": "application/x-ndjson", ...headers },
+    body,
+  });
 }
 
 async function offerCount(): Promise<number> {
@@ -47,7 +51,13 @@ describe("POST /api/v1/feeds/push", () => {
 
   test("a half-bad feed writes its good lines and reports the bad ones with their line numbers", async () => {
     const now = context.clock.now();
-    const body = [offerLine(PEN, "shop-a", "12.99", now), "{broken", offerLine("4006381333932", "shop-a", "1.00", now), offerLine(UPC, "shop-b", "12,99", now), offerLine(UPC, "shop-a", "2.50", now)].join("\n");
+    const body = [
+      offerLine(PEN, "shop-a", "12.99", now),
+      "{broken",
+      offerLine("4006381333932", "shop-a", "1.00", now),
+      offerLine(UPC, "shop-b", "12,99", now),
+      offerLine(UPC, "shop-a", "2.50", now),
+    ].join("\n");
     const response = await push(body);
     expect(response.status).toBe(200);
     expect(await json(response)).toMatchObject({

@@ -61,6 +61,12 @@ test("two instances with one scheduled source pull it once per period", async ()
   const runs = await operator.listFeedRuns(created!.id, { limit: 100 });
   expect(runs.items.length).toBe(times.length);
   expect(runs.items.every((run) => run.status === "ok" && run.trigger === "schedule")).toBe(true);
-  const logged = instances.map((instance) => instance.stdout().split("\n").filter((line) => line.includes('"message":"feed run"')).length);
+  const logged = instances.map(
+    (instance) =>
+      instance
+        .stdout()
+        .split("\n")
+        .filter((line) => line.includes('"message":"feed run"')).length,
+  );
   expect(logged[0]! + logged[1]!).toBe(times.length);
 }, 30_000);

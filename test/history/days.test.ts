@@ -37,7 +37,17 @@ function observations(seed: number): FeedRecord[] {
     const merchantId = MERCHANTS[Math.floor(next() * MERCHANTS.length)]!;
     records.push({
       product: { gtin: GTIN, title: "Pen", brand: null as unknown as undefined },
-      offer: { merchantId, merchantName: merchantId.toUpperCase(), priceAmount: 100 * (1 + Math.floor(next() * 5)), currency: "EUR", shippingAmount: null, availability: next() < 0.2 ? "out_of_stock" : "in_stock", condition: "new", url: null, observedAt: at },
+      offer: {
+        merchantId,
+        merchantName: merchantId.toUpperCase(),
+        priceAmount: 100 * (1 + Math.floor(next() * 5)),
+        currency: "EUR",
+        shippingAmount: null,
+        availability: next() < 0.2 ? "out_of_stock" : "in_stock",
+        condition: "new",
+        url: null,
+        observedAt: at,
+      },
     });
     at += next() < 0.1 ? DAY - (at % DAY) : Math.floor(next() * 20 * 3_600_000);
   }
@@ -77,7 +87,11 @@ async function expectedStates(store: Store, from: number, to: number): Promise<u
 }
 
 /** Every page of a read, `limit` points at a time. */
-async function allPages<T>(read: (query: HistoryQuery) => Promise<{ items: T[]; nextCursor: string | null }>, base: Omit<HistoryQuery, "after">, interval: "change" | "day"): Promise<T[]> {
+async function allPages<T>(
+  read: (query: HistoryQuery) => Promise<{ items: T[]; nextCursor: string | null }>,
+  base: Omit<HistoryQuery, "after">,
+  interval: "change" | "day",
+): Promise<T[]> {
   const items: T[] = [];
   let after: HistoryQuery["after"] = null;
   for (let page = 0; page < 1000; page++) {
@@ -89,8 +103,10 @@ async function allPages<T>(read: (query: HistoryQuery) => Promise<{ items: T[]; 
   throw new Error("too many pages");
 }
 
-const dayPoints = (days: PriceDayRecord[]) => days.map((day) => [new Date(day.day).toISOString().slice(0, 10), day.merchantId, day.lowestAmount, day.highestAmount, day.lastAmount, day.availability]);
-const statePoints = (states: PriceStateRecord[]) => states.map((state) => [state.merchantId, state.priceAmount, state.availability, state.validFrom, state.validTo]);
+const dayPoints = (days: PriceDayRecord[]) =>
+  days.map((day) => [new Date(day.day).toISOString().slice(0, 10), day.merchantId, day.lowestAmount, day.highestAmount, day.lastAmount, day.availability]);
+const statePoints = (states: PriceStateRecord[]) =>
+  states.map((state) => [state.merchantId, state.priceAmount, state.availability, state.validFrom, state.validTo]);
 
 let database: TestDatabase;
 beforeEach(async () => {
@@ -106,7 +122,13 @@ async function storeWith(records: FeedRecord[], beforeMigration?: string): Promi
   if (TEST_DATABASE_URL === null) {
     if (beforeMigration !== undefined) {
       const connection = openSQLite(sqlitePathFromURL(database.url));
-      applySQLiteMigrations(connection, sqliteMigrations.slice(0, sqliteMigrations.findIndex((m) => m.tag.endsWith(beforeMigration))));
+      applySQLiteMigrations(
+        connection,
+        sqliteMigrations.slice(
+          0,
+          sqliteMigrations.findIndex((m) => m.tag.endsWith(beforeMigration)),
+        ),
+      );
       await apply(new SQLiteStore(connection));
       connection.close();
       return SQLiteStore.open(database.url);
@@ -116,7 +138,13 @@ async function storeWith(records: FeedRecord[], beforeMigration?: string): Promi
     return store;
   }
   if (beforeMigration !== undefined) {
-    await applyPostgresMigrations(database.url, postgresMigrations.slice(0, postgresMigrations.findIndex((m) => m.tag.endsWith(beforeMigration))));
+    await applyPostgresMigrations(
+      database.url,
+      postgresMigrations.slice(
+        0,
+        postgresMigrations.findIndex((m) => m.tag.endsWith(beforeMigration)),
+      ),
+    );
     const early = new PostgresStore(openPostgresClient(database.url), openDebitConnection(database.url));
     await apply(early);
     await early.close();

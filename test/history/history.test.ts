@@ -15,7 +15,17 @@ let org: TestOrganization;
 async function observe(gtin: string, merchantId: string, price: number, iso: string, availability: "in_stock" | "out_of_stock" = "in_stock") {
   const record: FeedRecord = {
     product: { gtin, title: `Product ${gtin}`, brand: "Acme" },
-    offer: { merchantId, merchantName: `Merchant ${merchantId}`, priceAmount: price, currency: "EUR", shippingAmount: null, availability, condition: "new", url: null, observedAt: at(iso) },
+    offer: {
+      merchantId,
+      merchantName: `Merchant ${merchantId}`,
+      priceAmount: price,
+      currency: "EUR",
+      shippingAmount: null,
+      availability,
+      condition: "new",
+      url: null,
+      observedAt: at(iso),
+    },
   };
   await context.store.applyFeedRecords([record], at(iso));
 }
@@ -54,15 +64,62 @@ describe("GET /api/v1/products/{gtin}/price/history", () => {
     const response = await history("4006381333931", RANGE);
     expect(response.status).toBe(200);
     const body = await json(response);
-    expect(body.meta).toMatchObject({ gtin: GTIN, facet: "product.price-history", billable: true, creditsConsumed: 2, creditsRemaining: 98, reason: "history" });
+    expect(body.meta).toMatchObject({
+      gtin: GTIN,
+      facet: "product.price-history",
+      billable: true,
+      creditsConsumed: 2,
+      creditsRemaining: 98,
+      reason: "history",
+    });
     expect(body.data.product).toEqual({ gtin: GTIN, title: `Product ${GTIN}`, brand: "Acme", imageUrl: null });
     expect(body.data).toMatchObject({ interval: "change", from: "2026-11-01T00:00:00.000Z", to: "2026-11-04T00:00:00.000Z", nextCursor: null });
     expect(body.data.points).toEqual([
-      { merchant: { id: "m-a", name: "Merchant m-a" }, price: euros(1000), shipping: null, availability: "in_stock", availabilityLabel: "In stock", validFrom: "2026-11-01T08:00:00.000Z", validTo: "2026-11-01T12:00:00.000Z" },
-      { merchant: { id: "m-b", name: "Merchant m-b" }, price: euros(2000), shipping: null, availability: "in_stock", availabilityLabel: "In stock", validFrom: "2026-11-01T10:00:00.000Z", validTo: "2026-11-03T10:00:00.000Z" },
-      { merchant: { id: "m-a", name: "Merchant m-a" }, price: euros(900), shipping: null, availability: "in_stock", availabilityLabel: "In stock", validFrom: "2026-11-01T12:00:00.000Z", validTo: "2026-11-02T09:00:00.000Z" },
-      { merchant: { id: "m-a", name: "Merchant m-a" }, price: euros(1100), shipping: null, availability: "out_of_stock", availabilityLabel: "Out of stock", validFrom: "2026-11-02T09:00:00.000Z", validTo: null },
-      { merchant: { id: "m-b", name: "Merchant m-b" }, price: euros(1900), shipping: null, availability: "in_stock", availabilityLabel: "In stock", validFrom: "2026-11-03T10:00:00.000Z", validTo: null },
+      {
+        merchant: { id: "m-a", name: "Merchant m-a" },
+        price: euros(1000),
+        shipping: null,
+        availability: "in_stock",
+        availabilityLabel: "In stock",
+        validFrom: "2026-11-01T08:00:00.000Z",
+        validTo: "2026-11-01T12:00:00.000Z",
+      },
+      {
+        merchant: { id: "m-b", name: "Merchant m-b" },
+        price: euros(2000),
+        shipping: null,
+        availability: "in_stock",
+        availabilityLabel: "In stock",
+        validFrom: "2026-11-01T10:00:00.000Z",
+        validTo: "2026-11-03T10:00:00.000Z",
+      },
+      {
+        merchant: { id: "m-a", name: "Merchant m-a" },
+        price: euros(900),
+        shipping: null,
+        availability: "in_stock",
+        availabilityLabel: "In stock",
+        validFrom: "2026-11-01T12:00:00.000Z",
+        validTo: "2026-11-02T09:00:00.000Z",
+      },
+      {
+        merchant: { id: "m-a", name: "Merchant m-a" },
+        price: euros(1100),
+        shipping: null,
+        availability: "out_of_stock",
+        availabilityLabel: "Out of stock",
+        validFrom: "2026-11-02T09:00:00.000Z",
+        validTo: null,
+      },
+      {
+        merchant: { id: "m-b", name: "Merchant m-b" },
+        price: euros(1900),
+        shipping: null,
+        availability: "in_stock",
+        availabilityLabel: "In stock",
+        validFrom: "2026-11-03T10:00:00.000Z",
+        validTo: null,
+      },
     ]);
     expect(await available()).toBe(98);
     const usage = (await context.store.listTransactions(org.organizationId, { limit: 10, types: ["usage"] })).items;
@@ -191,15 +248,38 @@ describe("GET /api/v1/products/{gtin}/price/history", () => {
   test("invalid-gtin is 400 and product-not-found 404, with meta, not billed", async () => {
     const invalid = await history("4006381333932", RANGE);
     expect(invalid.status).toBe(400);
-    expect((await json(invalid)).meta).toMatchObject({ gtin: "4006381333932", facet: "product.price-history", reason: "invalid-gtin", billable: false, creditsRemaining: 100 });
+    expect((await json(invalid)).meta).toMatchObject({
+      gtin: "4006381333932",
+      facet: "product.price-history",
+      reason: "invalid-gtin",
+      billable: false,
+      creditsRemaining: 100,
+    });
     const unknown = await history(UNKNOWN, RANGE);
     expect(unknown.status).toBe(404);
-    expect((await json(unknown)).meta).toMatchObject({ gtin: "00000096385074", reason: "product-not-found", billable: false, creditsConsumed: 0, creditsRemaining: 100 });
+    expect((await json(unknown)).meta).toMatchObject({
+      gtin: "00000096385074",
+      reason: "product-not-found",
+      billable: false,
+      creditsConsumed: 0,
+      creditsRemaining: 100,
+    });
     expect(await available()).toBe(100);
   });
 
   test("range limits: more than 400 days, from not before to, or not ISO 8601 is 400 invalid-parameter", async () => {
-    for (const query of ["?from=2025-01-01&to=2026-02-06", "?from=2026-11-04&to=2026-11-01", "?from=2026-11-01&to=2026-11-01", "?from=yesterday", "?from=2026-11-01T10:00:00", "?interval=week", "?limit=0", "?limit=5001", "?language=de", "?from=2026-11-01&from=2026-11-02"]) {
+    for (const query of [
+      "?from=2025-01-01&to=2026-02-06",
+      "?from=2026-11-04&to=2026-11-01",
+      "?from=2026-11-01&to=2026-11-01",
+      "?from=yesterday",
+      "?from=2026-11-01T10:00:00",
+      "?interval=week",
+      "?limit=0",
+      "?limit=5001",
+      "?language=de",
+      "?from=2026-11-01&from=2026-11-02",
+    ]) {
       const response = await history(GTIN, query);
       expect(response.status, query).toBe(400);
       const body = await json(response);

@@ -14,8 +14,18 @@ describe("authentication comes before every check of the request", () => {
   afterAll(() => context.close());
 
   const cases: Array<{ name: string; path: string; init: RequestInit; then: { status: number; slug: string } }> = [
-    { name: "a limit that is not a number", path: "/api/v1/customer/billing/transactions?limit=abc", init: {}, then: { status: 400, slug: "invalid-parameter" } },
-    { name: "a repeated query parameter", path: "/api/v1/customer/billing/invoices?limit=5&limit=6", init: {}, then: { status: 400, slug: "invalid-parameter" } },
+    {
+      name: "a limit that is not a number",
+      path: "/api/v1/customer/billing/transactions?limit=abc",
+      init: {},
+      then: { status: 400, slug: "invalid-parameter" },
+    },
+    {
+      name: "a repeated query parameter",
+      path: "/api/v1/customer/billing/invoices?limit=5&limit=6",
+      init: {},
+      then: { status: 400, slug: "invalid-parameter" },
+    },
     {
       name: "a body that is not JSON",
       path: "/api/v1/products/prices",

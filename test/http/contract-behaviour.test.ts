@@ -27,7 +27,10 @@ describe("the HTTP behaviour a contract tool checks against the document", () =>
     for (const limit of ["0x10", "1e1", "%20", "0", "101", "abc", "2.0"]) {
       const response = await context.request(`/api/v1/customer/api-keys?limit=${limit}`, { headers: session.headers });
       expect({ limit, status: response.status }).toEqual({ limit, status: 400 });
-      expect(await json(response)).toMatchObject({ type: "http://localhost:8080/problems/invalid-parameter", detail: "limit must be a whole number from 1 to 100." });
+      expect(await json(response)).toMatchObject({
+        type: "http://localhost:8080/problems/invalid-parameter",
+        detail: "limit must be a whole number from 1 to 100.",
+      });
     }
     const french = await context.request("/api/v1/customer/billing/transactions?limit=1e1&language=fr", { headers: session.headers });
     expect((await json(french)).detail).toBe("limit doit être un nombre entier de 1 à 100.");
@@ -35,7 +38,12 @@ describe("the HTTP behaviour a contract tool checks against the document", () =>
   });
 
   test("validation details name the field and what it takes, never the validator's internals", async () => {
-    const post = (body: unknown) => context.request("/api/v1/customer/api-keys", { method: "POST", headers: { ...session.headers, "content-type": "application/json" }, body: JSON.stringify(body) });
+    const post = (body: unknown) =>
+      context.request("/api/v1/customer/api-keys", {
+        method: "POST",
+        headers: { ...session.headers, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
     const empty = await post({ name: "" });
     expect(empty.status).toBe(422);
     expect((await json(empty)).detail).toBe("name must be text of 1 to 100 characters.");
@@ -81,10 +89,17 @@ describe("the HTTP behaviour a contract tool checks against the document", () =>
     expect([price.status, price.headers.get("www-authenticate")]).toEqual([401, 'Bearer realm="price-service"']);
     for (const path of ["/api/v1/auth/me", "/api/v1/customer/api-keys", "/billing/portal"]) {
       const response = await context.request(path);
-      expect({ path, status: response.status, challenge: response.headers.get("www-authenticate") }).toEqual({ path, status: 401, challenge: 'Cookie realm="price-service", cookie-name="session"' });
+      expect({ path, status: response.status, challenge: response.headers.get("www-authenticate") }).toEqual({
+        path,
+        status: 401,
+        challenge: 'Cookie realm="price-service", cookie-name="session"',
+      });
     }
     const either = await context.request("/api/v1/customer/billing/balance");
-    expect([either.status, either.headers.get("www-authenticate")]).toEqual([401, 'Bearer realm="price-service", Cookie realm="price-service", cookie-name="session"']);
+    expect([either.status, either.headers.get("www-authenticate")]).toEqual([
+      401,
+      'Bearer realm="price-service", Cookie realm="price-service", cookie-name="session"',
+    ]);
     const balance = await context.request("/api/v1/customer/billing/balance", { headers: { authorization: "Bearer pps_nope" } });
     expect([balance.status, balance.headers.get("www-authenticate")]).toEqual([401, 'Bearer realm="price-service"']);
   });
@@ -106,7 +121,10 @@ describe("the HTTP behaviour a contract tool checks against the document", () =>
     expect((await json(transactions)).detail).toBe("type must be given once.");
     const price = await context.request(`/api/v1/products/${GTIN}/price?language=en&language=fr`, { headers: { ...org.auth, "accept-language": "en" } });
     expect(price.status).toBe(400);
-    expect(await json(price)).toMatchObject({ detail: "language must be given once.", meta: { reason: "invalid-parameter", creditsConsumed: 0, creditsRemaining: 10 } });
+    expect(await json(price)).toMatchObject({
+      detail: "language must be given once.",
+      meta: { reason: "invalid-parameter", creditsConsumed: 0, creditsRemaining: 10 },
+    });
   });
 
   test("an id over 100 characters is a 400 the document lists for that operation", async () => {

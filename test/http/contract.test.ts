@@ -16,7 +16,9 @@ afterAll(async () => {
 });
 
 function operations(): Array<[string, any]> {
-  return Object.entries<any>(document.paths).flatMap(([path, item]) => Object.entries<any>(item).map(([method, operation]): [string, any] => [`${method.toUpperCase()} ${path}`, operation]));
+  return Object.entries<any>(document.paths).flatMap(([path, item]) =>
+    Object.entries<any>(item).map(([method, operation]): [string, any] => [`${method.toUpperCase()} ${path}`, operation]),
+  );
 }
 
 function operation(id: string): any {
@@ -78,28 +80,37 @@ describe("the OpenAPI document, as a generated client or a contract tool reads i
     expect(Object.keys(operation("pushFeed").requestBody.content)).toEqual(["application/x-ndjson", "text/csv"]);
     const bodies = operations().filter(([, candidate]) => candidate.requestBody !== undefined && candidate.operationId !== "pushFeed");
     expect(bodies.length).toBeGreaterThan(5);
-    for (const [label, candidate] of bodies) expect({ label, types: Object.keys(candidate.requestBody.content) }).toEqual({ label, types: ["application/json"] });
+    for (const [label, candidate] of bodies)
+      expect({ label, types: Object.keys(candidate.requestBody.content) }).toEqual({ label, types: ["application/json"] });
   });
 
   test("HTML pages are text/html and redirects have a Location and no body", () => {
     for (const id of ["getBillingReturnPage", "getLocalCheckoutPage", "getLocalInvoicePage", "getLocalBillingPortal", "getProblemType"]) {
       expect({ id, types: Object.keys(operation(id).responses[200].content) }).toEqual({ id, types: ["text/html"] });
     }
-    const redirects = operations().flatMap(([label, candidate]) => Object.entries<any>(candidate.responses).filter(([status]) => status.startsWith("3")).map(([status, response]) => ({ label, status, response })));
+    const redirects = operations().flatMap(([label, candidate]) =>
+      Object.entries<any>(candidate.responses)
+        .filter(([status]) => status.startsWith("3"))
+        .map(([status, response]) => ({ label, status, response })),
+    );
     expect(redirects.map(({ status }) => status).sort()).toEqual(["302", "303", "303", "303"]);
     for (const { label, response } of redirects) expect({ label, content: response.content }).toEqual({ label, content: undefined });
   });
 
   test("the server is PUBLIC_URL, credentials are security schemes, and problem examples carry their response's status", () => {
     expect(document.servers).toEqual([expect.objectContaining({ url: "https://prices.example.org" })]);
-    expect(document.components.securitySchemes).toMatchObject({ apiKey: { type: "http", scheme: "bearer" }, session: { type: "apiKey", in: "cookie", name: "session" } });
+    expect(document.components.securitySchemes).toMatchObject({
+      apiKey: { type: "http", scheme: "bearer" },
+      session: { type: "apiKey", in: "cookie", name: "session" },
+    });
     for (const [label, candidate] of operations()) {
       expect({ label, security: Array.isArray(candidate.security) }).toEqual({ label, security: true });
       const headers = (candidate.parameters ?? []).filter((parameter: any) => parameter.in === "header").map((parameter: any) => parameter.name.toLowerCase());
       expect({ label, authorization: headers.includes("authorization") }).toEqual({ label, authorization: false });
       for (const [status, response] of Object.entries<any>(candidate.responses)) {
         for (const media of Object.values<any>(response.content ?? {})) {
-          for (const example of Object.values<any>(media.examples ?? {})) if (Number(status) >= 400) expect({ label, status: example.value.status }).toEqual({ label, status: Number(status) });
+          for (const example of Object.values<any>(media.examples ?? {}))
+            if (Number(status) >= 400) expect({ label, status: example.value.status }).toEqual({ label, status: Number(status) });
           if (Number(status) >= 400) expect({ label, status, schemaExamples: media.schema.examples }).toEqual({ label, status, schemaExamples: undefined });
         }
       }

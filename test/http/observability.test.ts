@@ -19,7 +19,12 @@ const price = (gtin: string, headers: Record<string, string> = org.auth) => cont
 async function accessLog(): Promise<Array<Record<string, unknown>>> {
   await afterResponses();
   context.services.logger.flush();
-  return context.logs.join("").split("\n").filter(Boolean).map((line) => JSON.parse(line)).filter((entry) => entry.message === "request");
+  return context.logs
+    .join("")
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line))
+    .filter((entry) => entry.message === "request");
 }
 
 /** The afterResponse hooks (log line, metrics) run in a setImmediate once a response is handed over. */

@@ -15,7 +15,9 @@ afterAll(async () => {
 
 /** Every operation of the document as [label, operation]. */
 function operations(): Array<[string, any]> {
-  return Object.entries<any>(document.paths).flatMap(([path, item]) => Object.entries<any>(item).map(([method, operation]): [string, any] => [`${method.toUpperCase()} ${path}`, operation]));
+  return Object.entries<any>(document.paths).flatMap(([path, item]) =>
+    Object.entries<any>(item).map(([method, operation]): [string, any] => [`${method.toUpperCase()} ${path}`, operation]),
+  );
 }
 
 describe("GET /openapi.json", () => {
@@ -50,7 +52,11 @@ describe("GET /openapi.json", () => {
         expect(examples.length).toBeGreaterThan(0);
         for (const [slug, example] of examples) {
           expect(Object.keys(PROBLEMS)).toContain(slug);
-          expect(example.value).toMatchObject({ type: `https://prices.example.com/problems/${slug}`, title: PROBLEMS[slug as keyof typeof PROBLEMS].title, status: Number(status) });
+          expect(example.value).toMatchObject({
+            type: `https://prices.example.com/problems/${slug}`,
+            title: PROBLEMS[slug as keyof typeof PROBLEMS].title,
+            status: Number(status),
+          });
           expect(response.description).toContain(slug);
         }
       }
@@ -65,7 +71,10 @@ describe("GET /openapi.json", () => {
     expect(slugs(402)).toEqual(["insufficient-credits"]);
     expect(slugs(404)).toEqual(["product-not-found"]);
     expect(slugs(429)).toEqual(["rate-limited"]);
-    expect(responses[402].content["application/problem+json"].examples["insufficient-credits"].value.meta).toMatchObject({ reason: "insufficient-credits", billable: false });
+    expect(responses[402].content["application/problem+json"].examples["insufficient-credits"].value.meta).toMatchObject({
+      reason: "insufficient-credits",
+      billable: false,
+    });
     expect(responses[200].content["application/json"].schema.examples[0].meta.reason).toBe("fresh-offer");
     expect(document.paths["/api/v1/products/{gtin}/price"].get.security).toEqual([{ apiKey: [] }]);
   });

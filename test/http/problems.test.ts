@@ -28,7 +28,11 @@ describe("problem details for every error", () => {
 
   test("a body larger than BODY_LIMIT answers 413 payload-too-large", async () => {
     const body = JSON.stringify({ a: "x".repeat(4096) });
-    const response = await context.request("/api/v1/anything", { method: "POST", headers: { "content-type": "application/json", "content-length": String(body.length) }, body });
+    const response = await context.request("/api/v1/anything", {
+      method: "POST",
+      headers: { "content-type": "application/json", "content-length": String(body.length) },
+      body,
+    });
     expect(response.status).toBe(413);
     expect((await json(response)).type).toEndWith("/payload-too-large");
   });

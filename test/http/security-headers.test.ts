@@ -74,7 +74,8 @@ describe("request body limit over a real port", () => {
     });
   }
 
-  const post = (body: BodyInit, path = "/echo") => fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body, duplex: "half" } as RequestInit);
+  const post = (body: BodyInit, path = "/echo") =>
+    fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body, duplex: "half" } as RequestInit);
 
   test("a body with Content-Length over BODY_LIMIT answers 413 payload-too-large as a problem and closes the connection", async () => {
     const response = await post(JSON.stringify({ text: "x".repeat(4096) }));

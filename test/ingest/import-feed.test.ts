@@ -111,10 +111,7 @@ describe("importFeed", () => {
 
   test("the newer of two records in one file wins whatever their order", async () => {
     await importNDJSON(
-      ndjson(
-        offer("4006381333931", "shop-a", "11.50", "2026-11-22T09:30:00Z"),
-        offer("4006381333931", "shop-a", "10.00", "2026-11-22T09:00:00Z"),
-      ),
+      ndjson(offer("4006381333931", "shop-a", "11.50", "2026-11-22T09:30:00Z"), offer("4006381333931", "shop-a", "10.00", "2026-11-22T09:00:00Z")),
     );
     expect((await store.findProductWithOffers(PEN))?.offers.map((row) => row.priceAmount)).toEqual([1150]);
   });
@@ -196,7 +193,15 @@ describe("importFeed", () => {
 
   test("NDJSON and CSV give the same result for the same data", async () => {
     const records = [
-      { gtin: "4006381333931", title: 'Pen, "fine"', merchantId: "shop-a", price: "12.99", currency: "EUR", shipping: "4.90", observedAt: "2026-11-22T09:00:00Z" },
+      {
+        gtin: "4006381333931",
+        title: 'Pen, "fine"',
+        merchantId: "shop-a",
+        price: "12.99",
+        currency: "EUR",
+        shipping: "4.90",
+        observedAt: "2026-11-22T09:00:00Z",
+      },
       { gtin: "036000291452", title: "Cola", merchantId: "shop-b", price: "1.5", currency: "EUR", shipping: "", observedAt: "2026-11-22T08:00:00+01:00" },
       { gtin: "96385074", title: "Product only", merchantId: "", price: "", currency: "", shipping: "", observedAt: "" },
       { gtin: "036000291452", title: "Cola", merchantId: "shop-b", price: "9,99", currency: "EUR", shipping: "", observedAt: "2026-11-22T09:00:00Z" },
@@ -285,7 +290,10 @@ describe("importFeed, feeds of many rows", () => {
   });
 
   test("duplicate GTIN rows within one batch: the product takes the fields given last, each merchant keeps its offer", async () => {
-    const lines = Array.from({ length: 300 }, (_, index) => ({ ...offer(gtinOf(index % 120), `shop-${index % 7}`, `${index}.00`, "2026-11-22T09:00:00Z"), title: `Title ${index}` }));
+    const lines = Array.from({ length: 300 }, (_, index) => ({
+      ...offer(gtinOf(index % 120), `shop-${index % 7}`, `${index}.00`, "2026-11-22T09:00:00Z"),
+      title: `Title ${index}`,
+    }));
     const report = await importNDJSON(ndjson(...lines));
     expect(report).toMatchObject({ read: 300, products: 120, offers: 300, rejectedCount: 0 });
     const found = await store.findProductWithOffers(storedGTIN(5));

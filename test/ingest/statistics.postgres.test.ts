@@ -17,12 +17,19 @@ afterEach(async () => {
   await store.close();
 });
 
-const estimatedRows = async (table: string) => (await queryRows<{ rows: number }>(store, `SELECT reltuples::int AS rows FROM pg_class WHERE oid = '${table}'::regclass`))[0]!.rows;
+const estimatedRows = async (table: string) =>
+  (await queryRows<{ rows: number }>(store, `SELECT reltuples::int AS rows FROM pg_class WHERE oid = '${table}'::regclass`))[0]!.rows;
 
 test("a large import leaves the catalogue tables analyzed (row estimates as imported, not unknown)", async () => {
   expect(await estimatedRows("offers")).toBe(-1);
   const lines = Array.from({ length: STATISTICS_REFRESH_RECORDS }, (_, index) =>
-    JSON.stringify({ gtin: gtin13(`400${String(index).padStart(9, "0")}`), merchantId: `shop-${index % 3}`, price: "9.99", currency: "EUR", observedAt: "2026-11-22T09:00:00Z" }),
+    JSON.stringify({
+      gtin: gtin13(`400${String(index).padStart(9, "0")}`),
+      merchantId: `shop-${index % 3}`,
+      price: "9.99",
+      currency: "EUR",
+      observedAt: "2026-11-22T09:00:00Z",
+    }),
   );
   const report = await importFeed(store, new Blob([lines.join("\n")]).stream(), { format: "ndjson", now: NOW });
   expect(report.rejectedCount).toBe(0);

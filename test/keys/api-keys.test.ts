@@ -7,7 +7,20 @@ import { securityTests, storedText } from "../support/security";
 
 const KEYS = "/api/v1/customer/api-keys";
 const FRESH = "04006381333931";
-const KEY_FIELDS = ["createdAt", "createdBy", "creditsSpentThisMonth", "expiresAt", "id", "keyPrefix", "lastUsedAt", "monthlyCreditLimit", "name", "rateLimit", "replacedBy", "status"];
+const KEY_FIELDS = [
+  "createdAt",
+  "createdBy",
+  "creditsSpentThisMonth",
+  "expiresAt",
+  "id",
+  "keyPrefix",
+  "lastUsedAt",
+  "monthlyCreditLimit",
+  "name",
+  "rateLimit",
+  "replacedBy",
+  "status",
+];
 
 let context: TestContext;
 let ada: TestSession;
@@ -114,7 +127,15 @@ describe("GET /api/v1/customer/api-keys", () => {
 
 describe("POST /api/v1/customer/api-keys", () => {
   test("it answers 201 with the ACTIVE key and its clear secret, which works on the data endpoint", async () => {
-    await context.store.grantCredits({ organizationId: ada.organizationId, source: "grant", type: "grant", amount: 3, expiresAt: null, description: "test", now: context.clock.now() });
+    await context.store.grantCredits({
+      organizationId: ada.organizationId,
+      source: "grant",
+      type: "grant",
+      amount: 3,
+      expiresAt: null,
+      description: "test",
+      now: context.clock.now(),
+    });
     await addProduct(context, FRESH, [{ merchantId: "m-a", price: 999, ageMs: 60_000 }]);
     const response = await post(KEYS, ada, { name: "production" });
     expect(response.status).toBe(201);
@@ -151,7 +172,11 @@ describe("POST /api/v1/customer/api-keys", () => {
 
   test("a body that is not JSON is 415 or 400, and creates nothing", async () => {
     for (const framing of [{ "content-length": "6" }, { "transfer-encoding": "chunked" }] as Array<Record<string, string>>) {
-      const form = await context.request(KEYS, { method: "POST", headers: { ...ada.headers, ...framing, "content-type": "application/x-www-form-urlencoded" }, body: "name=x" });
+      const form = await context.request(KEYS, {
+        method: "POST",
+        headers: { ...ada.headers, ...framing, "content-type": "application/x-www-form-urlencoded" },
+        body: "name=x",
+      });
       expect(form.status).toBe(415);
     }
     const broken = await context.request(KEYS, { method: "POST", headers: { ...ada.headers, "content-type": "application/json" }, body: "{" });
@@ -163,7 +188,7 @@ describe("POST /api/v1/customer/api-keys", () => {
     const { key, clearKey } = await createKey(ada);
     const credential = await context.store.findKeyCredential(hashSecret(clearKey));
     expect(credential?.id).toBe(key.id);
-    expect((await storedText(context))).not.toContain(clearKey);
+    expect(await storedText(context)).not.toContain(clearKey);
   });
 
   describe("with an Idempotency-Key", () => {
@@ -227,7 +252,7 @@ describe("POST /api/v1/customer/api-keys", () => {
 
     test("the stored answer holds neither the clear key nor the Idempotency-Key in readable form", async () => {
       const { clearKey } = await json(await post(KEYS, ada, { name: "ci" }, { "idempotency-key": "c0ffee-idempotency-key" }));
-      const stored = (await storedText(context));
+      const stored = await storedText(context);
       expect(stored).toContain('"status":"done"');
       expect(stored).not.toContain(clearKey);
       expect(stored).not.toContain("c0ffee-idempotency-key");
@@ -248,7 +273,15 @@ describe("POST /api/v1/customer/api-keys", () => {
 
 describe("POST /api/v1/customer/api-keys/{id}/rotate", () => {
   test("the key becomes ROTATED, its secret stops working at once, and a new ACTIVE key of the same name is returned", async () => {
-    await context.store.grantCredits({ organizationId: ada.organizationId, source: "grant", type: "grant", amount: 5, expiresAt: null, description: "test", now: context.clock.now() });
+    await context.store.grantCredits({
+      organizationId: ada.organizationId,
+      source: "grant",
+      type: "grant",
+      amount: 5,
+      expiresAt: null,
+      description: "test",
+      now: context.clock.now(),
+    });
     await addProduct(context, FRESH, [{ merchantId: "m-a", price: 999, ageMs: 60_000 }]);
     const original = await createKey(ada, "production");
     const response = await post(`${KEYS}/${original.key.id}/rotate`, ada);
@@ -271,7 +304,10 @@ describe("POST /api/v1/customer/api-keys/{id}/rotate", () => {
     await post(`${KEYS}/${rotatedAway.key.id}/rotate`, ada);
     const revoked = await createKey(ada);
     await post(`${KEYS}/${revoked.key.id}/revoke`, ada);
-    for (const [id, status] of [[rotatedAway.key.id, "ROTATED"], [revoked.key.id, "REVOKED"]]) {
+    for (const [id, status] of [
+      [rotatedAway.key.id, "ROTATED"],
+      [revoked.key.id, "REVOKED"],
+    ]) {
       const response = await post(`${KEYS}/${id}/rotate`, ada);
       expect(response.status).toBe(409);
       const body = await json(response);
@@ -344,13 +380,21 @@ describe("POST /api/v1/customer/api-keys/{id}/revoke", () => {
 
 describe("authentication comes before validation", () => {
   test("a stranger with a malformed body gets 401, not a validation error that reveals the schema", async () => {
-    const response = await context.request("/api/v1/customer/api-keys", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: 42 }) });
+    const response = await context.request("/api/v1/customer/api-keys", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name: 42 }),
+    });
     expect(response.status).toBe(401);
     expect((await json(response)).type).toEndWith("/unauthorized");
   });
 
   test("a signed-in user with the same body gets 422", async () => {
-    const response = await context.request("/api/v1/customer/api-keys", { method: "POST", headers: { "content-type": "application/json", ...ada.headers }, body: JSON.stringify({ name: 42 }) });
+    const response = await context.request("/api/v1/customer/api-keys", {
+      method: "POST",
+      headers: { "content-type": "application/json", ...ada.headers },
+      body: JSON.stringify({ name: 42 }),
+    });
     expect(response.status).toBe(422);
   });
 });

@@ -47,7 +47,15 @@ function price(clearKey: string, gtin = FRESH, language?: "en" | "fr") {
 }
 
 async function grant(session: TestSession, amount: number) {
-  await context.store.grantCredits({ organizationId: session.organizationId, source: "grant", type: "grant", amount, expiresAt: null, description: "test", now: context.clock.now() });
+  await context.store.grantCredits({
+    organizationId: session.organizationId,
+    source: "grant",
+    type: "grant",
+    amount,
+    expiresAt: null,
+    description: "test",
+    now: context.clock.now(),
+  });
 }
 
 async function listed(session: TestSession, id: string): Promise<any> {
@@ -59,7 +67,12 @@ describe("controls at creation", () => {
   test("a key created with controls shows them, and creditsSpentThisMonth starts at 0", async () => {
     const { key } = await createKey(ada, { expiresAt: "2027-01-01T00:00:00Z", monthlyCreditLimit: 500, rateLimit: 10 });
     expect(key).toMatchObject({ expiresAt: "2027-01-01T00:00:00.000Z", monthlyCreditLimit: 500, rateLimit: 10, creditsSpentThisMonth: 0 });
-    expect(await listed(ada, key.id)).toMatchObject({ expiresAt: "2027-01-01T00:00:00.000Z", monthlyCreditLimit: 500, rateLimit: 10, creditsSpentThisMonth: 0 });
+    expect(await listed(ada, key.id)).toMatchObject({
+      expiresAt: "2027-01-01T00:00:00.000Z",
+      monthlyCreditLimit: 500,
+      rateLimit: 10,
+      creditsSpentThisMonth: 0,
+    });
   });
 
   test("without controls, each is null", async () => {
@@ -83,7 +96,11 @@ describe("controls at creation", () => {
       expect(problem.type).toEndWith("/unprocessable-body");
       expect(problem.detail).toContain(Object.keys(body)[0]!);
     }
-    const french = await context.request(KEYS, { method: "POST", headers: { ...ada.headers, "content-type": "application/json", "accept-language": "fr" }, body: JSON.stringify({ name: "x", rateLimit: 51 }) });
+    const french = await context.request(KEYS, {
+      method: "POST",
+      headers: { ...ada.headers, "content-type": "application/json", "accept-language": "fr" },
+      body: JSON.stringify({ name: "x", rateLimit: 51 }),
+    });
     expect((await json(french)).detail).toBe("rateLimit vaut au plus 50 requêtes par seconde, la limite du service (ou null pour cette limite).");
     expect((await json(await send("GET", KEYS, ada))).items).toEqual([]);
   });
@@ -95,7 +112,14 @@ describe("PATCH /api/v1/customer/api-keys/{id}", () => {
     const first = await patch(ada, key.id, { expiresAt: "2027-03-01T12:00:00.000Z", rateLimit: 5 });
     expect(first.status).toBe(200);
     expect(first.headers.get("cache-control")).toBe("no-store");
-    expect(await json(first)).toMatchObject({ id: key.id, status: "ACTIVE", expiresAt: "2027-03-01T12:00:00.000Z", monthlyCreditLimit: 100, rateLimit: 5, creditsSpentThisMonth: 0 });
+    expect(await json(first)).toMatchObject({
+      id: key.id,
+      status: "ACTIVE",
+      expiresAt: "2027-03-01T12:00:00.000Z",
+      monthlyCreditLimit: 100,
+      rateLimit: 5,
+      creditsSpentThisMonth: 0,
+    });
     const second = await json(await patch(ada, key.id, { monthlyCreditLimit: null, expiresAt: null }));
     expect(second).toMatchObject({ expiresAt: null, monthlyCreditLimit: null, rateLimit: 5 });
     expect(await listed(ada, key.id)).toMatchObject({ expiresAt: null, monthlyCreditLimit: null, rateLimit: 5 });
@@ -127,7 +151,10 @@ describe("PATCH /api/v1/customer/api-keys/{id}", () => {
     await send("POST", `${KEYS}/${rotated.key.id}/rotate`, ada);
     const revoked = await createKey(ada);
     await send("POST", `${KEYS}/${revoked.key.id}/revoke`, ada);
-    for (const [id, status] of [[rotated.key.id, "ROTATED"], [revoked.key.id, "REVOKED"]]) {
+    for (const [id, status] of [
+      [rotated.key.id, "ROTATED"],
+      [revoked.key.id, "REVOKED"],
+    ]) {
       const response = await patch(ada, id!, { rateLimit: 1 });
       expect(response.status).toBe(409);
       const body = await json(response);
@@ -215,8 +242,15 @@ describe("monthlyCreditLimit", () => {
     expect((await price(capped.clearKey)).status).toBe(200);
     expect((await price(capped.clearKey)).status).toBe(402);
     expect(await listed(ada, capped.key.id)).toMatchObject({ creditsSpentThisMonth: 1 });
-    const rows = await queryRows<{ month: string; spent: number }>(context.store, "SELECT month, spent FROM api_key_monthly_usage WHERE key_id = ? ORDER BY month", [capped.key.id]);
-    expect(rows.map((row) => [row.month, Number(row.spent)])).toEqual([["2026-11", 1], ["2026-12", 1]]);
+    const rows = await queryRows<{ month: string; spent: number }>(
+      context.store,
+      "SELECT month, spent FROM api_key_monthly_usage WHERE key_id = ? ORDER BY month",
+      [capped.key.id],
+    );
+    expect(rows.map((row) => [row.month, Number(row.spent)])).toEqual([
+      ["2026-11", 1],
+      ["2026-12", 1],
+    ]);
   });
 
   test("unbilled outcomes do not count: a released reservation frees the key's limit", async () => {
@@ -271,7 +305,8 @@ describe("monthlyCreditLimit", () => {
     const capped = await createKey(ada, { monthlyCreditLimit: 4 });
     const free = await createKey(ada);
     const responses = await Promise.all(Array.from({ length: 24 }, (_, i) => price(i % 2 === 0 ? capped.clearKey : free.clearKey)));
-    const okOf = (clearKey: string) => responses.filter((response, i) => (i % 2 === 0 ? capped.clearKey : free.clearKey) === clearKey && response.status === 200).length;
+    const okOf = (clearKey: string) =>
+      responses.filter((response, i) => (i % 2 === 0 ? capped.clearKey : free.clearKey) === clearKey && response.status === 200).length;
     expect(okOf(capped.clearKey)).toBe(4);
     expect(okOf(free.clearKey)).toBe(12);
     expect(await ledgerSum(context.store, ada.organizationId)).toBe(84);
@@ -323,13 +358,27 @@ describe("rotation", () => {
     await grant(ada, 100);
     const old = await createKey(ada, { monthlyCreditLimit: 3 });
     const { store, clock } = context;
-    const inFlight = await store.reserveCredits({ organizationId: ada.organizationId, amount: 2, keyId: old.key.id, requestId: "req_in_flight", now: clock.now() });
+    const inFlight = await store.reserveCredits({
+      organizationId: ada.organizationId,
+      amount: 2,
+      keyId: old.key.id,
+      requestId: "req_in_flight",
+      now: clock.now(),
+    });
     if (!inFlight.ok) throw new Error("expected the reservation to succeed");
     const rotated = await json(await send("POST", `${KEYS}/${old.key.id}/rotate`, ada));
     // While the old key's 2 credits are held, the new key may take only 1.
-    const held = await store.reserveCredits({ organizationId: ada.organizationId, amount: 2, keyId: rotated.key.id, requestId: "req_new_held", now: clock.now() });
+    const held = await store.reserveCredits({
+      organizationId: ada.organizationId,
+      amount: 2,
+      keyId: rotated.key.id,
+      requestId: "req_new_held",
+      now: clock.now(),
+    });
     expect(held).toMatchObject({ ok: false, keyLimit: 3 });
-    expect(await store.commitReservation(inFlight.reservationId, { gtin: null, description: "Price look-ups of 2 GTINs", now: clock.now(), items: 2 })).toBe(true);
+    expect(await store.commitReservation(inFlight.reservationId, { gtin: null, description: "Price look-ups of 2 GTINs", now: clock.now(), items: 2 })).toBe(
+      true,
+    );
     expect((await listed(ada, rotated.key.id)).creditsSpentThisMonth).toBe(2);
     expect((await price(rotated.clearKey)).status).toBe(200);
     expect((await price(rotated.clearKey)).status).toBe(402);

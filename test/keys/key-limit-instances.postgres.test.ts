@@ -18,7 +18,8 @@ beforeEach(async () => {
   ({ one, two, clock, organizationId } = stores);
   await one.ensureSystemUser(clock.now());
   await one.grantCredits({ organizationId, source: "grant", type: "grant", amount: 100, expiresAt: null, description: "test", now: clock.now() });
-  keyId = (await createApiKey(one, { organizationId, name: "capped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now(), monthlyCreditLimit: 5 })).key.id;
+  keyId = (await createApiKey(one, { organizationId, name: "capped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now(), monthlyCreditLimit: 5 }))
+    .key.id;
 });
 
 afterEach(() => stores.close());
@@ -32,7 +33,11 @@ test("20 reservations of a key capped at 5, spread over two instances, reserve e
   const granted = reservations.filter((reservation) => reservation.ok);
   expect(granted).toHaveLength(5);
   expect(reservations.filter((reservation) => !reservation.ok).every((reservation) => !reservation.ok && reservation.keyLimit === 5)).toBe(true);
-  await Promise.all(granted.map((reservation, i) => (i % 2 === 0 ? one : two).commitReservation(reservation.ok ? reservation.reservationId : "", { gtin: null, description: "test", now: clock.now() })));
+  await Promise.all(
+    granted.map((reservation, i) =>
+      (i % 2 === 0 ? one : two).commitReservation(reservation.ok ? reservation.reservationId : "", { gtin: null, description: "test", now: clock.now() }),
+    ),
+  );
   expect((await one.monthlySpending([keyId], "2026-11")).get(keyId)).toBe(5);
   expect(await ledgerSum(one, organizationId)).toBe(95);
   expect((await reserve(two, 99)).ok).toBe(false);

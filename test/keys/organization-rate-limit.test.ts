@@ -15,7 +15,15 @@ async function start(env: Record<string, string>): Promise<void> {
   context = await createTestContext(env);
   opened.push(context);
   ada = await signIn(context, "ada@example.com");
-  await context.store.grantCredits({ organizationId: ada.organizationId, source: "grant", type: "grant", amount: 1000, expiresAt: null, description: "test", now: context.clock.now() });
+  await context.store.grantCredits({
+    organizationId: ada.organizationId,
+    source: "grant",
+    type: "grant",
+    amount: 1000,
+    expiresAt: null,
+    description: "test",
+    now: context.clock.now(),
+  });
   await addProduct(context, FRESH, [{ merchantId: "m-a", price: 999, ageMs: 60_000 }]);
 }
 
@@ -24,7 +32,11 @@ afterEach(async () => {
 });
 
 async function createKey(session: TestSession, body: Record<string, unknown> = {}): Promise<{ key: any; clearKey: string }> {
-  const response = await context.request(KEYS, { method: "POST", headers: { ...session.headers, "content-type": "application/json" }, body: JSON.stringify({ name: "k", ...body }) });
+  const response = await context.request(KEYS, {
+    method: "POST",
+    headers: { ...session.headers, "content-type": "application/json" },
+    body: JSON.stringify({ name: "k", ...body }),
+  });
   expect(response.status).toBe(201);
   return json(response);
 }
@@ -81,7 +93,15 @@ describe("the organization-wide limit", () => {
     for (let i = 0; i < 4; i++) again.push((await price(keys[0]!.clearKey)).status);
     expect(again).toEqual([200, 200, 200, 429]);
     const eve = await signIn(context, "eve@example.com");
-    await context.store.grantCredits({ organizationId: eve.organizationId, source: "grant", type: "grant", amount: 10, expiresAt: null, description: "test", now: context.clock.now() });
+    await context.store.grantCredits({
+      organizationId: eve.organizationId,
+      source: "grant",
+      type: "grant",
+      amount: 10,
+      expiresAt: null,
+      description: "test",
+      now: context.clock.now(),
+    });
     expect((await price((await createKey(eve)).clearKey)).status).toBe(200);
   });
 
@@ -116,7 +136,9 @@ describe("the organization-wide limit", () => {
     expect(refused.status).toBe(429);
     expect(refused.headers.get("ratelimit")).toBe('"organization";r=4;t=1');
     expect(refused.headers.get("retry-after")).toBe("1");
-    expect((await json(refused)).detail).toBe("Rate limit of 10 GTINs per 1 s for all of the organization's keys together exceeded (this batch has 6); retry in 1 s.");
+    expect((await json(refused)).detail).toBe(
+      "Rate limit of 10 GTINs per 1 s for all of the organization's keys together exceeded (this batch has 6); retry in 1 s.",
+    );
   });
 });
 

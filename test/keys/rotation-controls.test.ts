@@ -15,7 +15,15 @@ let ada: TestSession;
 beforeEach(async () => {
   context = await createTestContext({ RATE_LIMIT: "50/s" });
   ada = await signIn(context, "ada@example.com");
-  await context.store.grantCredits({ organizationId: ada.organizationId, source: "grant", type: "grant", amount: 100, expiresAt: null, description: "test", now: context.clock.now() });
+  await context.store.grantCredits({
+    organizationId: ada.organizationId,
+    source: "grant",
+    type: "grant",
+    amount: 100,
+    expiresAt: null,
+    description: "test",
+    now: context.clock.now(),
+  });
   await addProduct(context, FRESH, [{ merchantId: "m-a", price: 999, ageMs: 60_000 }]);
 });
 

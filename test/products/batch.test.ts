@@ -35,7 +35,11 @@ afterEach(async () => {
 });
 
 function batch(body: unknown, headers: Record<string, string> = org.auth) {
-  return context.request("/api/v1/products/prices", { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  return context.request("/api/v1/products/prices", {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
 }
 
 async function balance() {
@@ -85,14 +89,21 @@ describe("POST /api/v1/products/prices", () => {
     expect(body.data[0].data).toEqual(single.data);
     expect(body.data[1].data).toMatchObject({ offers: [], lastObservedAt: new Date(context.clock.now() - 25 * HOUR).toISOString() });
     expect(body.data[2].data.offers).toEqual([]);
-    expect(body.data[3].problem).toEqual({ type: "http://localhost:8080/problems/product-not-found", title: "Product Not Found", status: 404, detail: "No product matches this GTIN." });
+    expect(body.data[3].problem).toEqual({
+      type: "http://localhost:8080/problems/product-not-found",
+      title: "Product Not Found",
+      status: 404,
+      detail: "No product matches this GTIN.",
+    });
     expect(body.data[4].problem).toMatchObject({ title: "Invalid GTIN", status: 400 });
     expect(body.data[3].data).toBeUndefined();
     const rows = await usageRows();
-    expect(rows.map((row) => [row.gtin, row.amount, row.requestId]).sort()).toEqual([
-      [FRESH, -1, body.meta.requestId],
-      [FRESH, -1, single.meta.requestId],
-    ].sort());
+    expect(rows.map((row) => [row.gtin, row.amount, row.requestId]).sort()).toEqual(
+      [
+        [FRESH, -1, body.meta.requestId],
+        [FRESH, -1, single.meta.requestId],
+      ].sort(),
+    );
     expect((await balance()).available).toBe(8);
     await expectLedgerInvariant();
   });
@@ -116,7 +127,14 @@ describe("POST /api/v1/products/prices", () => {
     expect(body.data.map((item: any) => item.gtin)).toEqual([FRESH, FRESH, FRESH_2, FRESH_2, FRESH_3, FRESH]);
     const rows = await usageRows();
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ amount: -3, balanceAfter: 7, gtin: null, description: "Price look-ups of 3 GTINs", requestId: body.meta.requestId, keyId: org.keyId });
+    expect(rows[0]).toMatchObject({
+      amount: -3,
+      balanceAfter: 7,
+      gtin: null,
+      description: "Price look-ups of 3 GTINs",
+      requestId: body.meta.requestId,
+      keyId: org.keyId,
+    });
     expect((await balance()).available).toBe(7);
     await expectLedgerInvariant();
   });
@@ -155,7 +173,13 @@ describe("POST /api/v1/products/prices", () => {
     const body = await json(refused);
     expect(body.detail).toContain("monthly credit limit of 2 credits");
     expect(body.meta).toMatchObject({ reason: "insufficient-credits", creditsRemaining: 8 });
-    const second = await createApiKey(context.store, { organizationId: org.organizationId, name: "other", createdBy: SYSTEM_USER_ID, keyPrefix: context.services.config.keyPrefix, now: context.clock.now() });
+    const second = await createApiKey(context.store, {
+      organizationId: org.organizationId,
+      name: "other",
+      createdBy: SYSTEM_USER_ID,
+      keyPrefix: context.services.config.keyPrefix,
+      now: context.clock.now(),
+    });
     expect((await batch({ gtins: [FRESH_3] }, { authorization: `Bearer ${second.clearKey}` })).status).toBe(200);
     expect((await balance()).available).toBe(7);
     await expectLedgerInvariant();
@@ -173,7 +197,14 @@ describe("POST /api/v1/products/prices", () => {
     expect(unauthorized.status).toBe(401);
     expect(unauthorized.headers.get("www-authenticate")).toStartWith("Bearer");
     expect((await json(unauthorized)).meta).toMatchObject({ reason: "unauthorized", creditsRemaining: 0 });
-    for (const bad of [{}, { gtins: [] }, { gtins: Array.from({ length: 101 }, () => FRESH) }, { gtins: [FRESH, 4006381333931] }, { gtins: FRESH }, { gtins: [FRESH], language: "de" }]) {
+    for (const bad of [
+      {},
+      { gtins: [] },
+      { gtins: Array.from({ length: 101 }, () => FRESH) },
+      { gtins: [FRESH, 4006381333931] },
+      { gtins: FRESH },
+      { gtins: [FRESH], language: "de" },
+    ]) {
       const response = await batch(bad);
       expect(response.status).toBe(422);
       const body = await json(response);
@@ -286,11 +317,15 @@ describe("concurrent batches", () => {
 /** Makes every insert into the ledger fail until the returned function is called. */
 async function failLedgerWrites(store: Store): Promise<() => Promise<void>> {
   if (store instanceof SQLiteStore) {
-    store.connection.exec("CREATE TRIGGER test_fail_batch_ledger BEFORE INSERT ON credit_transactions BEGIN SELECT RAISE(ABORT, 'disk I/O error (injected)'); END");
+    store.connection.exec(
+      "CREATE TRIGGER test_fail_batch_ledger BEFORE INSERT ON credit_transactions BEGIN SELECT RAISE(ABORT, 'disk I/O error (injected)'); END",
+    );
     return async () => void store.connection.exec("DROP TRIGGER test_fail_batch_ledger");
   }
   const sql = (store as PostgresStore).connection;
-  await sql.unsafe("CREATE FUNCTION test_fail_batch_ledger() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'could not write (injected)'; END $$ LANGUAGE plpgsql");
+  await sql.unsafe(
+    "CREATE FUNCTION test_fail_batch_ledger() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'could not write (injected)'; END $$ LANGUAGE plpgsql",
+  );
   await sql.unsafe("CREATE TRIGGER test_fail_batch_ledger BEFORE INSERT ON credit_transactions FOR EACH ROW EXECUTE FUNCTION test_fail_batch_ledger()");
   return async () => void (await sql.unsafe("DROP TRIGGER test_fail_batch_ledger ON credit_transactions; DROP FUNCTION test_fail_batch_ledger()"));
 }

@@ -43,7 +43,16 @@ afterEach(async () => {
 const price = () => app.handle(new Request(`http://localhost/api/v1/products/${GTIN}/price`, { headers: auth }));
 const offer = (priceAmount: number) => ({
   product: { gtin: GTIN },
-  offer: { merchantId: "m", priceAmount, currency: "EUR", shippingAmount: null, availability: "in_stock" as const, condition: "new" as const, url: null, observedAt: clock.now() },
+  offer: {
+    merchantId: "m",
+    priceAmount,
+    currency: "EUR",
+    shippingAmount: null,
+    availability: "in_stock" as const,
+    condition: "new" as const,
+    url: null,
+    observedAt: clock.now(),
+  },
 });
 
 describe("what the stores keep in memory for the data endpoint", () => {

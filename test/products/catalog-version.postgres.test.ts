@@ -22,7 +22,9 @@ beforeEach(async () => {
   const now = Date.now();
   const organization = await importing.createOrganization({ name: "catalog", now });
   await importing.ensureSystemUser(now);
-  keyHash = hashSecret((await createApiKey(importing, { organizationId: organization.id, name: "k", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now })).clearKey);
+  keyHash = hashSecret(
+    (await createApiKey(importing, { organizationId: organization.id, name: "k", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now })).clearKey,
+  );
   await importing.applyFeedRecords([offer(GTIN, 1299)], now);
 });
 
@@ -35,7 +37,17 @@ afterEach(async () => {
 function offer(gtin: string, priceAmount: number): FeedRecord {
   return {
     product: { gtin, title: "Pen" },
-    offer: { merchantId: "m", merchantName: "Shop", priceAmount, currency: "EUR", shippingAmount: null, availability: "in_stock", condition: "new", url: null, observedAt: Date.now() },
+    offer: {
+      merchantId: "m",
+      merchantName: "Shop",
+      priceAmount,
+      currency: "EUR",
+      shippingAmount: null,
+      availability: "in_stock",
+      condition: "new",
+      url: null,
+      observedAt: Date.now(),
+    },
   };
 }
 

@@ -44,7 +44,12 @@ function instance(databaseUrl: string, offsetMs: number): Instance {
     },
   }) as Store;
   const clock = new FakeClock(Date.now() + offsetMs);
-  const services = createServices({ config: loadConfig({ PRICE_ENV: "development", LOG_LEVEL: "error", RATE_LIMIT: "100000/s" }), store, clock, logger: createLogger({ level: "error", write: () => {} }) });
+  const services = createServices({
+    config: loadConfig({ PRICE_ENV: "development", LOG_LEVEL: "error", RATE_LIMIT: "100000/s" }),
+    store,
+    clock,
+    logger: createLogger({ level: "error", write: () => {} }),
+  });
   const app = createApp(services);
   return {
     store,

@@ -7,7 +7,17 @@ import type { Store } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createServices } from "../../src/services";
-import { addProduct, createOrganization, createSQLiteTestDatabase, json, ledgerSum, openTestStore, type TestContext, type TestDatabase, type TestOrganization } from "../support/context";
+import {
+  addProduct,
+  createOrganization,
+  createSQLiteTestDatabase,
+  json,
+  ledgerSum,
+  openTestStore,
+  type TestContext,
+  type TestDatabase,
+  type TestOrganization,
+} from "../support/context";
 
 // An answer may claim a debit only when the debit committed.
 const FRESH = "04006381333931";
@@ -63,7 +73,16 @@ async function gatedContext(store: Store): Promise<TestContext & { gate: ReturnT
   const logs: string[] = [];
   const services = createServices({ config, store: gate.store, clock, logger: createLogger({ level: "error", write: (line) => logs.push(line) }) });
   const app = createApp(services);
-  return { app, services, store, clock, logs, gate, request: (path, init) => app.handle(new Request(`http://localhost${path}`, init)), close: () => store.close() };
+  return {
+    app,
+    services,
+    store,
+    clock,
+    logs,
+    gate,
+    request: (path, init) => app.handle(new Request(`http://localhost${path}`, init)),
+    close: () => store.close(),
+  };
 }
 
 /** Makes every insert into the ledger fail until the returned function is called. */
@@ -160,7 +179,8 @@ describe("a SQLite write lock held by another process", () => {
     database = createSQLiteTestDatabase();
     const org = await setUp(5, SQLiteStore.open(database.url));
     const holder = new Worker(new URL("../simulation/lock-holder.ts", import.meta.url));
-    const message = (text: string) => new Promise<void>((resolve) => holder.addEventListener("message", (event) => (event as MessageEvent).data === text && resolve()));
+    const message = (text: string) =>
+      new Promise<void>((resolve) => holder.addEventListener("message", (event) => (event as MessageEvent).data === text && resolve()));
     const locked = message("locked");
     const released = message("released");
     holder.postMessage({ path: database.url.slice("sqlite:".length), ms: 4_000 });

@@ -37,7 +37,15 @@ test("a debit in doubt answers a 503 that says it may have been billed; the ledg
     logger: createLogger({ level: "warn", write: (line) => logs.push(line) }),
   });
   const app = createApp(services);
-  context = { app, services, store, clock, logs, request: (path, init) => app.handle(new Request(`http://localhost${path}`, init)), close: () => store.close() };
+  context = {
+    app,
+    services,
+    store,
+    clock,
+    logs,
+    request: (path, init) => app.handle(new Request(`http://localhost${path}`, init)),
+    close: () => store.close(),
+  };
   const org = await createOrganization(context, 10);
   await addProduct(context, FRESH, [{ merchantId: "m-1", price: 199, ageMs: 0 }]);
 
@@ -46,7 +54,10 @@ test("a debit in doubt answers a 503 that says it may have been billed; the ledg
   const relay = await startCommitAnswerLoss(database.url, 2_500);
   const debitConnection = openDebitConnection(relay.url);
   (store as unknown as { debitConnection: unknown }).debitConnection = debitConnection;
-  cleanUps.push(() => relay.close(), () => debitConnection.end({ timeout: 1 }));
+  cleanUps.push(
+    () => relay.close(),
+    () => debitConnection.end({ timeout: 1 }),
+  );
 
   const lookUp = () => context!.request(`/api/v1/products/${FRESH}/price`, { headers: { ...org.auth, "idempotency-key": "in-doubt-1" } });
   const first = await lookUp();
@@ -63,7 +74,9 @@ test("a debit in doubt answers a 503 that says it may have been billed; the ledg
   expect(logs.join("")).toContain(requestId);
 
   // It did commit: the ledger has its usage row under the answer's request id, and nothing is held.
-  expect(await queryRows(store, "SELECT request_id, amount::int AS amount FROM credit_transactions WHERE type = 'usage'")).toEqual([{ request_id: requestId, amount: -1 }]);
+  expect(await queryRows(store, "SELECT request_id, amount::int AS amount FROM credit_transactions WHERE type = 'usage'")).toEqual([
+    { request_id: requestId, amount: -1 },
+  ]);
   expect(await ledgerSum(store, org.organizationId)).toBe(9);
   expect(await store.getBalance(org.organizationId, clock.now())).toMatchObject({ available: 9, reserved: 0 });
 

@@ -177,7 +177,15 @@ describe("GET /api/v1/products/{gtin}/price", () => {
 
     test("expired credits are not spendable even before the expiry job runs", async () => {
       const expiring = await createOrganization(context, 0, "Expiring Org");
-      await context.store.grantCredits({ organizationId: expiring.organizationId, source: "grant", type: "grant", amount: 5, expiresAt: context.clock.now() + HOUR, description: "short", now: context.clock.now() });
+      await context.store.grantCredits({
+        organizationId: expiring.organizationId,
+        source: "grant",
+        type: "grant",
+        amount: 5,
+        expiresAt: context.clock.now() + HOUR,
+        description: "short",
+        now: context.clock.now(),
+      });
       expect((await price(FRESH, { headers: expiring.auth })).status).toBe(200);
       context.clock.advance(2 * HOUR);
       const response = await price(FRESH, { headers: expiring.auth });
@@ -191,8 +199,24 @@ describe("GET /api/v1/products/{gtin}/price", () => {
 
     test("credits are spent from the bucket that expires first, never-expiring buckets last", async () => {
       const fefo = await createOrganization(context, 3, "FEFO Org");
-      const soon = await context.store.grantCredits({ organizationId: fefo.organizationId, source: "pack", type: "purchase", amount: 1, expiresAt: context.clock.now() + HOUR, description: "soon", now: context.clock.now() });
-      const later = await context.store.grantCredits({ organizationId: fefo.organizationId, source: "pack", type: "purchase", amount: 1, expiresAt: context.clock.now() + 5 * HOUR, description: "later", now: context.clock.now() });
+      const soon = await context.store.grantCredits({
+        organizationId: fefo.organizationId,
+        source: "pack",
+        type: "purchase",
+        amount: 1,
+        expiresAt: context.clock.now() + HOUR,
+        description: "soon",
+        now: context.clock.now(),
+      });
+      const later = await context.store.grantCredits({
+        organizationId: fefo.organizationId,
+        source: "pack",
+        type: "purchase",
+        amount: 1,
+        expiresAt: context.clock.now() + 5 * HOUR,
+        description: "later",
+        now: context.clock.now(),
+      });
       await price(FRESH, { headers: fefo.auth });
       await price(FRESH, { headers: fefo.auth });
       const usage = (await context.store.listTransactions(fefo.organizationId, { limit: 10, types: ["usage"] })).items;
@@ -376,7 +400,15 @@ describe("Idempotency-Key on the data endpoint", () => {
     const poor = await createOrganization(context, 0, "Poor");
     const headers = { ...poor.auth, "idempotency-key": "after-topup" };
     expect((await price(FRESH, { headers })).status).toBe(402);
-    await context.store.grantCredits({ organizationId: poor.organizationId, source: "grant", type: "grant", amount: 1, expiresAt: null, description: "top-up", now: context.clock.now() });
+    await context.store.grantCredits({
+      organizationId: poor.organizationId,
+      source: "grant",
+      type: "grant",
+      amount: 1,
+      expiresAt: null,
+      description: "top-up",
+      now: context.clock.now(),
+    });
     expect((await price(FRESH, { headers })).status).toBe(200);
     const replay = await price(FRESH, { headers });
     expect(replay.headers.get("idempotent-replayed")).toBe("true");

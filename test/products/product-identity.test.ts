@@ -21,7 +21,17 @@ afterEach(async () => {
 function offer(priceAmount: number): FeedRecord {
   return {
     product: { gtin: GTIN, title: "Pen" },
-    offer: { merchantId: "m", merchantName: "Shop", priceAmount, currency: "EUR", shippingAmount: null, availability: "in_stock", condition: "new", url: null, observedAt: stores.clock.now() },
+    offer: {
+      merchantId: "m",
+      merchantName: "Shop",
+      priceAmount,
+      currency: "EUR",
+      shippingAmount: null,
+      availability: "in_stock",
+      condition: "new",
+      url: null,
+      observedAt: stores.clock.now(),
+    },
   };
 }
 

@@ -19,7 +19,13 @@ export interface CrashReport {
 async function waitForHealth(url: string, deadlineMs: number): Promise<boolean> {
   const until = Date.now() + deadlineMs;
   while (Date.now() < until) {
-    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return true;
+    if (
+      await fetch(`${url}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return true;
     await Bun.sleep(50);
   }
   return false;
@@ -62,7 +68,9 @@ export async function runCrashRounds(options: { rounds: number; clients: number;
   async function sendKeyed(target: string): Promise<void> {
     const attempt = pending.shift() ?? { key: crypto.randomUUID(), gtin: gtins[Math.floor(Math.random() * gtins.length)]! };
     try {
-      const response = await fetch(`${target}/api/v1/products/${attempt.gtin}/price`, { headers: { authorization: `Bearer ${keyed.clearKey}`, "idempotency-key": attempt.key } });
+      const response = await fetch(`${target}/api/v1/products/${attempt.gtin}/price`, {
+        headers: { authorization: `Bearer ${keyed.clearKey}`, "idempotency-key": attempt.key },
+      });
       if (response.status === 409) {
         pending.push(attempt);
         await Bun.sleep(20);
@@ -128,7 +136,8 @@ export async function runCrashRounds(options: { rounds: number; clients: number;
           }
           after = page.nextCursor ?? undefined;
         } while (after !== undefined);
-        if (ledgerSum !== balance.available + balance.reserved) problems.push(`round ${round}: ledger sum ${ledgerSum} ≠ available ${balance.available} + reserved ${balance.reserved}`);
+        if (ledgerSum !== balance.available + balance.reserved)
+          problems.push(`round ${round}: ledger sum ${ledgerSum} ≠ available ${balance.available} + reserved ${balance.reserved}`);
         for (const requestId of billed) {
           const rows = usageByRequest.get(requestId) ?? 0;
           if (rows !== 1) problems.push(`round ${round}: ${requestId} answered 200 billed but has ${rows} usage rows`);

@@ -11,7 +11,20 @@ const RUNS = Number(process.env.FUZZ_RUNS ?? 150);
 const hostileString = fc.oneof(
   fc.string({ maxLength: 40 }),
   fc.string({ unit: "grapheme", maxLength: 40 }),
-  fc.constantFrom("' OR 1=1 --", "../../etc/passwd", "%00", "<script>alert(1)</script>", "$" + "{jndi:ldap://x}", "\u0000", "\uFFFF", "🙂".repeat(50), "9".repeat(5000), "%", "%%", "%E0%A4%A"),
+  fc.constantFrom(
+    "' OR 1=1 --",
+    "../../etc/passwd",
+    "%00",
+    "<script>alert(1)</script>",
+    "$" + "{jndi:ldap://x}",
+    "\u0000",
+    "\uFFFF",
+    "🙂".repeat(50),
+    "9".repeat(5000),
+    "%",
+    "%%",
+    "%E0%A4%A",
+  ),
 );
 
 describe("the GTIN parser", () => {
@@ -41,30 +54,49 @@ describe("the GTIN parser", () => {
 describe("the feed importer", () => {
   test("any input lines give a report that accounts for every record, and the store stays readable", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.oneof(hostileString, fc.json(), fc.constant('{"gtin":"4006381333931","merchantId":"m","price":"1.00","currency":"EUR","observedAt":"2026-11-22T10:00:00Z"}')), { maxLength: 30 }), async (lines) => {
-        const store = SQLiteStore.open("sqlite::memory:");
-        const stream = new Blob([lines.join("\n")]).stream();
-        const report = await importFeed(store, stream, { format: "ndjson", now: Date.parse("2026-11-22T10:00:00Z") });
-        const nonBlank = lines.join("\n").split("\n").filter((line) => line.trim() !== "").length;
-        expect(report.read).toBe(nonBlank);
-        expect(report.rejected.length).toBeLessThanOrEqual(report.read);
-        expect(report.rejected.every((r) => r.line >= 1 && typeof r.error === "string")).toBe(true);
-        expect(await store.countProducts()).toBe(report.products);
-        await store.close();
-      }),
+      fc.asyncProperty(
+        fc.array(
+          fc.oneof(
+            hostileString,
+            fc.json(),
+            fc.constant('{"gtin":"4006381333931","merchantId":"m","price":"1.00","currency":"EUR","observedAt":"2026-11-22T10:00:00Z"}'),
+          ),
+          { maxLength: 30 },
+        ),
+        async (lines) => {
+          const store = SQLiteStore.open("sqlite::memory:");
+          const stream = new Blob([lines.join("\n")]).stream();
+          const report = await importFeed(store, stream, { format: "ndjson", now: Date.parse("2026-11-22T10:00:00Z") });
+          const nonBlank = lines
+            .join("\n")
+            .split("\n")
+            .filter((line) => line.trim() !== "").length;
+          expect(report.read).toBe(nonBlank);
+          expect(report.rejected.length).toBeLessThanOrEqual(report.read);
+          expect(report.rejected.every((r) => r.line >= 1 && typeof r.error === "string")).toBe(true);
+          expect(await store.countProducts()).toBe(report.products);
+          await store.close();
+        },
+      ),
       { numRuns: Math.ceil(RUNS / 3) },
     );
   });
 
   test("CSV input of any shape never throws", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.array(hostileString, { maxLength: 6 }).map((cells) => cells.join(",")), { maxLength: 20 }), async (rows) => {
-        const store = SQLiteStore.open("sqlite::memory:");
-        const csv = ["gtin,title,merchantId,price,currency,observedAt", ...rows].join("\r\n");
-        const report = await importFeed(store, new Blob([csv]).stream(), { format: "csv", now: Date.now() });
-        expect(report.read).toBeGreaterThanOrEqual(0);
-        await store.close();
-      }),
+      fc.asyncProperty(
+        fc.array(
+          fc.array(hostileString, { maxLength: 6 }).map((cells) => cells.join(",")),
+          { maxLength: 20 },
+        ),
+        async (rows) => {
+          const store = SQLiteStore.open("sqlite::memory:");
+          const csv = ["gtin,title,merchantId,price,currency,observedAt", ...rows].join("\r\n");
+          const report = await importFeed(store, new Blob([csv]).stream(), { format: "csv", now: Date.now() });
+          expect(report.read).toBeGreaterThanOrEqual(0);
+          await store.close();
+        },
+      ),
       { numRuns: Math.ceil(RUNS / 3) },
     );
   });
@@ -103,7 +135,13 @@ describe("the data endpoint under hostile requests", () => {
   });
 
   test("raw malformed paths never crash the router", async () => {
-    for (const raw of ["/api/v1/products/%/price", "/api/v1/products/%E0%A4%A/price", "/api/v1/products//price", `/api/v1/products/${"9".repeat(10_000)}/price`, "/api/v1/products/..%2F..%2F/price"]) {
+    for (const raw of [
+      "/api/v1/products/%/price",
+      "/api/v1/products/%E0%A4%A/price",
+      "/api/v1/products//price",
+      `/api/v1/products/${"9".repeat(10_000)}/price`,
+      "/api/v1/products/..%2F..%2F/price",
+    ]) {
       const response = await context.request(raw, { headers: org.auth });
       expect(response.status).toBeLessThan(500);
     }
@@ -134,35 +172,62 @@ describe("JSON endpoints under hostile bodies and headers", () => {
   const body = fc.oneof(
     fc.json().map((text) => text),
     hostileString,
-    fc.constantFrom("{", "[]", "null", `{"name":${'"x"'.repeat(1000)}}`, '{"__proto__":{"admin":true},"name":"x"}', '{"name":"a","name":"b"}', "\uFEFF{}", '{"packId":{"$ne":null}}'),
+    fc.constantFrom(
+      "{",
+      "[]",
+      "null",
+      `{"name":${'"x"'.repeat(1000)}}`,
+      '{"__proto__":{"admin":true},"name":"x"}',
+      '{"name":"a","name":"b"}',
+      "\uFEFF{}",
+      '{"packId":{"$ne":null}}',
+    ),
   );
   const header = fc.string({ maxLength: 300 }).map((value) => value.replace(/[^\t\x20-\x7e]/g, ""));
 
   test("any body, content type and Idempotency-Key gets an answer below 500, errors as problem+json", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...POSTS), body, fc.constantFrom("application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""), header, fc.boolean(), async (path, payload, type, key, signedIn) => {
-        const headers: Record<string, string> = { "idempotency-key": key };
-        if (type !== "") headers["content-type"] = type;
-        if (signedIn) headers.cookie = cookie;
-        const response = await context.request(path, { method: "POST", headers, body: payload });
-        expect(response.status).toBeLessThan(500);
-        if (response.status >= 400) {
-          expect(response.headers.get("content-type")).toBe("application/problem+json");
-          expect((await response.json()).status).toBe(response.status);
-        }
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...POSTS),
+        body,
+        fc.constantFrom(
+          "application/json",
+          "application/json; charset=utf-8",
+          "text/plain",
+          "application/x-www-form-urlencoded",
+          "multipart/form-data; boundary=x",
+          "",
+        ),
+        header,
+        fc.boolean(),
+        async (path, payload, type, key, signedIn) => {
+          const headers: Record<string, string> = { "idempotency-key": key };
+          if (type !== "") headers["content-type"] = type;
+          if (signedIn) headers.cookie = cookie;
+          const response = await context.request(path, { method: "POST", headers, body: payload });
+          expect(response.status).toBeLessThan(500);
+          if (response.status >= 400) {
+            expect(response.headers.get("content-type")).toBe("application/problem+json");
+            expect((await response.json()).status).toBe(response.status);
+          }
+        },
+      ),
       { numRuns: RUNS * 2 },
     );
   });
 
   test("hostile query parameters on list endpoints get an answer below 500", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom("/api/v1/customer/api-keys", "/api/v1/customer/billing/transactions", "/api/v1/customer/billing/invoices"), fc.dictionary(fc.constantFrom("limit", "cursor", "type", "from", "to", "language"), hostileString, { maxKeys: 4 }), async (path, query) => {
-        const search = new URLSearchParams(query).toString();
-        const response = await context.request(`${path}?${search}`, { headers: { cookie } });
-        expect(response.status).toBeLessThan(500);
-        if (response.status >= 400) expect(response.headers.get("content-type")).toBe("application/problem+json");
-      }),
+      fc.asyncProperty(
+        fc.constantFrom("/api/v1/customer/api-keys", "/api/v1/customer/billing/transactions", "/api/v1/customer/billing/invoices"),
+        fc.dictionary(fc.constantFrom("limit", "cursor", "type", "from", "to", "language"), hostileString, { maxKeys: 4 }),
+        async (path, query) => {
+          const search = new URLSearchParams(query).toString();
+          const response = await context.request(`${path}?${search}`, { headers: { cookie } });
+          expect(response.status).toBeLessThan(500);
+          if (response.status >= 400) expect(response.headers.get("content-type")).toBe("application/problem+json");
+        },
+      ),
       { numRuns: RUNS },
     );
   });

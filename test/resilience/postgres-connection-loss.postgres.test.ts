@@ -9,7 +9,10 @@ test("after PostgreSQL ends a connection's backend mid-query, the pool's next qu
   const admin = openPostgresClient(TEST_DATABASE_URL!, { max: 1 });
   try {
     const [{ pid }] = await pool<[{ pid: number }]>`SELECT pg_backend_pid() AS pid`;
-    const sleeping = pool`SELECT pg_sleep(10)`.then(() => null, (error: { code?: string }) => error.code);
+    const sleeping = pool`SELECT pg_sleep(10)`.then(
+      () => null,
+      (error: { code?: string }) => error.code,
+    );
     while ((await admin`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid} AND state = 'active'`).length === 0) await Bun.sleep(5);
     await admin`SELECT pg_terminate_backend(${pid})`;
     expect(await sleeping).toMatch(/^(57P01|CONNECTION_CLOSED)$/);

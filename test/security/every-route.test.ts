@@ -71,7 +71,10 @@ const FIXTURES: Record<string, Fixture> = {
 
 /** The credential a `security` requirement names, as the shared cases call it; null for one they do not know. */
 function accepted(security: Array<Record<string, string[]>>): SecuredEndpoint["accepts"] | null {
-  const schemes = security.map((requirement) => Object.keys(requirement).sort().join("+")).sort().join(" or ");
+  const schemes = security
+    .map((requirement) => Object.keys(requirement).sort().join("+"))
+    .sort()
+    .join(" or ");
   const kinds: Record<string, SecuredEndpoint["accepts"]> = { session: "session", apiKey: "key", "apiKey or session": "sessionOrKey", feedToken: "feedToken" };
   return kinds[schemes] ?? null;
 }
@@ -91,7 +94,9 @@ describe("the secured operations of the OpenAPI document", () => {
   test("there are some, and each has a fixture here and a credential the shared cases know", () => {
     expect(secured.length).toBeGreaterThan(0);
     expect(secured.filter(({ operation }) => FIXTURES[operation] === undefined).map(({ operation }) => operation)).toEqual([]);
-    expect(secured.filter(({ security }) => accepted(security) === null).map(({ operation, security }) => `${operation} ${JSON.stringify(security)}`)).toEqual([]);
+    expect(secured.filter(({ security }) => accepted(security) === null).map(({ operation, security }) => `${operation} ${JSON.stringify(security)}`)).toEqual(
+      [],
+    );
   });
 
   test("every fixture names an operation the document secures (none is left over from a removed or now public route)", () => {

@@ -55,7 +55,9 @@ describe("serve on a SQLite file", () => {
   test("a second serve on the same file refuses to start with one line naming the file, and leaves the first one's Idempotency-Key claim alone", async () => {
     const first = await spawnServe({ databaseUrl, target: sourcesWithPreload("./test/fixtures/slow-lookup.ts"), env: { SLOW_LOOKUP_MS: "1500" } });
     serves.push(first);
-    const inFlight = fetch(`${first.url}/api/v1/products/${seed.gtin}/price`, { headers: { authorization: `Bearer ${seed.clearKey}`, "idempotency-key": "held-open" } });
+    const inFlight = fetch(`${first.url}/api/v1/products/${seed.gtin}/price`, {
+      headers: { authorization: `Bearer ${seed.clearKey}`, "idempotency-key": "held-open" },
+    });
     await first.waitForStderr("slow look-up started");
     expect(inProgressClaims()).toBe(1);
 
@@ -71,7 +73,9 @@ describe("serve on a SQLite file", () => {
     const response = await inFlight;
     expect(response.status).toBe(200);
     expect(((await response.json()) as { meta: { creditsRemaining: number } }).meta.creditsRemaining).toBe(9);
-    const retried = await fetch(`${first.url}/api/v1/products/${seed.gtin}/price`, { headers: { authorization: `Bearer ${seed.clearKey}`, "idempotency-key": "held-open" } });
+    const retried = await fetch(`${first.url}/api/v1/products/${seed.gtin}/price`, {
+      headers: { authorization: `Bearer ${seed.clearKey}`, "idempotency-key": "held-open" },
+    });
     expect(retried.headers.get("idempotent-replayed")).toBe("true");
   });
 

@@ -24,7 +24,11 @@ describe.each(["SIGTERM", "SIGINT"] as const)("serve receiving %s", (signal) => 
   });
 
   test("answers the request in flight, refuses new connections, flushes lastUsedAt, closes the database and exits 0", async () => {
-    serve = await spawnServe({ databaseUrl: `sqlite:${databasePath}`, target: sourcesWithPreload("./test/fixtures/slow-lookup.ts"), env: { SLOW_LOOKUP_MS: "1500" } });
+    serve = await spawnServe({
+      databaseUrl: `sqlite:${databasePath}`,
+      target: sourcesWithPreload("./test/fixtures/slow-lookup.ts"),
+      env: { SLOW_LOOKUP_MS: "1500" },
+    });
     const inFlight = fetch(`${serve.url}/api/v1/products/${seed.gtin}/price`, { headers: { authorization: `Bearer ${seed.clearKey}` } });
     await serve.waitForStderr("slow look-up started");
 
@@ -44,8 +48,16 @@ describe.each(["SIGTERM", "SIGINT"] as const)("serve receiving %s", (signal) => 
 
     expect(serve.stdout()).toContain(`"message":"shutting down","signal":"${signal}"`);
     console.log(serve.stdout());
-    const accessLine = serve.stdout().split("\n").find((line) => line.includes(body.meta.requestId) && line.includes('"message":"request"'));
-    expect(JSON.parse(accessLine!)).toMatchObject({ status: 200, route: "/api/v1/products/:gtin/price", keyPrefix: seed.clearKey.slice(0, 8), reason: "fresh-offer" });
+    const accessLine = serve
+      .stdout()
+      .split("\n")
+      .find((line) => line.includes(body.meta.requestId) && line.includes('"message":"request"'));
+    expect(JSON.parse(accessLine!)).toMatchObject({
+      status: 200,
+      route: "/api/v1/products/:gtin/price",
+      keyPrefix: seed.clearKey.slice(0, 8),
+      reason: "fresh-offer",
+    });
 
     // Checkpointed on close: every write is in the main file (an emptied -wal may stay behind).
     expect(existsSync(`${databasePath}-wal`) ? statSync(`${databasePath}-wal`).size : 0).toBe(0);

@@ -50,7 +50,9 @@ for (const store of stores) {
     violations += report.violations.length;
     debitsInDoubt += report.trace.filter((line) => line.endsWith("(debit in doubt)")).length;
     if (report.violations.length > 0 || values.trace) {
-      console.log(`\n${store} seed ${seed}: ${report.violations.length} violation(s)\n  ${report.violations.join("\n  ")}\n  replay: npm run simulate -- --seed ${seed} --store ${store} --trace`);
+      console.log(
+        `\n${store} seed ${seed}: ${report.violations.length} violation(s)\n  ${report.violations.join("\n  ")}\n  replay: npm run simulate -- --seed ${seed} --store ${store} --trace`,
+      );
       console.log(report.trace.join("\n"));
     }
     if (report.violations.length > 0) failed++;
@@ -62,7 +64,9 @@ for (const store of stores) {
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   console.log(`${store} operations: ${formatCounts(operationCounts)}`);
   console.log(`${store} faults: ${formatCounts(faultCounts)}`);
-  console.log(`${store}: ${seeds.length} seeds, ${operations} operations, ${faults} faults injected, ${debitsInDoubt} look-ups answered with their debit in doubt, ${violations} violations, ${failed} failing seeds, ${seconds} s`);
+  console.log(
+    `${store}: ${seeds.length} seeds, ${operations} operations, ${faults} faults injected, ${debitsInDoubt} look-ups answered with their debit in doubt, ${violations} violations, ${failed} failing seeds, ${seconds} s`,
+  );
 }
 process.exit(failed > 0 ? 1 : 0);
 

@@ -53,7 +53,9 @@ export function faultOperations(world: World): Operation[] {
   const freshLookUp = (instance = world.pick(world.alive())) => {
     const organization = world.pick(world.organizations);
     const key = world.pick(world.activeKeys(organization));
-    const shape: LookUpShape = world.chance(0.3) ? { kind: "batch", organizationId: organization.id, gtins: [FRESH, "05012345678900"] } : { kind: "single", organizationId: organization.id, gtins: [FRESH] };
+    const shape: LookUpShape = world.chance(0.3)
+      ? { kind: "batch", organizationId: organization.id, gtins: [FRESH, "05012345678900"] }
+      : { kind: "single", organizationId: organization.id, gtins: [FRESH] };
     let idempotencyKey: string | null = null;
     if (world.chance(0.3)) {
       idempotencyKey = `sim-${world.seed}-${++world.sequence}`;
@@ -84,10 +86,13 @@ export function faultOperations(world: World): Operation[] {
         world.trace.push(`  look-up #${request.id} while writes fail`);
         // The watch evaluator's debits fail too: its run rolls back whole and the changes stay queued.
         if (world.chance(0.3)) {
-          const evaluated = await world.pick(world.alive()).services.watches.tick().then(
-            () => "ran",
-            (error: unknown) => `failed (${error})`,
-          );
+          const evaluated = await world
+            .pick(world.alive())
+            .services.watches.tick()
+            .then(
+              () => "ran",
+              (error: unknown) => `failed (${error})`,
+            );
           world.trace.push(`  watch evaluation while writes fail: ${evaluated}`);
         }
         await request.settled;
@@ -122,7 +127,11 @@ export function faultOperations(world: World): Operation[] {
         if (world.chance(0.4)) {
           let ended = 0;
           for (const until = performance.now() + 1_500; performance.now() < until; await Bun.sleep(5)) {
-            const [count] = await queryRows<{ count: number }>(observer, "SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid()", [ours]);
+            const [count] = await queryRows<{ count: number }>(
+              observer,
+              "SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid()",
+              [ours],
+            );
             ended += count!.count;
           }
           world.trace.push(`  database away 1.5 s: ${ended} connection(s) ended`);
@@ -167,7 +176,9 @@ export function faultOperations(world: World): Operation[] {
         world.injected("retry during a stall");
         const abandoned = world.chance(0.5);
         const organization = world.pick(world.organizations);
-        const shape: LookUpShape = world.chance(0.5) ? { kind: "single", organizationId: organization.id, gtins: [STALLING] } : { kind: "batch", organizationId: organization.id, gtins: [FRESH, STALLING, MISSING] };
+        const shape: LookUpShape = world.chance(0.5)
+          ? { kind: "single", organizationId: organization.id, gtins: [STALLING] }
+          : { kind: "batch", organizationId: organization.id, gtins: [FRESH, STALLING, MISSING] };
         const idempotencyKey = `sim-${world.seed}-${++world.sequence}`;
         world.idempotencyKeys.set(idempotencyKey, shape);
         const first = await world.send(world.pick(world.alive()), shape, world.pick(world.activeKeys(organization)), idempotencyKey, true);
@@ -187,10 +198,24 @@ export function faultOperations(world: World): Operation[] {
         const instance = world.pick(world.alive());
         const amount = 1 + Math.floor(world.random() * 4);
         await instance.store
-          .grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount, expiresAt: instance.clock.now() + 10_000, description: "sim grant", now: instance.clock.now() })
+          .grantCredits({
+            organizationId: organization.id,
+            source: "grant",
+            type: "grant",
+            amount,
+            expiresAt: instance.clock.now() + 10_000,
+            description: "sim grant",
+            now: instance.clock.now(),
+          })
           .catch((error: unknown) => world.trace.push(`  grant failed: ${error}`));
         world.trace.push(`  ${amount} credits granted to ${organization.id}, expiring in 10 s`);
-        const request = await world.send(instance, { kind: "single", organizationId: organization.id, gtins: [STALLING] }, world.pick(world.activeKeys(organization)), null, true);
+        const request = await world.send(
+          instance,
+          { kind: "single", organizationId: organization.id, gtins: [STALLING] },
+          world.pick(world.activeKeys(organization)),
+          null,
+          true,
+        );
         if (!request.stalled) return;
         await world.advance(61_000);
         const by = world.pick(world.alive());
@@ -204,18 +229,36 @@ export function faultOperations(world: World): Operation[] {
       async () => {
         // A look-up holds credits of a paid pack (spent before credits that never expire) when the pack is refunded.
         const paid: Purchase[] = [];
-        for (const purchase of world.purchases) if (purchase.refunded === 0 && purchase.dispute === "none" && (await observer.hasPayment(purchase.paymentIntent))) paid.push(purchase);
+        for (const purchase of world.purchases)
+          if (purchase.refunded === 0 && purchase.dispute === "none" && (await observer.hasPayment(purchase.paymentIntent))) paid.push(purchase);
         if (paid.length === 0) return;
         world.injected("refund during a stall");
         const target = world.pick(paid);
         const instance = world.pick(world.alive());
         const organization = world.organizations.find((candidate) => candidate.id === target.organizationId)!;
-        const request = await world.send(instance, { kind: "batch", organizationId: organization.id, gtins: [FRESH, STALLING, STALE, MISSING] }, world.pick(world.activeKeys(organization)), null, true);
+        const request = await world.send(
+          instance,
+          { kind: "batch", organizationId: organization.id, gtins: [FRESH, STALLING, STALE, MISSING] },
+          world.pick(world.activeKeys(organization)),
+          null,
+          true,
+        );
         if (!request.stalled) return;
         target.refunded = target.amount;
         const n = ++world.sequence;
-        const charge = { id: `ch_${target.paymentIntent}`, object: "charge", payment_intent: target.paymentIntent, amount: target.amount, amount_refunded: target.amount, refunded: true, currency: "eur" };
-        await world.deliver(world.pick(world.alive()), target.orderId, { id: `evt_refund_${n}`, payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge) });
+        const charge = {
+          id: `ch_${target.paymentIntent}`,
+          object: "charge",
+          payment_intent: target.paymentIntent,
+          amount: target.amount,
+          amount_refunded: target.amount,
+          refunded: true,
+          currency: "eur",
+        };
+        await world.deliver(world.pick(world.alive()), target.orderId, {
+          id: `evt_refund_${n}`,
+          payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge),
+        });
       },
     ],
     [
@@ -232,7 +275,12 @@ export function faultOperations(world: World): Operation[] {
           return;
         }
         lock?.release();
-        world.violations.push(`step ${world.trace.length}: a second serve started on the SQLite file that ${world.alive().map((instance) => instance.name).join(", ")} serve(s)`);
+        world.violations.push(
+          `step ${world.trace.length}: a second serve started on the SQLite file that ${world
+            .alive()
+            .map((instance) => instance.name)
+            .join(", ")} serve(s)`,
+        );
       },
     ],
   ];

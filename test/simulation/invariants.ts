@@ -38,8 +38,10 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
     if (n("ledger") !== n("remaining") + n("reserved")) violation(`${id}: ledger sum ${n("ledger")} ≠ buckets ${n("remaining")} + reserved ${n("reserved")}`);
     if (n("running") !== n("ledger")) violation(`${id}: running balance ${n("running")} ≠ ledger sum ${n("ledger")}`);
     if (n("counted") !== n("used")) violation(`${id}: usage counters count ${n("counted")} credits, the usage rows ${n("used")}`);
-    if (n("depleted_events") !== n("depletions")) violation(`${id}: ${n("depleted_events")} credits.depleted events for ${n("depletions")} times the balance fell to 0`);
-    if (n("low_events") !== n("lows")) violation(`${id}: ${n("low_events")} credits.low events for ${n("lows")} times the balance fell below ${organization.lowCreditThreshold}`);
+    if (n("depleted_events") !== n("depletions"))
+      violation(`${id}: ${n("depleted_events")} credits.depleted events for ${n("depletions")} times the balance fell to 0`);
+    if (n("low_events") !== n("lows"))
+      violation(`${id}: ${n("low_events")} credits.low events for ${n("lows")} times the balance fell below ${organization.lowCreditThreshold}`);
 
     // Per key line (a key and its rotations): its monthly spending is what its usage rows add up to, within its cap.
     const lines = new Map(organization.keys.map((key) => [key.line, organization.keys.filter((other) => other.line === key.line)]));
@@ -65,11 +67,18 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
   // (an expiry, a refund or a debit that took held credits would let two parties spend them). Read
   // in one synchronous step with the holds, so no commit falls in between.
   if (observer instanceof SQLiteStore) {
-    const remaining = new Map(observer.connection.query("SELECT id, remaining FROM credit_buckets").all().map((row) => [(row as { id: string }).id, (row as { remaining: number }).remaining]));
+    const remaining = new Map(
+      observer.connection
+        .query("SELECT id, remaining FROM credit_buckets")
+        .all()
+        .map((row) => [(row as { id: string }).id, (row as { remaining: number }).remaining]),
+    );
     for (const instance of world.alive()) {
       // The store's money path (ledger/sqlite-holds.ts) keeps the credits held per bucket.
       const holds = (instance.inner as unknown as { holds: { holds: Map<string, number> } }).holds.holds;
-      for (const [bucketId, held] of holds) if (held > (remaining.get(bucketId) ?? 0)) violation(`${instance.name} holds ${held} credits of bucket ${bucketId}, which has ${remaining.get(bucketId) ?? 0}`);
+      for (const [bucketId, held] of holds)
+        if (held > (remaining.get(bucketId) ?? 0))
+          violation(`${instance.name} holds ${held} credits of bucket ${bucketId}, which has ${remaining.get(bucketId) ?? 0}`);
     }
   }
 
@@ -84,20 +93,27 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
     if (request.shape.kind === "head" && answer.status !== 405) violation(`HEAD #${request.id} answered ${answer.status}, not 405`);
     if (answer.status === 200 && request.shape.kind !== "head") {
       const fresh = answer.freshItems;
-      if (answer.creditsConsumed !== cost * fresh) violation(`look-up #${request.id} answered ${fresh} fresh item(s) with creditsConsumed ${answer.creditsConsumed}`);
-      if (answer.creditsRemaining === null || answer.creditsRemaining < 0) violation(`look-up #${request.id} answered creditsRemaining ${answer.creditsRemaining}`);
+      if (answer.creditsConsumed !== cost * fresh)
+        violation(`look-up #${request.id} answered ${fresh} fresh item(s) with creditsConsumed ${answer.creditsConsumed}`);
+      if (answer.creditsRemaining === null || answer.creditsRemaining < 0)
+        violation(`look-up #${request.id} answered creditsRemaining ${answer.creditsRemaining}`);
     }
     // A retry while the first request with its Idempotency-Key still runs (stalled, holding the
     // claim) is answered 409, unless the claim was abandoned (60 s passed since the first was sent).
     // A 401 (a retired key) or a 503 (the database away) comes before the claim.
     for (const first of request.stillBlockedBy) {
       if (request.sentAt - first.sentAt >= IDEMPOTENCY_ABANDONED_MS) continue;
-      if (answer.status !== 409 && answer.status !== 401 && answer.status !== 503) violation(`retry #${request.id} (Idempotency-Key ${request.idempotencyKey}) answered ${answer.status} while #${first.id} with the same key still ran`);
+      if (answer.status !== 409 && answer.status !== 401 && answer.status !== 503)
+        violation(`retry #${request.id} (Idempotency-Key ${request.idempotencyKey}) answered ${answer.status} while #${first.id} with the same key still ran`);
     }
     if (answer.creditsConsumed === 0) continue;
     const rows = usageRows.get(answer.requestId ?? "") ?? [];
-    if (rows.length !== 1) violation(`look-up #${request.id} answered ${answer.status} with creditsConsumed ${answer.creditsConsumed}, but ${rows.length} usage rows for ${answer.requestId}`);
-    else if (-rows[0]! !== answer.creditsConsumed) violation(`look-up #${request.id} answered creditsConsumed ${answer.creditsConsumed}, but its usage row took ${-rows[0]!}`);
+    if (rows.length !== 1)
+      violation(
+        `look-up #${request.id} answered ${answer.status} with creditsConsumed ${answer.creditsConsumed}, but ${rows.length} usage rows for ${answer.requestId}`,
+      );
+    else if (-rows[0]! !== answer.creditsConsumed)
+      violation(`look-up #${request.id} answered creditsConsumed ${answer.creditsConsumed}, but its usage row took ${-rows[0]!}`);
   }
   for (const [requestId, rows] of usageRows) {
     if (rows.length > 1) violation(`${rows.length} usage rows for one request ${requestId}`);
@@ -109,7 +125,11 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
     }
   }
   for (const idempotencyKey of world.idempotencyKeys.keys()) {
-    const billed = new Set(answered.filter((request) => request.idempotencyKey === idempotencyKey && request.answer && request.answer.creditsConsumed > 0).map((request) => request.answer!.requestId));
+    const billed = new Set(
+      answered
+        .filter((request) => request.idempotencyKey === idempotencyKey && request.answer && request.answer.creditsConsumed > 0)
+        .map((request) => request.answer!.requestId),
+    );
     const debited = [...billed].filter((requestId) => usageRows.has(requestId ?? ""));
     if (debited.length > 1) violation(`Idempotency-Key ${idempotencyKey} was billed ${debited.length} times`);
   }
@@ -118,17 +138,28 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
 
   // Everything has settled: no instance holds anything, and each one's balance is the ledger's.
   for (const organization of world.organizations) {
-    const [ledger] = await queryRows<{ sum: number | null }>(observer, "SELECT sum(amount) AS sum FROM credit_transactions WHERE organization_id = ?", [organization.id]);
+    const [ledger] = await queryRows<{ sum: number | null }>(observer, "SELECT sum(amount) AS sum FROM credit_transactions WHERE organization_id = ?", [
+      organization.id,
+    ]);
     const ledgerSum = Number(ledger?.sum ?? 0);
     for (const instance of world.alive()) {
       const balance = await instance.store.getBalance(organization.id, instance.clock.now());
       if (balance.reserved !== 0) violation(`${instance.name}: ${balance.reserved} credits of ${organization.id} still held after every request settled`);
-      if (balance.available + balance.reserved !== ledgerSum) violation(`${instance.name}: balance ${balance.available} + ${balance.reserved} of ${organization.id} ≠ ledger sum ${ledgerSum}`);
+      if (balance.available + balance.reserved !== ledgerSum)
+        violation(`${instance.name}: balance ${balance.available} + ${balance.reserved} of ${organization.id} ≠ ledger sum ${ledgerSum}`);
     }
   }
   for (const purchase of world.purchases.filter((candidate) => candidate.refunded === candidate.amount || candidate.dispute === "open")) {
-    const rows = await queryRows<{ remaining: number }>(observer, "SELECT b.remaining AS remaining FROM payments p JOIN credit_buckets b ON b.id = p.bucket_id WHERE p.ref = ?", [purchase.paymentIntent]);
-    for (const row of rows) if (Number(row.remaining) !== 0) violation(`${row.remaining} credits of ${purchase.refunded === purchase.amount ? "refunded" : "disputed"} purchase ${purchase.orderId} are still spendable`);
+    const rows = await queryRows<{ remaining: number }>(
+      observer,
+      "SELECT b.remaining AS remaining FROM payments p JOIN credit_buckets b ON b.id = p.bucket_id WHERE p.ref = ?",
+      [purchase.paymentIntent],
+    );
+    for (const row of rows)
+      if (Number(row.remaining) !== 0)
+        violation(
+          `${row.remaining} credits of ${purchase.refunded === purchase.amount ? "refunded" : "disputed"} purchase ${purchase.orderId} are still spendable`,
+        );
   }
 }
 
@@ -138,7 +169,10 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
  */
 async function checkWatchEvents(world: World, violation: (text: string) => void): Promise<void> {
   const events = await queryRows<{ id: string; payload: string }>(world.observer, "SELECT id, payload FROM webhook_events WHERE type = 'price.changed'");
-  const debits = await queryRows<{ request_id: string }>(world.observer, "SELECT request_id FROM credit_transactions WHERE type = 'usage' AND description LIKE 'Price watch event%'");
+  const debits = await queryRows<{ request_id: string }>(
+    world.observer,
+    "SELECT request_id FROM credit_transactions WHERE type = 'usage' AND description LIKE 'Price watch event%'",
+  );
   const billed = new Set(debits.map((row) => row.request_id));
   if (billed.size !== debits.length) violation(`${debits.length - billed.size} watch event(s) debited twice`);
   for (const event of events) if (!billed.has(event.id)) violation(`price.changed event ${event.id} has no watch debit`);

@@ -38,7 +38,17 @@ export interface Faults {
   secondServe: boolean;
 }
 
-export const ALL_FAULTS: Faults = { crash: true, failedWrite: true, lockHeld: true, clockSkew: true, stall: true, cliProcess: true, providerDisorder: true, connectionLost: true, secondServe: true };
+export const ALL_FAULTS: Faults = {
+  crash: true,
+  failedWrite: true,
+  lockHeld: true,
+  clockSkew: true,
+  stall: true,
+  cliProcess: true,
+  providerDisorder: true,
+  connectionLost: true,
+  secondServe: true,
+};
 
 export interface SimulationReport {
   seed: number;

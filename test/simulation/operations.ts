@@ -16,7 +16,17 @@ const INVALID = "4006381333932";
 
 /** The offers of the catalogue's products: FRESH and FRESH_TOO stay fresh for a year, STALE is a month old. */
 export function catalogue(observedAt: number) {
-  const offer = (at: number, price: number) => ({ merchantId: "m-1", merchantName: "Shop", priceAmount: price, currency: "EUR", shippingAmount: null, availability: "in_stock" as const, condition: "new" as const, url: null, observedAt: at });
+  const offer = (at: number, price: number) => ({
+    merchantId: "m-1",
+    merchantName: "Shop",
+    priceAmount: price,
+    currency: "EUR",
+    shippingAmount: null,
+    availability: "in_stock" as const,
+    condition: "new" as const,
+    url: null,
+    observedAt: at,
+  });
   const price = 150 + (observedAt % 100);
   return [
     { product: { gtin: FRESH, title: "Fresh" }, offer: offer(START + 365 * 86_400_000, price) },
@@ -42,7 +52,11 @@ export function operations(world: World): Operation[] {
       if (stalls) gtins.push(STALLING);
       return { kind: "batch", organizationId: organization.id, gtins };
     }
-    return { kind: "single", organizationId: organization.id, gtins: [stalls ? STALLING : world.pick([FRESH, FRESH, FRESH, FRESH_TOO, STALE, MISSING, INVALID])] };
+    return {
+      kind: "single",
+      organizationId: organization.id,
+      gtins: [stalls ? STALLING : world.pick([FRESH, FRESH, FRESH, FRESH_TOO, STALE, MISSING, INVALID])],
+    };
   };
 
   const lookUp = async () => {
@@ -79,25 +93,33 @@ export function operations(world: World): Operation[] {
     const shape = newShape(organization, false);
     if (shape.kind === "head") shape.kind = "single";
     const before = await instance.store.getBalance(organization.id, instance.clock.now());
-    const [line] = await queryRows<{ spent: number | null }>(world.observer, "SELECT sum(spent) AS spent FROM api_key_monthly_usage WHERE key_id = ?", [key.line]);
+    const [line] = await queryRows<{ spent: number | null }>(world.observer, "SELECT sum(spent) AS spent FROM api_key_monthly_usage WHERE key_id = ?", [
+      key.line,
+    ]);
     const spent = Number(line?.spent ?? 0);
     const asked = creditsAsked(shape, world.config.creditCost);
     const request = world.sendLookUp(instance, shape, key, null);
-    world.trace.push(`  solo look-up #${request.id} ${shape.kind} ${shape.gtins.join(",")} on ${instance.name} by ${key.id}: ${before.available} available, ${before.reserved} held, ${spent} spent of ${key.monthlyLimit ?? "no cap"}, asks ${asked}`);
+    world.trace.push(
+      `  solo look-up #${request.id} ${shape.kind} ${shape.gtins.join(",")} on ${instance.name} by ${key.id}: ${before.available} available, ${before.reserved} held, ${spent} spent of ${key.monthlyLimit ?? "no cap"}, asks ${asked}`,
+    );
     await request.settled;
     const answer = request.answer!;
     const violation = (text: string) => world.violations.push(`step ${world.trace.length}: solo look-up #${request.id}: ${text}`);
     const affordable = before.available >= asked && (key.monthlyLimit === null || spent + asked <= key.monthlyLimit);
     if (asked === 0) return;
-    if (answer.status === 402 && affordable) violation(`402 although ${before.available} credits were available and the key had spent ${spent} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
-    if (answer.status === 200 && !affordable) violation(`200 although ${before.available} credits were available and the key had spent ${spent} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
+    if (answer.status === 402 && affordable)
+      violation(`402 although ${before.available} credits were available and the key had spent ${spent} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
+    if (answer.status === 200 && !affordable)
+      violation(`200 although ${before.available} credits were available and the key had spent ${spent} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
     if (answer.status === 503) violation(`503 with nothing failing`);
     if (answer.status === 200 && answer.creditsRemaining !== before.available - answer.creditsConsumed) {
       violation(`creditsRemaining ${answer.creditsRemaining} ≠ ${before.available} available before − ${answer.creditsConsumed} consumed`);
     }
-    if (answer.status === 402 && answer.creditsRemaining !== before.available) violation(`402 with creditsRemaining ${answer.creditsRemaining}, but ${before.available} were available`);
+    if (answer.status === 402 && answer.creditsRemaining !== before.available)
+      violation(`402 with creditsRemaining ${answer.creditsRemaining}, but ${before.available} were available`);
     const after = await instance.store.getBalance(organization.id, instance.clock.now());
-    if (answer.status === 200 && after.available !== answer.creditsRemaining) violation(`answered creditsRemaining ${answer.creditsRemaining}, but the balance after it is ${after.available}`);
+    if (answer.status === 200 && after.available !== answer.creditsRemaining)
+      violation(`answered creditsRemaining ${answer.creditsRemaining}, but the balance after it is ${after.available}`);
   };
 
   const grant = async () => {
@@ -108,7 +130,15 @@ export function operations(world: World): Operation[] {
     const amount = 1 + Math.floor(world.random() * 5);
     world.trace.push(`grant of ${amount} to ${organization.id}${expiresAt === null ? "" : ` expiring at +${expiresAt - world.first.clock.now()} ms`}`);
     await by
-      .grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount, expiresAt, description: "sim grant", now: world.first.clock.now() })
+      .grantCredits({
+        organizationId: organization.id,
+        source: "grant",
+        type: "grant",
+        amount,
+        expiresAt,
+        description: "sim grant",
+        now: world.first.clock.now(),
+      })
       .catch((error: unknown) => world.trace.push(`  grant failed: ${error}`));
   };
 
@@ -116,13 +146,42 @@ export function operations(world: World): Operation[] {
     const organization = world.pick(world.organizations);
     const n = ++world.sequence;
     const credits = 3 + Math.floor(world.random() * 8);
-    const bought: Purchase = { organizationId: organization.id, orderId: newId("ord", START + n), sessionId: `cs_sim_${n}`, paymentIntent: `pi_sim_${n}`, credits, amount: credits * 100, pending: [], refunded: 0, dispute: "none" };
+    const bought: Purchase = {
+      organizationId: organization.id,
+      orderId: newId("ord", START + n),
+      sessionId: `cs_sim_${n}`,
+      paymentIntent: `pi_sim_${n}`,
+      credits,
+      amount: credits * 100,
+      pending: [],
+      refunded: 0,
+      dispute: "none",
+    };
     // Valid 30 days, so its credits are spent before those that never expire (and refunds meet held credits).
     await world.observer.createOrder({
-      ...packOrder({ id: bought.orderId, organizationId: organization.id, credits, amount: bought.amount, now: world.first.clock.now(), provider: "stripe", providerRef: bought.sessionId }),
+      ...packOrder({
+        id: bought.orderId,
+        organizationId: organization.id,
+        credits,
+        amount: bought.amount,
+        now: world.first.clock.now(),
+        provider: "stripe",
+        providerRef: bought.sessionId,
+      }),
       validityDays: 30,
     });
-    const session = { id: bought.sessionId, object: "checkout.session", mode: "payment", client_reference_id: bought.orderId, payment_intent: bought.paymentIntent, amount_total: bought.amount, currency: "eur", payment_status: "paid", status: "complete", metadata: { orderId: bought.orderId, organizationId: organization.id } };
+    const session = {
+      id: bought.sessionId,
+      object: "checkout.session",
+      mode: "payment",
+      client_reference_id: bought.orderId,
+      payment_intent: bought.paymentIntent,
+      amount_total: bought.amount,
+      currency: "eur",
+      payment_status: "paid",
+      status: "complete",
+      metadata: { orderId: bought.orderId, organizationId: organization.id },
+    };
     bought.pending.push({ id: `evt_paid_${n}`, payload: stripeEvent(`evt_paid_${n}`, "checkout.session.completed", session) });
     world.purchases.push(bought);
     world.trace.push(`purchase ${bought.orderId} of ${credits} credits by ${organization.id}`);
@@ -136,7 +195,15 @@ export function operations(world: World): Operation[] {
     const n = ++world.sequence;
     const chargeId = `ch_${target.paymentIntent}`;
     if (target.dispute === "open") {
-      const dispute = { id: `dp_${target.paymentIntent}`, object: "dispute", charge: chargeId, payment_intent: target.paymentIntent, amount: target.amount, currency: "eur", status: "won" };
+      const dispute = {
+        id: `dp_${target.paymentIntent}`,
+        object: "dispute",
+        charge: chargeId,
+        payment_intent: target.paymentIntent,
+        amount: target.amount,
+        currency: "eur",
+        status: "won",
+      };
       target.pending.push({ id: `evt_won_${n}`, payload: stripeEvent(`evt_won_${n}`, "charge.dispute.funds_reinstated", dispute) });
       target.dispute = "won";
       world.trace.push(`dispute of ${target.orderId} won (queued)`);
@@ -144,7 +211,15 @@ export function operations(world: World): Operation[] {
     }
     const roll = world.random();
     if (roll < 0.3 && target.refunded === 0) {
-      const dispute = { id: `dp_${target.paymentIntent}`, object: "dispute", charge: chargeId, payment_intent: target.paymentIntent, amount: target.amount, currency: "eur", status: "needs_response" };
+      const dispute = {
+        id: `dp_${target.paymentIntent}`,
+        object: "dispute",
+        charge: chargeId,
+        payment_intent: target.paymentIntent,
+        amount: target.amount,
+        currency: "eur",
+        status: "needs_response",
+      };
       target.pending.push({ id: `evt_dispute_${n}`, payload: stripeEvent(`evt_dispute_${n}`, "charge.dispute.funds_withdrawn", dispute) });
       target.dispute = "open";
       world.trace.push(`dispute of ${target.orderId} opened (queued)`);
@@ -153,7 +228,15 @@ export function operations(world: World): Operation[] {
     if (target.dispute !== "none") return;
     // Stripe reports the charge's whole refunded amount so far; a partial refund is a share of it.
     target.refunded = roll < 0.65 ? Math.min(target.amount, target.refunded + 100 * (1 + Math.floor(world.random() * (target.credits - 1)))) : target.amount;
-    const charge = { id: chargeId, object: "charge", payment_intent: target.paymentIntent, amount: target.amount, amount_refunded: target.refunded, refunded: target.refunded === target.amount, currency: "eur" };
+    const charge = {
+      id: chargeId,
+      object: "charge",
+      payment_intent: target.paymentIntent,
+      amount: target.amount,
+      amount_refunded: target.refunded,
+      refunded: target.refunded === target.amount,
+      currency: "eur",
+    };
     target.pending.push({ id: `evt_refund_${n}`, payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge) });
     world.trace.push(`refund of ${target.refunded} of ${target.amount} of ${target.orderId} queued`);
   };
@@ -185,7 +268,13 @@ export function operations(world: World): Operation[] {
       billing_reason: world.chance(0.5) ? "subscription_cycle" : "subscription_create",
       amount_paid: credits * 100,
       currency: "eur",
-      parent: { type: "subscription_details", subscription_details: { subscription: `sub_${organization.id}`, metadata: { organizationId: organization.id, creditsPerPeriod: String(credits), amountPerPeriod: String(credits * 100), planName: "Sim" } } },
+      parent: {
+        type: "subscription_details",
+        subscription_details: {
+          subscription: `sub_${organization.id}`,
+          metadata: { organizationId: organization.id, creditsPerPeriod: String(credits), amountPerPeriod: String(credits * 100), planName: "Sim" },
+        },
+      },
       lines: { object: "list", data: [{ id: `il_${n}`, period: { start: Math.floor(now / 1000), end: periodEnd } }] },
     };
     const event = { id: `evt_invoice_${n}`, payload: stripeEvent(`evt_invoice_${n}`, "invoice.paid", invoice) };
@@ -202,13 +291,26 @@ export function operations(world: World): Operation[] {
     const organization = world.pick(world.organizations);
     const key = world.pick(world.activeKeys(organization));
     const now = world.pick(world.alive()).clock.now();
-    const rotated = await rotateApiKey(world.observer, { organizationId: organization.id, id: key.id, createdBy: SYSTEM_USER_ID, keyPrefix: world.config.keyPrefix, now }).catch((error: unknown) => {
+    const rotated = await rotateApiKey(world.observer, {
+      organizationId: organization.id,
+      id: key.id,
+      createdBy: SYSTEM_USER_ID,
+      keyPrefix: world.config.keyPrefix,
+      now,
+    }).catch((error: unknown) => {
       world.trace.push(`  rotation failed: ${error}`);
       return null;
     });
     if (rotated === null) return;
     key.status = "ROTATED";
-    organization.keys.push({ id: rotated.key.id, organizationId: organization.id, clearKey: rotated.clearKey, line: key.line, monthlyLimit: key.monthlyLimit, status: "ACTIVE" });
+    organization.keys.push({
+      id: rotated.key.id,
+      organizationId: organization.id,
+      clearKey: rotated.clearKey,
+      line: key.line,
+      monthlyLimit: key.monthlyLimit,
+      status: "ACTIVE",
+    });
     world.trace.push(`key ${key.id} rotated into ${rotated.key.id}`);
   };
 
@@ -226,7 +328,9 @@ export function operations(world: World): Operation[] {
     const by = faults.cliProcess && world.chance(0.5) ? world.cli : world.observer;
     if (by === world.cli) world.injected("CLI process");
     world.trace.push("feed import");
-    await by.applyFeedRecords(catalogue(world.first.clock.now() + world.sequence), world.first.clock.now()).catch((error: unknown) => world.trace.push(`  import failed: ${error}`));
+    await by
+      .applyFeedRecords(catalogue(world.first.clock.now() + world.sequence), world.first.clock.now())
+      .catch((error: unknown) => world.trace.push(`  import failed: ${error}`));
   };
 
   const watch = () => addWatch(world, world.pick(world.organizations));
@@ -241,7 +345,10 @@ export function operations(world: World): Operation[] {
   const evaluateWatches = async () => {
     const instance = world.pick(world.alive());
     const result = await instance.services.watches.tick().catch((error: unknown) => world.trace.push(`  evaluation failed: ${error}`));
-    if (typeof result === "object") world.trace.push(`  ${instance.name} evaluated ${result.changes} change(s): ${result.events} event(s), ${result.paused} paused, ${result.resumed} resumed`);
+    if (typeof result === "object")
+      world.trace.push(
+        `  ${instance.name} evaluated ${result.changes} change(s): ${result.events} event(s), ${result.paused} paused, ${result.resumed} resumed`,
+      );
   };
 
   return [
@@ -250,14 +357,20 @@ export function operations(world: World): Operation[] {
     [1, "unwatch", unwatch],
     [4, "evaluate watches", evaluateWatches],
     [5, "solo look-up", soloLookUp],
-    [8, "settle", async () => void (await Promise.all(world.requests.filter((request) => request.instance.alive && !request.stalled).map((request) => request.settled)))],
+    [
+      8,
+      "settle",
+      async () => void (await Promise.all(world.requests.filter((request) => request.instance.alive && !request.stalled).map((request) => request.settled))),
+    ],
     [6, "advance clock", async () => world.advance(world.pick([1_000, 5_000, 30_000, 61_000]))],
     [
       5,
       "stale sweep",
       async () => {
         const instance = world.pick(world.alive());
-        const released = await instance.store.releaseStaleReservations(instance.clock.now()).catch((error: unknown) => world.trace.push(`  sweep failed: ${error}`));
+        const released = await instance.store
+          .releaseStaleReservations(instance.clock.now())
+          .catch((error: unknown) => world.trace.push(`  sweep failed: ${error}`));
         world.trace.push(`  ${instance.name} swept ${released}`);
       },
     ],
@@ -294,7 +407,15 @@ export async function addWatch(world: World, organization: SimOrganization): Pro
   const trigger = world.pick(["any-change", "price-drop", "below"] as const);
   const now = world.first.clock.now();
   const created = await world.observer.createWatch(
-    { id: `wch_sim${world.seed}x${++world.sequence}`, organizationId: organization.id, gtin: world.pick([FRESH, FRESH_TOO, STALLING]), merchantId: world.chance(0.5) ? null : "m-1", trigger, below: trigger === "below" ? { amount: 200, currency: "EUR" } : null, now },
+    {
+      id: `wch_sim${world.seed}x${++world.sequence}`,
+      organizationId: organization.id,
+      gtin: world.pick([FRESH, FRESH_TOO, STALLING]),
+      merchantId: world.chance(0.5) ? null : "m-1",
+      trigger,
+      below: trigger === "below" ? { amount: 200, currency: "EUR" } : null,
+      now,
+    },
     { limit: 10, freshnessWindowMs: world.config.freshnessWindowMs },
   );
   if (created.ok) organization.watches.push(created.watch.id);

@@ -7,7 +7,6 @@ import { DEFAULT_STEPS, simulate } from "./simulation";
 const store = TEST_DATABASE_URL === null ? "sqlite" : "postgres";
 const SEEDS = store === "sqlite" ? 60 : 25;
 
-
 describe(`the seeded money simulation on ${store}`, () => {
   test(`${SEEDS} seeds of look-ups (single, batch, HEAD, keyed, stalling), grants, purchases, refunds, disputes, renewals, key rotations, feed imports, expiry, sweeps and faults keep every invariant`, async () => {
     const failures: string[] = [];
@@ -15,7 +14,8 @@ describe(`the seeded money simulation on ${store}`, () => {
     for (let seed = 1; seed <= SEEDS; seed++) {
       const report = await simulate({ seed, store, postgresUrl: TEST_DATABASE_URL ?? undefined });
       operations += report.operations;
-      if (report.violations.length > 0) failures.push(`seed ${seed}: ${report.violations.join("; ")} (replay: npm run simulate -- --seed ${seed} --store ${store})`);
+      if (report.violations.length > 0)
+        failures.push(`seed ${seed}: ${report.violations.join("; ")} (replay: npm run simulate -- --seed ${seed} --store ${store})`);
     }
     expect(operations).toBe(SEEDS * DEFAULT_STEPS);
     expect(failures).toEqual([]);

@@ -11,7 +11,18 @@ import { createApiKey } from "../../src/modules/keys/service";
 import { startStripeStandIn, type StripeStandIn } from "../billing/stripe-stand-in";
 import { faultOperations, installWriteFault, setWriteFault } from "./faults";
 import { checkInvariants } from "./invariants";
-import { ALL_FAULTS, createDatabase, DEFAULT_POSTGRES_URL, openStore, prng, START, type Faults, type SimOrganization, type SimulationReport, type StoreKind } from "./model";
+import {
+  ALL_FAULTS,
+  createDatabase,
+  DEFAULT_POSTGRES_URL,
+  openStore,
+  prng,
+  START,
+  type Faults,
+  type SimOrganization,
+  type SimulationReport,
+  type StoreKind,
+} from "./model";
 import { addWatch, catalogue, operations } from "./operations";
 import { STRIPE, World } from "./world";
 
@@ -21,7 +32,14 @@ export { ALL_FAULTS, DEFAULT_POSTGRES_URL, prng, type Faults, type SimulationRep
 export const DEFAULT_STEPS = 40;
 
 /** `trace`, when given, receives the trace as it is written (a watchdog can print it). */
-export async function simulate(options: { seed: number; store: StoreKind; steps?: number; faults?: Partial<Faults>; postgresUrl?: string; trace?: string[] }): Promise<SimulationReport> {
+export async function simulate(options: {
+  seed: number;
+  store: StoreKind;
+  steps?: number;
+  faults?: Partial<Faults>;
+  postgresUrl?: string;
+  trace?: string[];
+}): Promise<SimulationReport> {
   const faults: Faults = { ...ALL_FAULTS, ...options.faults };
   if (options.store === "sqlite") faults.clockSkew = false; // one serve per SQLite file: a second instance is refused
   if (options.store === "sqlite") faults.connectionLost = false;
@@ -51,10 +69,25 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
       const organization: SimOrganization = { id: created.id, keys: [], lowCreditThreshold: 2 + Math.floor(random() * 4), watches: [] };
       await observer.setLowCreditThreshold(organization.id, organization.lowCreditThreshold);
       for (const monthlyLimit of [null, world.pick([3, 6, 12])]) {
-        const key = await createApiKey(observer, { organizationId: organization.id, name: `sim ${index}`, createdBy: SYSTEM_USER_ID, keyPrefix: world.config.keyPrefix, now, monthlyCreditLimit: monthlyLimit });
+        const key = await createApiKey(observer, {
+          organizationId: organization.id,
+          name: `sim ${index}`,
+          createdBy: SYSTEM_USER_ID,
+          keyPrefix: world.config.keyPrefix,
+          now,
+          monthlyCreditLimit: monthlyLimit,
+        });
         organization.keys.push({ id: key.key.id, organizationId: organization.id, clearKey: key.clearKey, line: key.key.id, monthlyLimit, status: "ACTIVE" });
       }
-      await observer.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: 5 + Math.floor(random() * 10), expiresAt: null, description: "seed grant", now });
+      await observer.grantCredits({
+        organizationId: organization.id,
+        source: "grant",
+        type: "grant",
+        amount: 5 + Math.floor(random() * 10),
+        expiresAt: null,
+        description: "seed grant",
+        now,
+      });
       world.organizations.push(organization);
     }
     await observer.applyFeedRecords(catalogue(now), now);
@@ -86,7 +119,16 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
     if (world.violations.length === 0 && !(await withinDeadline(settle(world, observer)))) {
       world.violations.push(`the run did not settle within ${STEP_DEADLINE_MS / 1000} s: a request or a fault hangs`);
     }
-    return { seed: options.seed, store: options.store, operations: steps, faultsInjected: world.faultsInjected, operationCounts, faultCounts: Object.fromEntries(world.faultCounts), violations: world.violations, trace: world.trace };
+    return {
+      seed: options.seed,
+      store: options.store,
+      operations: steps,
+      faultsInjected: world.faultsInjected,
+      operationCounts,
+      faultCounts: Object.fromEntries(world.faultCounts),
+      violations: world.violations,
+      trace: world.trace,
+    };
   } finally {
     await withinDeadline(world.lockReleased);
     for (const instance of world.instances) {
@@ -107,7 +149,8 @@ export async function simulate(options: { seed: number; store: StoreKind; steps?
 async function settle(world: World, observer: Store): Promise<void> {
   const writeFault = (on: boolean) => setWriteFault(observer, on);
   await world.quiesce(writeFault);
-  for (const purchase of world.purchases) for (const event of purchase.pending.splice(0)) await world.deliver(world.pick(world.alive()), purchase.orderId, event);
+  for (const purchase of world.purchases)
+    for (const event of purchase.pending.splice(0)) await world.deliver(world.pick(world.alive()), purchase.orderId, event);
   await world.quiesce(writeFault);
   await world.advance(STALE_RESERVATION_MS + 1_000);
   for (const instance of world.alive()) await instance.store.releaseStaleReservations(instance.clock.now());

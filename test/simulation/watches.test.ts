@@ -20,9 +20,20 @@ async function checkInvariants(context: TestContext, organizations: string[]): P
   for (const organizationId of organizations) {
     const balance = await store.getBalance(organizationId, clock.now());
     const sum = await ledgerSum(store, organizationId);
-    if (sum !== balance.available + balance.reserved) violations.push(`${organizationId}: ledger ${sum} ≠ available ${balance.available} + reserved ${balance.reserved}`);
-    const events = (await queryRows<{ id: string }>(store, "SELECT id FROM webhook_events WHERE organization_id = ? AND type = 'price.changed'", [organizationId])).map((row) => row.id).sort();
-    const billed = (await queryRows<{ request_id: string }>(store, "SELECT request_id FROM credit_transactions WHERE organization_id = ? AND description LIKE 'Price watch event%'", [organizationId]))
+    if (sum !== balance.available + balance.reserved)
+      violations.push(`${organizationId}: ledger ${sum} ≠ available ${balance.available} + reserved ${balance.reserved}`);
+    const events = (
+      await queryRows<{ id: string }>(store, "SELECT id FROM webhook_events WHERE organization_id = ? AND type = 'price.changed'", [organizationId])
+    )
+      .map((row) => row.id)
+      .sort();
+    const billed = (
+      await queryRows<{ request_id: string }>(
+        store,
+        "SELECT request_id FROM credit_transactions WHERE organization_id = ? AND description LIKE 'Price watch event%'",
+        [organizationId],
+      )
+    )
       .map((row) => row.request_id)
       .sort();
     if (JSON.stringify(events) !== JSON.stringify(billed)) violations.push(`${organizationId}: ${events.length} events, ${billed.length} watch debits`);
@@ -51,7 +62,8 @@ async function run(seed: number): Promise<string[]> {
       seen.paused += result.paused;
       seen.resumed += result.resumed;
     };
-    const count = async () => Number((await queryRows<{ count: number }>(store, "SELECT count(*) AS count FROM webhook_events WHERE type = 'price.changed'"))[0]!.count);
+    const count = async () =>
+      Number((await queryRows<{ count: number }>(store, "SELECT count(*) AS count FROM webhook_events WHERE type = 'price.changed'"))[0]!.count);
     const operations: Array<[number, string, () => Promise<string | null>]> = [
       [
         6,
@@ -63,7 +75,20 @@ async function run(seed: number): Promise<string[]> {
           const price = pick(PRICES);
           const availability = random() < 0.2 ? ("out_of_stock" as const) : ("in_stock" as const);
           await addProduct(context, gtin, [{ merchantId, price, ageMs: 0, availability }]);
-          last = { product: { gtin, title: `Product ${gtin}`, brand: "Acme" }, offer: { merchantId, merchantName: `Merchant ${merchantId}`, priceAmount: price, currency: "EUR", shippingAmount: null, availability, condition: "new", url: null, observedAt: clock.now() } };
+          last = {
+            product: { gtin, title: `Product ${gtin}`, brand: "Acme" },
+            offer: {
+              merchantId,
+              merchantName: `Merchant ${merchantId}`,
+              priceAmount: price,
+              currency: "EUR",
+              shippingAmount: null,
+              availability,
+              condition: "new",
+              url: null,
+              observedAt: clock.now(),
+            },
+          };
           return null;
         },
       ],
@@ -87,7 +112,15 @@ async function run(seed: number): Promise<string[]> {
           const trigger = pick(["any-change", "price-drop", "below"] as const);
           const organizationId = pick(organizations);
           const created = await store.createWatch(
-            { id: `wch_sim${seed}x${made++}`, organizationId, gtin: pick(GTINS), merchantId: random() < 0.5 ? null : pick(MERCHANTS), trigger, below: trigger === "below" ? { amount: 950, currency: "EUR" } : null, now: clock.now() },
+            {
+              id: `wch_sim${seed}x${made++}`,
+              organizationId,
+              gtin: pick(GTINS),
+              merchantId: random() < 0.5 ? null : pick(MERCHANTS),
+              trigger,
+              below: trigger === "below" ? { amount: 950, currency: "EUR" } : null,
+              now: clock.now(),
+            },
             { limit: 10, freshnessWindowMs: context.services.config.freshnessWindowMs },
           );
           if (created.ok) watches.push({ organizationId, id: created.watch.id });
@@ -107,7 +140,15 @@ async function run(seed: number): Promise<string[]> {
         2,
         "grant",
         async () => {
-          await store.grantCredits({ organizationId: pick(organizations), source: "grant", type: "grant", amount: 1 + Math.floor(random() * 3), expiresAt: null, description: "sim", now: clock.now() });
+          await store.grantCredits({
+            organizationId: pick(organizations),
+            source: "grant",
+            type: "grant",
+            amount: 1 + Math.floor(random() * 3),
+            expiresAt: null,
+            description: "sim",
+            now: clock.now(),
+          });
           return null;
         },
       ],
@@ -115,7 +156,13 @@ async function run(seed: number): Promise<string[]> {
         1,
         "hold",
         async () => {
-          const reservation = await store.reserveCredits({ organizationId: pick(organizations), amount: 1, keyId: null, requestId: `req_sim${seed}x${made++}`, now: clock.now() });
+          const reservation = await store.reserveCredits({
+            organizationId: pick(organizations),
+            amount: 1,
+            keyId: null,
+            requestId: `req_sim${seed}x${made++}`,
+            now: clock.now(),
+          });
           if (reservation.ok) held.push(reservation.reservationId);
           return null;
         },
@@ -158,17 +205,13 @@ async function run(seed: number): Promise<string[]> {
 }
 
 describe(`seeded price watches on ${TEST_DATABASE_URL === null ? "sqlite" : "postgres"}`, () => {
-  test(
-    `${SEEDS} seeds of imports, watches, grants and held look-ups keep every invariant`,
-    async () => {
-      const failures: string[] = [];
-      for (let seed = 1; seed <= SEEDS; seed++) failures.push(...(await run(seed)).map((text) => `seed ${seed}: ${text}`));
-      expect(failures).toEqual([]);
-      // The runs reach every path: events, pauses for want of credits, and resumptions.
-      expect(seen.events).toBeGreaterThan(0);
-      expect(seen.paused).toBeGreaterThan(0);
-      expect(seen.resumed).toBeGreaterThan(0);
-    },
-    120_000,
-  );
+  test(`${SEEDS} seeds of imports, watches, grants and held look-ups keep every invariant`, async () => {
+    const failures: string[] = [];
+    for (let seed = 1; seed <= SEEDS; seed++) failures.push(...(await run(seed)).map((text) => `seed ${seed}: ${text}`));
+    expect(failures).toEqual([]);
+    // The runs reach every path: events, pauses for want of credits, and resumptions.
+    expect(seen.events).toBeGreaterThan(0);
+    expect(seen.paused).toBeGreaterThan(0);
+    expect(seen.resumed).toBeGreaterThan(0);
+  }, 120_000);
 });

@@ -14,7 +14,19 @@ import { createLogger } from "../../src/lib/logger";
 import { createServices } from "../../src/services";
 import { WEBHOOK_SECRET } from "../billing/stripe-stand-in";
 import { ageReservations, queryRows, type TestDatabase } from "../support/context";
-import { STALLING, type Answer, type Faults, type Instance, type LookUpShape, type Purchase, type SentRequest, type SimKey, type SimOrganization, type StoreKind, openStore } from "./model";
+import {
+  STALLING,
+  type Answer,
+  type Faults,
+  type Instance,
+  type LookUpShape,
+  type Purchase,
+  type SentRequest,
+  type SimKey,
+  type SimOrganization,
+  type StoreKind,
+  openStore,
+} from "./model";
 
 export const STRIPE = { key: "sk_test_standin" };
 
@@ -38,7 +50,14 @@ export class World {
   lockReleased: Promise<void> = Promise.resolve();
   /** The instance whose clock is the reference (every clock advances together); kept after it crashes. */
   first!: Instance;
-  readonly config = loadConfig({ PRICE_ENV: "production", LOG_LEVEL: "error", RATE_LIMIT: "1000000/s", BILLING_PROVIDER: "stripe", STRIPE_SECRET_KEY: STRIPE.key, STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET });
+  readonly config = loadConfig({
+    PRICE_ENV: "production",
+    LOG_LEVEL: "error",
+    RATE_LIMIT: "1000000/s",
+    BILLING_PROVIDER: "stripe",
+    STRIPE_SECRET_KEY: STRIPE.key,
+    STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+  });
   private readonly logger = createLogger({ level: "error", write: () => {} });
 
   constructor(
@@ -117,38 +136,66 @@ export class World {
   }
 
   sendLookUp(instance: Instance, shape: LookUpShape, key: SimKey, idempotencyKey: string | null, onStall: (() => void) | null = null): SentRequest {
-    const blockedBy = idempotencyKey === null ? [] : this.requests.filter((other) => other.idempotencyKey === idempotencyKey && other.stalled && other.instance.alive);
-    const request: SentRequest = { id: ++this.sequence, shape, key, idempotencyKey, instance, stalled: false, onStall, answer: null, settled: Promise.resolve(), sentAt: this.elapsed, blockedBy, stillBlockedBy: [] };
+    const blockedBy =
+      idempotencyKey === null ? [] : this.requests.filter((other) => other.idempotencyKey === idempotencyKey && other.stalled && other.instance.alive);
+    const request: SentRequest = {
+      id: ++this.sequence,
+      shape,
+      key,
+      idempotencyKey,
+      instance,
+      stalled: false,
+      onStall,
+      answer: null,
+      settled: Promise.resolve(),
+      sentAt: this.elapsed,
+      blockedBy,
+      stillBlockedBy: [],
+    };
     const headers: Record<string, string> = { authorization: `Bearer ${key.clearKey}` };
     if (idempotencyKey !== null) headers["idempotency-key"] = idempotencyKey;
     const http =
       shape.kind === "batch"
-        ? new Request("http://localhost/api/v1/products/prices", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ gtins: shape.gtins }) })
+        ? new Request("http://localhost/api/v1/products/prices", {
+            method: "POST",
+            headers: { ...headers, "content-type": "application/json" },
+            body: JSON.stringify({ gtins: shape.gtins }),
+          })
         : new Request(`http://localhost/api/v1/products/${shape.gtins[0]}/price`, { method: shape.kind === "head" ? "HEAD" : "GET", headers });
     // The stall gate knows which request reads through this context, so only the one chosen stalls.
-    request.settled = sending.run(request, () => instance.app.handle(http)).then(async (response) => {
-      const text = await response.text().catch(() => "");
-      let body: { detail?: string; meta?: { requestId?: string; creditsConsumed?: number; creditsRemaining?: number; billable?: boolean; reason?: string }; data?: unknown } = {};
-      try {
-        body = text === "" ? {} : JSON.parse(text);
-      } catch {}
-      const items = Array.isArray(body.data) ? (body.data as Array<{ gtin: string; reason: string }>) : body.meta?.reason === undefined ? [] : [{ gtin: shape.gtins[0]!, reason: body.meta.reason }];
-      const answer: Answer = {
-        status: response.status,
-        requestId: body.meta?.requestId ?? response.headers.get("x-request-id"),
-        creditsConsumed: body.meta?.creditsConsumed ?? 0,
-        creditsRemaining: body.meta?.creditsRemaining ?? null,
-        billable: body.meta?.billable ?? false,
-        debitInDoubt: response.status === 503 && (body.detail ?? "").includes("whether it was billed is not known"),
-        replayed: response.headers.get("idempotent-replayed") === "true",
-        freshItems: new Set(items.filter((item) => item.reason === "fresh-offer").map((item) => item.gtin)).size,
-      };
-      request.answer = answer;
-      request.stillBlockedBy = request.blockedBy.filter((other) => other.answer === null && other.instance.alive);
-      this.trace.push(
-        `  answer #${request.id} ${response.status} consumed=${answer.creditsConsumed} remaining=${answer.creditsRemaining ?? "-"} ${answer.requestId}${answer.replayed ? " (replayed)" : ""}${answer.debitInDoubt ? " (debit in doubt)" : ""}`,
-      );
-    });
+    request.settled = sending
+      .run(request, () => instance.app.handle(http))
+      .then(async (response) => {
+        const text = await response.text().catch(() => "");
+        let body: {
+          detail?: string;
+          meta?: { requestId?: string; creditsConsumed?: number; creditsRemaining?: number; billable?: boolean; reason?: string };
+          data?: unknown;
+        } = {};
+        try {
+          body = text === "" ? {} : JSON.parse(text);
+        } catch {}
+        const items = Array.isArray(body.data)
+          ? (body.data as Array<{ gtin: string; reason: string }>)
+          : body.meta?.reason === undefined
+            ? []
+            : [{ gtin: shape.gtins[0]!, reason: body.meta.reason }];
+        const answer: Answer = {
+          status: response.status,
+          requestId: body.meta?.requestId ?? response.headers.get("x-request-id"),
+          creditsConsumed: body.meta?.creditsConsumed ?? 0,
+          creditsRemaining: body.meta?.creditsRemaining ?? null,
+          billable: body.meta?.billable ?? false,
+          debitInDoubt: response.status === 503 && (body.detail ?? "").includes("whether it was billed is not known"),
+          replayed: response.headers.get("idempotent-replayed") === "true",
+          freshItems: new Set(items.filter((item) => item.reason === "fresh-offer").map((item) => item.gtin)).size,
+        };
+        request.answer = answer;
+        request.stillBlockedBy = request.blockedBy.filter((other) => other.answer === null && other.instance.alive);
+        this.trace.push(
+          `  answer #${request.id} ${response.status} consumed=${answer.creditsConsumed} remaining=${answer.creditsRemaining ?? "-"} ${answer.requestId}${answer.replayed ? " (replayed)" : ""}${answer.debitInDoubt ? " (debit in doubt)" : ""}`,
+        );
+      });
     this.requests.push(request);
     return request;
   }
@@ -178,7 +225,11 @@ export class World {
   async deliver(instance: Instance, label: string, event: { id: string; payload: string }): Promise<void> {
     const signature = await this.stripe.webhooks.generateTestHeaderStringAsync({ payload: event.payload, secret: WEBHOOK_SECRET });
     const response = await instance.app.handle(
-      new Request("http://localhost/api/v1/webhooks/stripe", { method: "POST", headers: { "content-type": "application/json", "stripe-signature": signature }, body: event.payload }),
+      new Request("http://localhost/api/v1/webhooks/stripe", {
+        method: "POST",
+        headers: { "content-type": "application/json", "stripe-signature": signature },
+        body: event.payload,
+      }),
     );
     this.trace.push(`  webhook ${event.id} for ${label} → ${response.status}`);
   }
@@ -219,7 +270,8 @@ export class World {
   /** Credits held by requests, summed over every live instance and organization (holds in memory and reservation rows). */
   async heldAnywhere(): Promise<number> {
     let held = 0;
-    for (const instance of this.alive()) for (const organization of this.organizations) held += (await instance.store.getBalance(organization.id, instance.clock.now())).reserved;
+    for (const instance of this.alive())
+      for (const organization of this.organizations) held += (await instance.store.getBalance(organization.id, instance.clock.now())).reserved;
     return held;
   }
 }
@@ -240,7 +292,8 @@ function instanceStore(inner: Store, instance: () => Instance): Store {
         const owner = instance();
         if (!owner.alive) return new Promise(() => {});
         const stalls =
-          (property === "findProductWithOffers" && args[0] === STALLING) || (property === "findProductsWithOffers" && (args[0] as readonly string[]).includes(STALLING));
+          (property === "findProductWithOffers" && args[0] === STALLING) ||
+          (property === "findProductsWithOffers" && (args[0] as readonly string[]).includes(STALLING));
         const request = sending.getStore();
         const reached = stalls ? request?.onStall : null;
         if (request && reached) {

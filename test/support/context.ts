@@ -118,7 +118,10 @@ export interface TestContext {
 }
 
 /** A whole app on a fresh store with a fake clock and captured logs; `overrides` replaces built services (e.g. the OIDC verifier). */
-export async function createTestContext(env: Record<string, string> = {}, overrides: Partial<Pick<Parameters<typeof createServices>[0], "oidc" | "stripe" | "outbound" | "webhookDelivery">> = {}): Promise<TestContext> {
+export async function createTestContext(
+  env: Record<string, string> = {},
+  overrides: Partial<Pick<Parameters<typeof createServices>[0], "oidc" | "stripe" | "outbound" | "webhookDelivery">> = {},
+): Promise<TestContext> {
   const config = loadConfig({ PRICE_ENV: "development", LOG_LEVEL: "debug", RATE_LIMIT: "100000/s", ...env });
   const store = await openTestStore();
   const clock = new FakeClock();
@@ -149,10 +152,24 @@ export async function createOrganization(context: TestContext, credits = 0, name
   const { store, clock, services } = context;
   const organization = await store.createOrganization({ name, now: clock.now() });
   if (credits > 0) {
-    await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: credits, expiresAt: null, description: "test grant", now: clock.now() });
+    await store.grantCredits({
+      organizationId: organization.id,
+      source: "grant",
+      type: "grant",
+      amount: credits,
+      expiresAt: null,
+      description: "test grant",
+      now: clock.now(),
+    });
   }
   await store.ensureSystemUser(clock.now());
-  const created = await createApiKey(store, { organizationId: organization.id, name: "test key", createdBy: SYSTEM_USER_ID, keyPrefix: services.config.keyPrefix, now: clock.now() });
+  const created = await createApiKey(store, {
+    organizationId: organization.id,
+    name: "test key",
+    createdBy: SYSTEM_USER_ID,
+    keyPrefix: services.config.keyPrefix,
+    now: clock.now(),
+  });
   return { organizationId: organization.id, keyId: created.key.id, clearKey: created.clearKey, auth: { authorization: `Bearer ${created.clearKey}` } };
 }
 
@@ -215,7 +232,12 @@ export interface TestSession {
 export async function signIn(context: TestContext, email: string, options: { organizationId?: string; role?: "owner" | "member" } = {}): Promise<TestSession> {
   const { store, clock, services } = context;
   if (options.organizationId !== undefined) {
-    await store.upsertInvitation({ email: email.toLowerCase(), organizationId: options.organizationId, role: options.role ?? "member", createdAt: clock.now() });
+    await store.upsertInvitation({
+      email: email.toLowerCase(),
+      organizationId: options.organizationId,
+      role: options.role ?? "member",
+      createdAt: clock.now(),
+    });
   }
   const session = await signInIdentity(
     { store, clock, logger: services.logger, trialCredits: services.config.trialCredits },
@@ -233,8 +255,18 @@ export async function queryRows<T = Record<string, unknown>>(store: Store, text:
   if (store instanceof SQLiteStore) return store.connection.query(text).all(...(params as never[])) as T[];
   if (store instanceof PostgresStore) {
     let index = 0;
-    const rows = await store.connection.unsafe(text.replace(/\?/g, () => `$${++index}`), params as never[]);
-    return rows.map((row) => Object.fromEntries(Object.entries(row).map(([key, value]) => [key, typeof value === "string" && /^-?\d+$/.test(value) && rows.columns.find((c) => c.name === key)?.type === 20 ? Number(value) : value]))) as T[];
+    const rows = await store.connection.unsafe(
+      text.replace(/\?/g, () => `$${++index}`),
+      params as never[],
+    );
+    return rows.map((row) =>
+      Object.fromEntries(
+        Object.entries(row).map(([key, value]) => [
+          key,
+          typeof value === "string" && /^-?\d+$/.test(value) && rows.columns.find((c) => c.name === key)?.type === 20 ? Number(value) : value,
+        ]),
+      ),
+    ) as T[];
   }
   throw new Error("queryRows: unknown store");
 }
@@ -243,7 +275,9 @@ export async function queryRows<T = Record<string, unknown>>(store: Store, text:
 export async function tableNames(store: Store): Promise<string[]> {
   const rows = await queryRows<{ name: string }>(
     store,
-    store.dialect === "sqlite" ? "SELECT name FROM sqlite_master WHERE type = 'table'" : "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()",
+    store.dialect === "sqlite"
+      ? "SELECT name FROM sqlite_master WHERE type = 'table'"
+      : "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()",
   );
   return rows.map((row) => row.name);
 }
@@ -264,11 +298,28 @@ export async function ageReservations(store: Store, ms: number): Promise<void> {
 export async function rowReservingKey(store: Store, organizationId: string, now: number): Promise<string | null> {
   if (store.dialect === "sqlite") return null;
   await store.ensureSystemUser(now);
-  return (await createApiKey(store, { organizationId, name: "row reservations", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now, monthlyCreditLimit: 1_000_000_000 })).key.id;
+  return (
+    await createApiKey(store, {
+      organizationId,
+      name: "row reservations",
+      createdBy: SYSTEM_USER_ID,
+      keyPrefix: "pps_",
+      now,
+      monthlyCreditLimit: 1_000_000_000,
+    })
+  ).key.id;
 }
 
 /** A pending order for a pack of `credits` at `amount` cents, as checkout would store it (local provider unless told). */
-export function packOrder(input: { id: string; organizationId: string; credits: number; amount: number; now: number; provider?: "local" | "stripe"; providerRef?: string }): NewOrder {
+export function packOrder(input: {
+  id: string;
+  organizationId: string;
+  credits: number;
+  amount: number;
+  now: number;
+  provider?: "local" | "stripe";
+  providerRef?: string;
+}): NewOrder {
   return {
     id: input.id,
     organizationId: input.organizationId,

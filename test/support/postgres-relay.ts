@@ -14,7 +14,10 @@ export async function startRelay(
     const server = connect(port, host);
     client.on("data", (data: Buffer) => hooks.fromClient(data, { client, server }) && server.write(data));
     server.on("data", (data) => client.write(data));
-    for (const [socket, other] of [[client, server], [server, client]] as const) {
+    for (const [socket, other] of [
+      [client, server],
+      [server, client],
+    ] as const) {
       socket.on("error", () => other.destroy());
       socket.on("close", () => other.destroy());
     }

@@ -88,7 +88,9 @@ function apiKeySecurityTests(endpoint: SecuredEndpoint, currentContext: () => Te
 
 function sessionSecurityTests(endpoint: SecuredEndpoint, currentContext: () => TestContext): void {
   test("with a session token nobody issued it answers 401 unauthorized", async () => {
-    await expectUnauthorized(await send(currentContext(), endpoint, { cookie: "session=ses_0000000000000nosuchsession.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" }));
+    await expectUnauthorized(
+      await send(currentContext(), endpoint, { cookie: "session=ses_0000000000000nosuchsession.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" }),
+    );
     await expectUnauthorized(await send(currentContext(), endpoint, { cookie: "session=garbage" }));
   });
 
@@ -103,7 +105,13 @@ function sessionSecurityTests(endpoint: SecuredEndpoint, currentContext: () => T
       const context = currentContext();
       const session = await signIn(context, "key-holder@example.com");
       await context.store.ensureSystemUser(context.clock.now());
-      const created = await createApiKey(context.store, { organizationId: session.organizationId, name: "k", createdBy: SYSTEM_USER_ID, keyPrefix: context.services.config.keyPrefix, now: context.clock.now() });
+      const created = await createApiKey(context.store, {
+        organizationId: session.organizationId,
+        name: "k",
+        createdBy: SYSTEM_USER_ID,
+        keyPrefix: context.services.config.keyPrefix,
+        now: context.clock.now(),
+      });
       await expectUnauthorized(await send(context, endpoint, { authorization: `Bearer ${created.clearKey}` }));
     });
   }

@@ -34,11 +34,29 @@ export async function seedDatabase(databaseUrl: string, credits: number): Promis
   const store = SQLiteStore.open(databaseUrl);
   const now = Date.now();
   const organization = await store.createOrganization({ name: "Process Org", now });
-  await store.grantCredits({ organizationId: organization.id, source: "grant", type: "grant", amount: credits, expiresAt: null, description: "test grant", now });
+  await store.grantCredits({
+    organizationId: organization.id,
+    source: "grant",
+    type: "grant",
+    amount: credits,
+    expiresAt: null,
+    description: "test grant",
+    now,
+  });
   await store.ensureSystemUser(now);
   const created = await createApiKey(store, { organizationId: organization.id, name: "process key", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now });
   const product = { gtin: "04006381333931", title: "Pencil", brand: "Acme" };
-  const offer = { merchantId: "m-1", merchantName: "Shop", priceAmount: 199, currency: "EUR", shippingAmount: null, availability: "in_stock" as const, condition: "new" as const, url: null, observedAt: now };
+  const offer = {
+    merchantId: "m-1",
+    merchantName: "Shop",
+    priceAmount: 199,
+    currency: "EUR",
+    shippingAmount: null,
+    availability: "in_stock" as const,
+    condition: "new" as const,
+    url: null,
+    observedAt: now,
+  };
   await store.applyFeedRecords([{ product, offer }], now);
   await store.close();
   return { organizationId: organization.id, keyId: created.key.id, clearKey: created.clearKey, gtin: "4006381333931" };
@@ -94,7 +112,13 @@ async function waitUntil(condition: () => boolean, timeoutMs: number, what: () =
 }
 
 /** Starts `serve` of `target` (default: the sources) on `port` (default: one the system picks) and waits until it logs that it listens. */
-export async function spawnServe(options: { databaseUrl: string; target?: ServiceTarget; port?: number; env?: Record<string, string>; args?: string[] }): Promise<ServeProcess> {
+export async function spawnServe(options: {
+  databaseUrl: string;
+  target?: ServiceTarget;
+  port?: number;
+  env?: Record<string, string>;
+  args?: string[];
+}): Promise<ServeProcess> {
   const { target = SOURCES } = options;
   const child = Bun.spawn([...target.argv, "serve", "--port", String(options.port ?? 0), ...(options.args ?? [])], {
     cwd: target.cwd,
@@ -120,6 +144,11 @@ export async function spawnServe(options: { databaseUrl: string; target?: Servic
     child,
     stdout: () => out.text,
     stderr: () => err.text,
-    waitForStderr: (text, timeoutMs = 10_000) => waitUntil(() => err.text.includes(text), timeoutMs, () => `"${text}" on standard error; got: ${err.text}`),
+    waitForStderr: (text, timeoutMs = 10_000) =>
+      waitUntil(
+        () => err.text.includes(text),
+        timeoutMs,
+        () => `"${text}" on standard error; got: ${err.text}`,
+      ),
   };
 }

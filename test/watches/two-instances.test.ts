@@ -24,7 +24,16 @@ function gtinOf(index: number): string {
 function records(price: number, at: number): FeedRecord[] {
   return Array.from({ length: PRODUCTS }, (_, index) => ({
     product: { gtin: gtinOf(index), title: `Product ${index}` },
-    offer: { merchantId: "m1", priceAmount: price + index, currency: "EUR", shippingAmount: null, availability: "in_stock", condition: "new", url: null, observedAt: at },
+    offer: {
+      merchantId: "m1",
+      priceAmount: price + index,
+      currency: "EUR",
+      shippingAmount: null,
+      availability: "in_stock",
+      condition: "new",
+      url: null,
+      observedAt: at,
+    },
   }));
 }
 
@@ -34,7 +43,15 @@ test("two evaluators share the queue: each change is evaluated once, each event 
   await one.applyFeedRecords(records(1000, clock.now()), clock.now());
   for (let index = 0; index < PRODUCTS; index++) {
     const created = await (index % 2 === 0 ? one : two).createWatch(
-      { id: `wch_two${String(index).padStart(4, "0")}`, organizationId, gtin: gtinOf(index), merchantId: "m1", trigger: "any-change", below: null, now: clock.now() },
+      {
+        id: `wch_two${String(index).padStart(4, "0")}`,
+        organizationId,
+        gtin: gtinOf(index),
+        merchantId: "m1",
+        trigger: "any-change",
+        below: null,
+        now: clock.now(),
+      },
       { limit: 1_000, freshnessWindowMs: 86_400_000 },
     );
     expect(created.ok).toBe(true);

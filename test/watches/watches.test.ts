@@ -32,7 +32,11 @@ async function watch(body: Record<string, unknown>): Promise<{ id: string; [key:
 }
 
 /** One import of one offer, a minute later than the last. */
-async function offer(merchantId: string, price: number, options: { gtin?: string; availability?: "in_stock" | "out_of_stock"; currency?: string } = {}): Promise<void> {
+async function offer(
+  merchantId: string,
+  price: number,
+  options: { gtin?: string; availability?: "in_stock" | "out_of_stock"; currency?: string } = {},
+): Promise<void> {
   context.clock.advance(60_000);
   await addProduct(context, options.gtin ?? GTIN, [{ merchantId, price, ageMs: 0, availability: options.availability, currency: options.currency }]);
 }
@@ -42,7 +46,11 @@ async function evaluate() {
 }
 
 async function priceEvents(organizationId = org.organizationId): Promise<Array<{ id: string; data: Record<string, any> }>> {
-  const rows = await queryRows<{ id: string; payload: string }>(context.store, "SELECT id, payload FROM webhook_events WHERE organization_id = ? AND type = 'price.changed' ORDER BY created_at, id", [organizationId]);
+  const rows = await queryRows<{ id: string; payload: string }>(
+    context.store,
+    "SELECT id, payload FROM webhook_events WHERE organization_id = ? AND type = 'price.changed' ORDER BY created_at, id",
+    [organizationId],
+  );
   return rows.map((row) => ({ id: row.id, data: JSON.parse(row.payload) }));
 }
 
@@ -57,7 +65,15 @@ async function watchUsageRows(organizationId = org.organizationId) {
 describe("the watches API", () => {
   test("a watch is created with its GTIN-14, listed newest first, read and deleted", async () => {
     const first = await watch({ gtin: GTIN13, trigger: "any-change" });
-    expect(first).toMatchObject({ gtin: GTIN, merchant: null, trigger: "any-change", below: null, status: "active", pausedReason: null, lastTriggeredAt: null });
+    expect(first).toMatchObject({
+      gtin: GTIN,
+      merchant: null,
+      trigger: "any-change",
+      below: null,
+      status: "active",
+      pausedReason: null,
+      lastTriggeredAt: null,
+    });
     expect(first.id).toMatch(/^wch_/);
     context.clock.advance(1);
     const second = await watch({ gtin: GTIN, merchant: "m1", trigger: "below", below: { amount: 1000, currency: "EUR" } });
@@ -87,7 +103,15 @@ describe("the watches API", () => {
     expect((await post({ gtin: "4006381333932", trigger: "any-change" })).status).toBe(400);
     expect((await post({ gtin: GTIN, trigger: "below" })).status).toBe(422);
     expect((await post({ gtin: GTIN, trigger: "price-drop", below: { amount: 1, currency: "EUR" } })).status).toBe(422);
-    expect((await context.request(WATCHES, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ gtin: GTIN, trigger: "any-change" }) })).status).toBe(401);
+    expect(
+      (
+        await context.request(WATCHES, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ gtin: GTIN, trigger: "any-change" }),
+        })
+      ).status,
+    ).toBe(401);
   });
 
   test("past WATCH_LIMIT watches a 409 conflict says the limit", async () => {
@@ -128,7 +152,14 @@ describe("triggers", () => {
       [1299, 1199, "in_stock"],
       [1199, 1199, "out_of_stock"],
     ]);
-    expect(events[0]!.data).toMatchObject({ organizationId: org.organizationId, watchId: created.id, gtin: GTIN, merchant: "m1", trigger: "any-change", below: null });
+    expect(events[0]!.data).toMatchObject({
+      organizationId: org.organizationId,
+      watchId: created.id,
+      gtin: GTIN,
+      merchant: "m1",
+      trigger: "any-change",
+      below: null,
+    });
     expect(events[0]!.data.current).toMatchObject({ merchant: "m1", price: { amount: 1199, currency: "EUR" }, availability: "in_stock" });
     expect(events[0]!.data.current.observedAt).toBe(new Date(context.clock.now() - 120_000).toISOString());
     const stored = await json(await context.request(`${WATCHES}/${created.id}`, { headers: org.auth }));
@@ -214,8 +245,22 @@ describe("triggers", () => {
 
 describe("events and credits", () => {
   test("each event is billed with its usage row, delivered to subscribed endpoints; billed = written", async () => {
-    await context.store.createWebhookEndpoint({ id: newId("whe", context.clock.now()), organizationId: org.organizationId, url: "https://hooks.example/x", eventTypes: ["price.changed"], secret: "whsec_x", createdAt: context.clock.now() });
-    await context.store.createWebhookEndpoint({ id: newId("whe", context.clock.now()), organizationId: org.organizationId, url: "https://hooks.example/y", eventTypes: ["key.created"], secret: "whsec_y", createdAt: context.clock.now() });
+    await context.store.createWebhookEndpoint({
+      id: newId("whe", context.clock.now()),
+      organizationId: org.organizationId,
+      url: "https://hooks.example/x",
+      eventTypes: ["price.changed"],
+      secret: "whsec_x",
+      createdAt: context.clock.now(),
+    });
+    await context.store.createWebhookEndpoint({
+      id: newId("whe", context.clock.now()),
+      organizationId: org.organizationId,
+      url: "https://hooks.example/y",
+      eventTypes: ["key.created"],
+      secret: "whsec_y",
+      createdAt: context.clock.now(),
+    });
     await offer("m1", 1000);
     await watch({ gtin: GTIN, merchant: "m1", trigger: "any-change" });
     await watch({ gtin: GTIN, trigger: "any-change" });
@@ -227,12 +272,19 @@ describe("events and credits", () => {
     const billed = await watchUsageRows();
     expect(billed.map((row) => row.request_id).sort()).toEqual(events.map((event) => event.id).sort());
     expect(billed.every((row) => row.amount === -1 && row.gtin === GTIN)).toBe(true);
-    const deliveries = await queryRows<{ event_id: string }>(context.store, "SELECT event_id FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id WHERE e.type = 'price.changed'");
+    const deliveries = await queryRows<{ event_id: string }>(
+      context.store,
+      "SELECT event_id FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id WHERE e.type = 'price.changed'",
+    );
     expect(deliveries.length).toBe(2);
     const balance = await context.store.getBalance(org.organizationId, context.clock.now());
     expect(balance.available).toBe(98);
     expect(await ledgerSum(context.store, org.organizationId)).toBe(98);
-    const usage = await queryRows<{ credits: number; requests: number }>(context.store, "SELECT credits, requests FROM usage_counters WHERE organization_id = ? AND reason = 'price-watch' AND period_ms = 3600000", [org.organizationId]);
+    const usage = await queryRows<{ credits: number; requests: number }>(
+      context.store,
+      "SELECT credits, requests FROM usage_counters WHERE organization_id = ? AND reason = 'price-watch' AND period_ms = 3600000",
+      [org.organizationId],
+    );
     expect(usage).toEqual([{ credits: 2, requests: 2 }]);
   });
 
@@ -250,7 +302,10 @@ describe("events and credits", () => {
     await evaluate();
     expect((await priceEvents()).length).toBe(1);
     for (const id of [first.id, second.id]) {
-      expect(await json(await context.request(`${WATCHES}/${id}`, { headers: org.auth }))).toMatchObject({ status: "paused", pausedReason: "insufficient-credits" });
+      expect(await json(await context.request(`${WATCHES}/${id}`, { headers: org.auth }))).toMatchObject({
+        status: "paused",
+        pausedReason: "insufficient-credits",
+      });
     }
     // Paused: changes are followed, not sent.
     await offer("m1", 700);
@@ -258,7 +313,15 @@ describe("events and credits", () => {
     expect((await priceEvents()).length).toBe(1);
     expect(await ledgerSum(context.store, org.organizationId)).toBe(1);
 
-    await context.store.grantCredits({ organizationId: org.organizationId, source: "pack", type: "purchase", amount: 10, expiresAt: null, description: "Pack", now: context.clock.now() });
+    await context.store.grantCredits({
+      organizationId: org.organizationId,
+      source: "pack",
+      type: "purchase",
+      amount: 10,
+      expiresAt: null,
+      description: "Pack",
+      now: context.clock.now(),
+    });
     const resumed = await evaluate();
     expect(resumed.resumed).toBe(2);
     expect(await json(await context.request(`${WATCHES}/${first.id}`, { headers: org.auth }))).toMatchObject({ status: "active", pausedReason: null });

@@ -16,7 +16,8 @@ import { startReceiver, type Receiver } from "./receiver";
 
 const WEBHOOKS = "/api/v1/customer/webhooks";
 const silent = createLogger({ level: "silent", write: () => {} });
-const loopbackOutbound = (fetch?: typeof globalThis.fetch) => createOutboundClient({ policy: createAddressPolicy({ allowedNetworks: [], allowLoopback: true }), fetch });
+const loopbackOutbound = (fetch?: typeof globalThis.fetch) =>
+  createOutboundClient({ policy: createAddressPolicy({ allowedNetworks: [], allowLoopback: true }), fetch });
 
 let context: TestContext;
 let receiver: Receiver;
@@ -34,7 +35,11 @@ afterEach(async () => {
 });
 
 function post(path: string, body?: unknown): Promise<Response> {
-  return context.request(path, { method: "POST", headers: { ...ada.headers, ...(body === undefined ? {} : { "content-type": "application/json" }) }, body: body === undefined ? undefined : JSON.stringify(body) });
+  return context.request(path, {
+    method: "POST",
+    headers: { ...ada.headers, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
 }
 
 async function createEndpoint(eventTypes: string[], url = receiver.url): Promise<{ endpoint: { id: string }; secret: string }> {
@@ -67,7 +72,11 @@ describe("delivery", () => {
     expect(await context.services.webhooks.tick()).toBe(1);
     expect(receiver.received).toHaveLength(1);
     const payload = verify(secret);
-    expect(payload).toEqual({ type: "key.created", timestamp: new Date(context.clock.now()).toISOString(), data: { organizationId: ada.organizationId, keyId, name: "production", keyPrefix: expect.any(String) } });
+    expect(payload).toEqual({
+      type: "key.created",
+      timestamp: new Date(context.clock.now()).toISOString(),
+      data: { organizationId: ada.organizationId, keyId, name: "production", keyPrefix: expect.any(String) },
+    });
     expect(receiver.received[0]!.id).toStartWith("msg_");
     expect(receiver.received[0]!.headers["content-type"]).toBe("application/json");
     expect(await deliveryLog(endpoint.id)).toEqual([
@@ -93,7 +102,12 @@ describe("delivery", () => {
     receiver.answer(503, "x".repeat(1000));
     await context.services.webhooks.tick();
     let [line] = await deliveryLog(endpoint.id);
-    expect(line).toMatchObject({ state: "pending", attempts: 1, lastStatus: 503, nextAttemptAt: new Date(context.clock.now() + RETRY_SCHEDULE_MS[0]).toISOString() });
+    expect(line).toMatchObject({
+      state: "pending",
+      attempts: 1,
+      lastStatus: 503,
+      nextAttemptAt: new Date(context.clock.now() + RETRY_SCHEDULE_MS[0]).toISOString(),
+    });
     expect(line.lastResponse).toBe("x".repeat(RESPONSE_EXCERPT_BYTES));
     // Not due yet: nothing is sent.
     expect(await context.services.webhooks.tick()).toBe(0);
@@ -187,12 +201,25 @@ describe("delivery", () => {
 describe("addresses webhooks never reach", () => {
   function productionDispatcher(resolve: (hostname: string) => Promise<string[]>): WebhookDispatcher {
     const policy = createAddressPolicy({ allowedNetworks: [], allowLoopback: false });
-    return new WebhookDispatcher({ store: context.store, clock: context.clock, logger: silent, outbound: createOutboundClient({ policy, resolve }), userAgent: "test" });
+    return new WebhookDispatcher({
+      store: context.store,
+      clock: context.clock,
+      logger: silent,
+      outbound: createOutboundClient({ policy, resolve }),
+      userAgent: "test",
+    });
   }
 
   async function endpointFor(url: string): Promise<string> {
     const { store, clock } = context;
-    const endpoint = await store.createWebhookEndpoint({ id: newId("whe", clock.now()), organizationId: ada.organizationId, url, eventTypes: ["key.created"], secret: newWebhookSecret(), createdAt: clock.now() });
+    const endpoint = await store.createWebhookEndpoint({
+      id: newId("whe", clock.now()),
+      organizationId: ada.organizationId,
+      url,
+      eventTypes: ["key.created"],
+      secret: newWebhookSecret(),
+      createdAt: clock.now(),
+    });
     return endpoint.id;
   }
 
@@ -211,7 +238,15 @@ describe("addresses webhooks never reach", () => {
     await createKey();
     const policy = createAddressPolicy({ allowedNetworks: ["127.0.0.1/32"], allowLoopback: false });
     const resolve = async (hostname: string) => (hostname === "hooks.customer.test" ? ["127.0.0.1"] : []);
-    expect(await new WebhookDispatcher({ store: context.store, clock: context.clock, logger: silent, outbound: createOutboundClient({ policy, resolve }), userAgent: "test" }).tick()).toBe(1);
+    expect(
+      await new WebhookDispatcher({
+        store: context.store,
+        clock: context.clock,
+        logger: silent,
+        outbound: createOutboundClient({ policy, resolve }),
+        userAgent: "test",
+      }).tick(),
+    ).toBe(1);
     expect((await deliveryLog(endpointId))[0]).toMatchObject({ state: "delivered", lastStatus: 200 });
     expect(receiver.received.map((request) => request.headers.host)).toEqual([`hooks.customer.test:${port}`]);
   });
@@ -232,7 +267,14 @@ describe("crashes and instances", () => {
   }
 
   async function addEndpoint(store: Store, organizationId: string, clock: FakeClock): Promise<string> {
-    const endpoint = await store.createWebhookEndpoint({ id: newId("whe", clock.now()), organizationId, url: receiver.url, eventTypes: ["credits.granted"], secret: newWebhookSecret(), createdAt: clock.now() });
+    const endpoint = await store.createWebhookEndpoint({
+      id: newId("whe", clock.now()),
+      organizationId,
+      url: receiver.url,
+      eventTypes: ["credits.granted"],
+      secret: newWebhookSecret(),
+      createdAt: clock.now(),
+    });
     return endpoint.id;
   }
 
@@ -311,7 +353,9 @@ describe("crashes and instances", () => {
       const endpointId = await addEndpoint(stores.one, stores.organizationId, stores.clock);
       await grant(stores.one, stores.organizationId, stores.clock);
       // Instance one claims the delivery and dies before sending it.
-      expect(await stores.one.claimWebhookDeliveries({ owner: "dsp_dead", now: stores.clock.now(), leaseMs: 60_000, limit: 10, ...DELIVERY_LIMITS })).toHaveLength(1);
+      expect(
+        await stores.one.claimWebhookDeliveries({ owner: "dsp_dead", now: stores.clock.now(), leaseMs: 60_000, limit: 10, ...DELIVERY_LIMITS }),
+      ).toHaveLength(1);
       const survivor = dispatcher(stores.two, stores.clock);
       expect(await survivor.tick()).toBe(0);
       await queryRows(stores.two, "UPDATE webhook_deliveries SET lease_until = lease_until - 120000");
@@ -319,7 +363,19 @@ describe("crashes and instances", () => {
       expect(receiver.received).toHaveLength(1);
       expect(await queryRows(stores.one, "SELECT state FROM webhook_deliveries")).toEqual([{ state: "delivered" }]);
       // The dead instance's late report changes nothing.
-      expect(await stores.one.finishWebhookDelivery({ endpointId, eventId: receiver.received[0]!.id, owner: "dsp_dead", now: stores.clock.now(), delivered: false, status: 500, response: null, nextAttemptAt: null, disableAfterMs: DAY_MS })).toBe(false);
+      expect(
+        await stores.one.finishWebhookDelivery({
+          endpointId,
+          eventId: receiver.received[0]!.id,
+          owner: "dsp_dead",
+          now: stores.clock.now(),
+          delivered: false,
+          status: 500,
+          response: null,
+          nextAttemptAt: null,
+          disableAfterMs: DAY_MS,
+        }),
+      ).toBe(false);
     } finally {
       await stores.close();
     }

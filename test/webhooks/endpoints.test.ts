@@ -20,10 +20,17 @@ afterEach(async () => {
 });
 
 function send(method: string, path: string, session: TestSession, body?: unknown): Promise<Response> {
-  return context.request(path, { method, headers: { ...session.headers, ...(body === undefined ? {} : { "content-type": "application/json" }) }, body: body === undefined ? undefined : JSON.stringify(body) });
+  return context.request(path, {
+    method,
+    headers: { ...session.headers, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
 }
 
-async function create(session: TestSession, body: unknown = { url: "https://hooks.example.com/in", eventTypes: ["credits.low", "key.created"] }): Promise<{ endpoint: any; secret: string }> {
+async function create(
+  session: TestSession,
+  body: unknown = { url: "https://hooks.example.com/in", eventTypes: ["credits.low", "key.created"] },
+): Promise<{ endpoint: any; secret: string }> {
   const response = await send("POST", WEBHOOKS, session, body);
   expect(response.status).toBe(201);
   return json(response);
@@ -44,7 +51,13 @@ describe("POST /api/v1/customer/webhooks", () => {
     expect(response.headers.get("cache-control")).toBe("no-store");
     const { endpoint, secret } = await json(response);
     expect(Object.keys(endpoint).sort()).toEqual(ENDPOINT_FIELDS);
-    expect(endpoint).toMatchObject({ url: "https://hooks.example.com/in", eventTypes: ["credits.low"], status: "enabled", failingSince: null, disabledAt: null });
+    expect(endpoint).toMatchObject({
+      url: "https://hooks.example.com/in",
+      eventTypes: ["credits.low"],
+      status: "enabled",
+      failingSince: null,
+      disabledAt: null,
+    });
     expect(endpoint.id).toStartWith("whe_");
     expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     const listed = await json(await send("GET", WEBHOOKS, ada));
@@ -57,8 +70,20 @@ describe("POST /api/v1/customer/webhooks", () => {
     try {
       const session = await signIn(production, "ops@example.com");
       const attempt = (url: string, language = "en") =>
-        production.request(WEBHOOKS, { method: "POST", headers: { ...session.headers, "content-type": "application/json", "accept-language": language }, body: JSON.stringify({ url, eventTypes: ["key.created"] }) });
-      for (const url of ["http://hooks.example.com/in", "https://127.0.0.1/in", "https://[::1]/in", "https://169.254.169.254/latest", "https://192.168.1.10/in", "https://10.0.0.1/in", "https://user:pw@hooks.example.com/in"]) {
+        production.request(WEBHOOKS, {
+          method: "POST",
+          headers: { ...session.headers, "content-type": "application/json", "accept-language": language },
+          body: JSON.stringify({ url, eventTypes: ["key.created"] }),
+        });
+      for (const url of [
+        "http://hooks.example.com/in",
+        "https://127.0.0.1/in",
+        "https://[::1]/in",
+        "https://169.254.169.254/latest",
+        "https://192.168.1.10/in",
+        "https://10.0.0.1/in",
+        "https://user:pw@hooks.example.com/in",
+      ]) {
         expect({ url, status: (await attempt(url)).status }).toEqual({ url, status: 422 });
       }
       const french = await json(await attempt("https://10.0.0.1/in", "fr"));
@@ -79,7 +104,10 @@ describe("POST /api/v1/customer/webhooks", () => {
     await expectProblem(await send("POST", WEBHOOKS, ada, { url: "not a url", eventTypes: ["key.created"] }), 422, "unprocessable-body");
   });
 
-  securityTests({ method: "POST", path: () => WEBHOOKS, body: () => ({ url: "https://a.example/x", eventTypes: ["key.created"] }), accepts: "session" }, () => context);
+  securityTests(
+    { method: "POST", path: () => WEBHOOKS, body: () => ({ url: "https://a.example/x", eventTypes: ["key.created"] }), accepts: "session" },
+    () => context,
+  );
 });
 
 describe("GET /api/v1/customer/webhooks", () => {
@@ -99,7 +127,14 @@ describe("GET /api/v1/customer/webhooks", () => {
 describe("one endpoint", () => {
   test("another organization's endpoint is 404 for every operation, and stays as it was", async () => {
     const { endpoint } = await create(ada);
-    for (const [method, suffix] of [["GET", ""], ["DELETE", ""], ["POST", "/rotate-secret"], ["POST", "/enable"], ["POST", "/test"], ["GET", "/deliveries"]] as const) {
+    for (const [method, suffix] of [
+      ["GET", ""],
+      ["DELETE", ""],
+      ["POST", "/rotate-secret"],
+      ["POST", "/enable"],
+      ["POST", "/test"],
+      ["GET", "/deliveries"],
+    ] as const) {
       const body = await expectProblem(await send(method, `${WEBHOOKS}/${endpoint.id}${suffix}`, eve), 404, "not-found");
       expect(body.detail).not.toContain(endpoint.id);
     }
@@ -139,7 +174,19 @@ describe("one endpoint", () => {
     const { eventId } = await json(await send("POST", `${WEBHOOKS}/${endpoint.id}/test`, ada));
     const log = await json(await send("GET", `${WEBHOOKS}/${endpoint.id}/deliveries`, ada));
     expect(log).toEqual({
-      items: [{ eventId, eventType: "webhook.test", state: "pending", attempts: 0, lastStatus: null, lastResponse: null, lastAttemptAt: null, nextAttemptAt: new Date(context.clock.now()).toISOString(), createdAt: new Date(context.clock.now()).toISOString() }],
+      items: [
+        {
+          eventId,
+          eventType: "webhook.test",
+          state: "pending",
+          attempts: 0,
+          lastStatus: null,
+          lastResponse: null,
+          lastAttemptAt: null,
+          nextAttemptAt: new Date(context.clock.now()).toISOString(),
+          createdAt: new Date(context.clock.now()).toISOString(),
+        },
+      ],
       nextCursor: null,
     });
   });
@@ -173,7 +220,8 @@ describe("/api/v1/customer/webhooks/settings", () => {
   });
 
   test("a threshold that is not a positive whole number is refused", async () => {
-    for (const lowCreditThreshold of [0, -5, 2.5, "100"]) await expectProblem(await send("PATCH", `${WEBHOOKS}/settings`, ada, { lowCreditThreshold }), 422, "unprocessable-body");
+    for (const lowCreditThreshold of [0, -5, 2.5, "100"])
+      await expectProblem(await send("PATCH", `${WEBHOOKS}/settings`, ada, { lowCreditThreshold }), 422, "unprocessable-body");
   });
 
   securityTests({ method: "PATCH", path: () => `${WEBHOOKS}/settings`, body: () => ({ lowCreditThreshold: 10 }), accepts: "session" }, () => context);

@@ -46,20 +46,40 @@ afterEach(async () => {
 async function organizationWithEndpoint(name: string, url: string): Promise<{ organizationId: string; endpointId: string }> {
   const { store, clock } = context;
   const organization = await store.createOrganization({ name, now: clock.now() });
-  const endpoint = await store.createWebhookEndpoint({ id: newId("whe", clock.now()), organizationId: organization.id, url, eventTypes: ["credits.granted"], secret: newWebhookSecret(), createdAt: clock.now() });
+  const endpoint = await store.createWebhookEndpoint({
+    id: newId("whe", clock.now()),
+    organizationId: organization.id,
+    url,
+    eventTypes: ["credits.granted"],
+    secret: newWebhookSecret(),
+    createdAt: clock.now(),
+  });
   return { organizationId: organization.id, endpointId: endpoint.id };
 }
 
 async function addEndpoint(organizationId: string, url: string): Promise<string> {
   const { store, clock } = context;
-  return (await store.createWebhookEndpoint({ id: newId("whe", clock.now()), organizationId, url, eventTypes: ["credits.granted"], secret: newWebhookSecret(), createdAt: clock.now() })).id;
+  return (
+    await store.createWebhookEndpoint({
+      id: newId("whe", clock.now()),
+      organizationId,
+      url,
+      eventTypes: ["credits.granted"],
+      secret: newWebhookSecret(),
+      createdAt: clock.now(),
+    })
+  ).id;
 }
 
 /** `count` test events for one endpoint in one statement (a recursive series works on both stores). */
 async function queueTestEvents(organizationId: string, endpointId: string, count: number, createdAt = context.clock.now()): Promise<void> {
   const prefix = `msg_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
   const series = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${count})`;
-  await queryRows(context.store, `${series} INSERT INTO webhook_events (id, organization_id, type, payload, created_at) SELECT CAST(? AS text) || '_' || i, ?, 'webhook.test', '{}', CAST(? AS bigint) FROM n`, [prefix, organizationId, createdAt]);
+  await queryRows(
+    context.store,
+    `${series} INSERT INTO webhook_events (id, organization_id, type, payload, created_at) SELECT CAST(? AS text) || '_' || i, ?, 'webhook.test', '{}', CAST(? AS bigint) FROM n`,
+    [prefix, organizationId, createdAt],
+  );
   await queryRows(
     context.store,
     `${series} INSERT INTO webhook_deliveries (endpoint_id, event_id, state, attempts, next_attempt_at, created_at) SELECT ?, CAST(? AS text) || '_' || i, 'pending', 0, CAST(? AS bigint) + i, CAST(? AS bigint) + i FROM n`,
@@ -68,7 +88,15 @@ async function queueTestEvents(organizationId: string, endpointId: string, count
 }
 
 function grant(organizationId: string) {
-  return context.store.grantCredits({ organizationId, source: "grant", type: "grant", amount: 5, expiresAt: null, description: "grant", now: context.clock.now() });
+  return context.store.grantCredits({
+    organizationId,
+    source: "grant",
+    type: "grant",
+    amount: 5,
+    expiresAt: null,
+    description: "grant",
+    now: context.clock.now(),
+  });
 }
 
 describe("fair delivery", () => {
@@ -103,9 +131,11 @@ describe("fair delivery", () => {
     await queueTestEvents(small.organizationId, small.endpointId, 1);
     context.clock.advance(1000);
 
-    const claim = (owner: string, limit: number) => context.store.claimWebhookDeliveries({ owner, now: context.clock.now(), leaseMs: 60_000, limit, ...DELIVERY_LIMITS });
+    const claim = (owner: string, limit: number) =>
+      context.store.claimWebhookDeliveries({ owner, now: context.clock.now(), leaseMs: 60_000, limit, ...DELIVERY_LIMITS });
     const first = await claim("dsp_one", 20);
-    const perEndpoint = (claimed: Array<{ endpointId: string }>) => endpoints.map((endpointId) => claimed.filter((delivery) => delivery.endpointId === endpointId).length);
+    const perEndpoint = (claimed: Array<{ endpointId: string }>) =>
+      endpoints.map((endpointId) => claimed.filter((delivery) => delivery.endpointId === endpointId).length);
     // Big gets perOrganization (5) of its 16, no endpoint more than 2; Small's newer event is not held back.
     expect(first.filter((delivery) => delivery.endpointId === small.endpointId)).toHaveLength(1);
     expect(first.filter((delivery) => delivery.endpointId !== small.endpointId)).toHaveLength(DELIVERY_LIMITS.perOrganization);
@@ -135,7 +165,11 @@ describe("fair delivery", () => {
 describe("test events and the backlog", () => {
   test("test events are rate limited per organization: 429 rate-limited with Retry-After, and nothing queued", async () => {
     const ada = await signIn(context, "ada@example.com");
-    const created = await context.request(WEBHOOKS, { method: "POST", headers: { ...ada.headers, "content-type": "application/json" }, body: JSON.stringify({ url: receiver.url, eventTypes: ["key.created"] }) });
+    const created = await context.request(WEBHOOKS, {
+      method: "POST",
+      headers: { ...ada.headers, "content-type": "application/json" },
+      body: JSON.stringify({ url: receiver.url, eventTypes: ["key.created"] }),
+    });
     const { endpoint } = await json(created);
     const send = () => context.request(`${WEBHOOKS}/${endpoint.id}/test`, { method: "POST", headers: ada.headers });
     const statuses: number[] = [];
@@ -164,7 +198,11 @@ describe("test events and the backlog", () => {
     await grant(organizationId);
     await context.services.webhooks.tick();
     await context.services.webhooks.drain();
-    const counts = await queryRows<{ state: string; n: number }>(context.store, "SELECT state, count(*) AS n FROM webhook_deliveries WHERE endpoint_id = ? GROUP BY state ORDER BY state", [endpointId]);
+    const counts = await queryRows<{ state: string; n: number }>(
+      context.store,
+      "SELECT state, count(*) AS n FROM webhook_deliveries WHERE endpoint_id = ? GROUP BY state ORDER BY state",
+      [endpointId],
+    );
     const count = (state: string) => Number(counts.find((row) => row.state === state)?.n ?? 0);
     expect(count("failed")).toBe(1);
     expect(count("delivered") + count("pending")).toBe(MAX_PENDING_PER_ENDPOINT);
@@ -178,7 +216,11 @@ describe("test events and the backlog", () => {
     context.services.logger.flush();
     expect(context.logs.join("")).toContain('"message":"webhook backlog dropped"');
     // The newest event, the grant's, is kept (and waits its turn: oldest first within the endpoint).
-    const [granted] = await queryRows<{ state: string }>(context.store, "SELECT d.state FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id WHERE d.endpoint_id = ? AND e.type = 'credits.granted'", [endpointId]);
+    const [granted] = await queryRows<{ state: string }>(
+      context.store,
+      "SELECT d.state FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id WHERE d.endpoint_id = ? AND e.type = 'credits.granted'",
+      [endpointId],
+    );
     expect(granted).toEqual({ state: "pending" });
   });
 });

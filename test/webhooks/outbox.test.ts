@@ -5,7 +5,17 @@ import { SYSTEM_USER_ID } from "../../src/db/store";
 import { newId } from "../../src/lib/ids";
 import { completeLocalOrder } from "../../src/modules/billing/service";
 import { createApiKey, revokeApiKey, rotateApiKey } from "../../src/modules/keys/service";
-import { addProduct, createOrganization, createTestContext, packOrder, queryRows, rowReservingKey, signIn, type TestContext, type TestOrganization } from "../support/context";
+import {
+  addProduct,
+  createOrganization,
+  createTestContext,
+  packOrder,
+  queryRows,
+  rowReservingKey,
+  signIn,
+  type TestContext,
+  type TestOrganization,
+} from "../support/context";
 
 const FRESH = "04006381333931";
 
@@ -23,7 +33,11 @@ afterEach(async () => {
 });
 
 async function events(organizationId = org.organizationId): Promise<Array<{ id: string; type: string; data: Record<string, any> }>> {
-  const rows = await queryRows<{ id: string; type: string; payload: string }>(context.store, "SELECT id, type, payload FROM webhook_events WHERE organization_id = ? ORDER BY created_at, id", [organizationId]);
+  const rows = await queryRows<{ id: string; type: string; payload: string }>(
+    context.store,
+    "SELECT id, type, payload FROM webhook_events WHERE organization_id = ? ORDER BY created_at, id",
+    [organizationId],
+  );
   return rows.map((row) => ({ id: row.id, type: row.type, data: JSON.parse(row.payload) }));
 }
 
@@ -39,18 +53,33 @@ describe("events written with their cause", () => {
   test("the organization's first grant and key each wrote theirs", async () => {
     expect((await events()).map((event) => event.type)).toEqual(["credits.granted", "key.created"]);
     const [granted, created] = await events();
-    expect(granted!.data).toMatchObject({ organizationId: org.organizationId, amount: 10, source: "grant", transactionType: "grant", balance: 10, expiresAt: null });
+    expect(granted!.data).toMatchObject({
+      organizationId: org.organizationId,
+      amount: 10,
+      source: "grant",
+      transactionType: "grant",
+      balance: 10,
+      expiresAt: null,
+    });
     expect(created!.data).toEqual({ organizationId: org.organizationId, keyId: org.keyId, name: "test key", keyPrefix: org.clearKey.slice(0, 8) });
   });
 
   test("rotating and revoking a key write key.rotated and key.revoked, never a secret", async () => {
     const { store, clock } = context;
-    const rotated = await rotateApiKey(store, { organizationId: org.organizationId, id: org.keyId, createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now() });
+    const rotated = await rotateApiKey(store, {
+      organizationId: org.organizationId,
+      id: org.keyId,
+      createdBy: SYSTEM_USER_ID,
+      keyPrefix: "pps_",
+      now: clock.now(),
+    });
     await revokeApiKey(store, { organizationId: org.organizationId, id: rotated.key.id, now: clock.now() });
     expect((await eventsOfType("key.rotated")).map((event) => event.data)).toEqual([
       { organizationId: org.organizationId, keyId: org.keyId, replacedBy: rotated.key.id, name: "test key", keyPrefix: rotated.key.keyPrefix },
     ]);
-    expect((await eventsOfType("key.revoked")).map((event) => event.data)).toEqual([{ organizationId: org.organizationId, keyId: rotated.key.id, name: "test key", keyPrefix: rotated.key.keyPrefix }]);
+    expect((await eventsOfType("key.revoked")).map((event) => event.data)).toEqual([
+      { organizationId: org.organizationId, keyId: rotated.key.id, name: "test key", keyPrefix: rotated.key.keyPrefix },
+    ]);
     const stored = JSON.stringify(await events());
     expect(stored).not.toContain(rotated.clearKey);
     expect(stored).not.toContain(org.clearKey);
@@ -70,10 +99,18 @@ describe("events written with their cause", () => {
     };
     const first = await store.completeOrder(completion);
     await store.completeOrder(completion);
-    expect((await eventsOfType("credits.granted")).map((event) => event.data)).toContainEqual(expect.objectContaining({ amount: 500, source: "pack", transactionType: "purchase", balance: 510 }));
+    expect((await eventsOfType("credits.granted")).map((event) => event.data)).toContainEqual(
+      expect.objectContaining({ amount: 500, source: "pack", transactionType: "purchase", balance: 510 }),
+    );
     expect((await eventsOfType("credits.granted")).length).toBe(2);
     expect((await eventsOfType("invoice.created")).map((event) => event.data)).toEqual([
-      { organizationId: org.organizationId, invoiceId: first.invoice!.id, number: first.invoice!.number, status: "paid", total: { amount: 900, currency: "EUR" } },
+      {
+        organizationId: org.organizationId,
+        invoiceId: first.invoice!.id,
+        number: first.invoice!.number,
+        status: "paid",
+        total: { amount: 900, currency: "EUR" },
+      },
     ]);
   });
 
@@ -101,7 +138,15 @@ describe("events written with their cause", () => {
     await store.setLowCreditThreshold(org.organizationId, 5);
     for (let i = 0; i < 7; i++) expect((await lookUp()).status).toBe(200);
     expect(await eventsOfType("credits.low")).toHaveLength(1);
-    await store.grantCredits({ organizationId: org.organizationId, source: "grant", type: "grant", amount: 4, expiresAt: null, description: "top-up", now: clock.now() });
+    await store.grantCredits({
+      organizationId: org.organizationId,
+      source: "grant",
+      type: "grant",
+      amount: 4,
+      expiresAt: null,
+      description: "top-up",
+      now: clock.now(),
+    });
     // 3 + 4 = 7: above the threshold again; two look-ups take it to 5 (not below), the third below.
     for (let i = 0; i < 2; i++) expect((await lookUp()).status).toBe(200);
     expect(await eventsOfType("credits.low")).toHaveLength(1);
@@ -113,9 +158,14 @@ describe("events written with their cause", () => {
     const fresh = await createTestContext({ TRIAL_CREDITS: "25" });
     try {
       const session = await signIn(fresh, "trial@example.com");
-      const rows = await queryRows<{ type: string; payload: string }>(fresh.store, "SELECT type, payload FROM webhook_events WHERE organization_id = ?", [session.organizationId]);
+      const rows = await queryRows<{ type: string; payload: string }>(fresh.store, "SELECT type, payload FROM webhook_events WHERE organization_id = ?", [
+        session.organizationId,
+      ]);
       expect(rows.map((row) => ({ type: row.type, data: JSON.parse(row.payload) }))).toEqual([
-        { type: "credits.granted", data: expect.objectContaining({ organizationId: session.organizationId, amount: 25, source: "trial", transactionType: "trial", balance: 25 }) },
+        {
+          type: "credits.granted",
+          data: expect.objectContaining({ organizationId: session.organizationId, amount: 25, source: "trial", transactionType: "trial", balance: 25 }),
+        },
       ]);
     } finally {
       await fresh.close();
@@ -126,7 +176,15 @@ describe("events written with their cause", () => {
     const { store, clock } = context;
     const other = await store.createOrganization({ name: "Expiring", now: clock.now() });
     await store.setLowCreditThreshold(other.id, 50);
-    await store.grantCredits({ organizationId: other.id, source: "grant", type: "grant", amount: 100, expiresAt: clock.now() + 1000, description: "short-lived", now: clock.now() });
+    await store.grantCredits({
+      organizationId: other.id,
+      source: "grant",
+      type: "grant",
+      amount: 100,
+      expiresAt: clock.now() + 1000,
+      description: "short-lived",
+      now: clock.now(),
+    });
     clock.advance(2000);
     await store.expireBuckets(clock.now());
     expect((await events(other.id)).map((event) => event.type)).toEqual(["credits.granted", "credits.low", "credits.depleted"]);
@@ -143,7 +201,10 @@ describe("events written with their cause", () => {
     const held = await store.reserveCredits({ organizationId: other.id, amount: 3, keyId, requestId: "req_held", now: clock.now() });
     if (!held.ok) throw new Error("expected the reservation to succeed");
     // The free 7 go at once (10 → 3: below the threshold); the held 3 go to the refund when the look-up gives them back (3 → 0).
-    expect(await store.refundPayment({ event: null, ref: order.id, refundedAmount: 900, description: "Refund", now: clock.now() })).toMatchObject({ applied: true, clawedBack: 7 });
+    expect(await store.refundPayment({ event: null, ref: order.id, refundedAmount: 900, description: "Refund", now: clock.now() })).toMatchObject({
+      applied: true,
+      clawedBack: 7,
+    });
     clock.advance(1000);
     expect(await store.releaseReservation(held.reservationId, clock.now())).toBe(true);
     const balanceEvents = (await events(other.id)).filter((event) => event.type.startsWith("credits."));
@@ -159,14 +220,24 @@ describe("no event without its cause", () => {
   test("a key insert that fails writes no key.created", async () => {
     const { store, clock } = context;
     const before = await events();
-    const duplicate = { id: org.keyId, organizationId: org.organizationId, name: "again", keyPrefix: "pps_xxxx", keyHash: "f".repeat(64), createdBy: SYSTEM_USER_ID, createdAt: clock.now() };
+    const duplicate = {
+      id: org.keyId,
+      organizationId: org.organizationId,
+      name: "again",
+      keyPrefix: "pps_xxxx",
+      keyHash: "f".repeat(64),
+      createdBy: SYSTEM_USER_ID,
+      createdAt: clock.now(),
+    };
     await expect(store.insertApiKey(duplicate)).rejects.toThrow();
     expect(await events()).toEqual(before);
   });
 
   test("a grant that fails (no such organization) writes no credits.granted", async () => {
     const { store, clock } = context;
-    await expect(store.grantCredits({ organizationId: "org_missing", source: "grant", type: "grant", amount: 5, expiresAt: null, description: "x", now: clock.now() })).rejects.toThrow();
+    await expect(
+      store.grantCredits({ organizationId: "org_missing", source: "grant", type: "grant", amount: 5, expiresAt: null, description: "x", now: clock.now() }),
+    ).rejects.toThrow();
     expect(await queryRows(store, "SELECT id FROM webhook_events WHERE organization_id = ?", ["org_missing"])).toEqual([]);
   });
 });
@@ -174,11 +245,38 @@ describe("no event without its cause", () => {
 describe("deliveries written with the event", () => {
   test("only enabled endpoints subscribed to the type get a delivery", async () => {
     const { store, clock } = context;
-    const keys = await store.createWebhookEndpoint({ id: newId("whe", clock.now()), organizationId: org.organizationId, url: "https://a.example/hook", eventTypes: ["key.created"], secret: "whsec_AAAA", createdAt: clock.now() });
-    const credits = await store.createWebhookEndpoint({ id: newId("whe", clock.now()), organizationId: org.organizationId, url: "https://b.example/hook", eventTypes: ["credits.granted"], secret: "whsec_BBBB", createdAt: clock.now() });
+    const keys = await store.createWebhookEndpoint({
+      id: newId("whe", clock.now()),
+      organizationId: org.organizationId,
+      url: "https://a.example/hook",
+      eventTypes: ["key.created"],
+      secret: "whsec_AAAA",
+      createdAt: clock.now(),
+    });
+    const credits = await store.createWebhookEndpoint({
+      id: newId("whe", clock.now()),
+      organizationId: org.organizationId,
+      url: "https://b.example/hook",
+      eventTypes: ["credits.granted"],
+      secret: "whsec_BBBB",
+      createdAt: clock.now(),
+    });
     const stranger = await createOrganization(context, 0, "Stranger");
-    await store.createWebhookEndpoint({ id: newId("whe", clock.now()), organizationId: stranger.organizationId, url: "https://c.example/hook", eventTypes: ["key.created"], secret: "whsec_CCCC", createdAt: clock.now() });
-    const created = await createApiKey(store, { organizationId: org.organizationId, name: "second", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now() });
+    await store.createWebhookEndpoint({
+      id: newId("whe", clock.now()),
+      organizationId: stranger.organizationId,
+      url: "https://c.example/hook",
+      eventTypes: ["key.created"],
+      secret: "whsec_CCCC",
+      createdAt: clock.now(),
+    });
+    const created = await createApiKey(store, {
+      organizationId: org.organizationId,
+      name: "second",
+      createdBy: SYSTEM_USER_ID,
+      keyPrefix: "pps_",
+      now: clock.now(),
+    });
     const deliveries = await queryRows<{ endpoint_id: string; type: string; state: string; attempts: number }>(
       store,
       "SELECT d.endpoint_id, e.type, d.state, d.attempts FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id WHERE e.organization_id = ?",

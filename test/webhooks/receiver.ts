@@ -29,7 +29,13 @@ export function startReceiver(): Receiver {
       request.headers.forEach((value, name) => {
         headers[name] = value;
       });
-      received.push({ id: headers["webhook-id"] ?? "", timestamp: headers["webhook-timestamp"] ?? "", signature: headers["webhook-signature"] ?? "", body, headers });
+      received.push({
+        id: headers["webhook-id"] ?? "",
+        timestamp: headers["webhook-timestamp"] ?? "",
+        signature: headers["webhook-signature"] ?? "",
+        body,
+        headers,
+      });
       return new Response(responseBody, { status, headers: status >= 300 && status < 400 ? { location: "http://127.0.0.1:1/elsewhere" } : {} });
     },
   });

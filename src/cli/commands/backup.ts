@@ -29,7 +29,14 @@ export const backupCommand: Command = {
     } finally {
       progress.done();
     }
-    const rows = Object.entries(report.tables).map(([table, count]) => `${table} ${count}`).join(", ");
-    output(context, values.json === true, report, `backup written to ${report.file} (${report.bytes} bytes, ${report.durationMs} ms, ledger checked for ${report.organizationsChecked} organization(s))\n${rows}`);
+    const rows = Object.entries(report.tables)
+      .map(([table, count]) => `${table} ${count}`)
+      .join(", ");
+    output(
+      context,
+      values.json === true,
+      report,
+      `backup written to ${report.file} (${report.bytes} bytes, ${report.durationMs} ms, ledger checked for ${report.organizationsChecked} organization(s))\n${rows}`,
+    );
   },
 };

@@ -28,7 +28,8 @@ export const creditsCommand: Command = {
         let expiresAt: number | null = null;
         if (values["expires-at"] !== undefined) {
           expiresAt = Date.parse(values["expires-at"]);
-          if (Number.isNaN(expiresAt) || !/T.*(Z|[+-]\d\d:?\d\d)$/.test(values["expires-at"])) throw new UsageError(`--expires-at must be an ISO 8601 timestamp with a timezone`);
+          if (Number.isNaN(expiresAt) || !/T.*(Z|[+-]\d\d:?\d\d)$/.test(values["expires-at"]))
+            throw new UsageError(`--expires-at must be an ISO 8601 timestamp with a timezone`);
           if (expiresAt <= Date.now()) throw new UsageError("--expires-at must be in the future");
         }
         const bucket = await store.grantCredits({

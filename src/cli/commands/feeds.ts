@@ -87,7 +87,8 @@ export const feedsCommand: Command = {
         let location: string | null = null;
         if (kind === "url") {
           const url = URL.parse(values.url!);
-          if (url === null || (url.protocol !== "http:" && url.protocol !== "https:")) throw new UsageError(`--url must be an http(s) URL, got "${values.url}"`);
+          if (url === null || (url.protocol !== "http:" && url.protocol !== "https:"))
+            throw new UsageError(`--url must be an http(s) URL, got "${values.url}"`);
           location = url.toString();
         } else if (kind === "directory") {
           const { resolve } = await import("node:path");
@@ -104,19 +105,39 @@ export const feedsCommand: Command = {
         if (retries > MAX_FEED_RETRIES) throw new UsageError(`--retries must be at most ${MAX_FEED_RETRIES}`);
         const store = await context.store();
         const merchants = merchantList(values.merchants ?? "");
-        const source = await store.createFeedSource({ id: newId("src", now), name, kind, location, format: (values.format as "ndjson" | "csv" | undefined) ?? null, intervalMs, timeoutMs, retries, createdAt: now, merchants, authoritative: values.authoritative === true });
+        const source = await store.createFeedSource({
+          id: newId("src", now),
+          name,
+          kind,
+          location,
+          format: (values.format as "ndjson" | "csv" | undefined) ?? null,
+          intervalMs,
+          timeoutMs,
+          retries,
+          createdAt: now,
+          merchants,
+          authoritative: values.authoritative === true,
+        });
         if (source === null) throw new UsageError(`a feed source named "${name}" already exists; feeds list shows them`);
         const pushHint = kind === "push" ? `\npush to it with a token: ${programName()} feeds token create --source ${name}` : "";
-        const unboundHint = merchants.length === 0 ? `\nit is bound to no merchant, so its offers are rejected: ${programName()} feeds set ${name} --merchants ID,…` : "";
-        output(context, json, await statusJSON(context, source, now), `${source.id}\t${source.name}\t${kind}${location === null ? "" : `\t${location}`}\t${trustText(source)}${pushHint}${unboundHint}`);
+        const unboundHint =
+          merchants.length === 0 ? `\nit is bound to no merchant, so its offers are rejected: ${programName()} feeds set ${name} --merchants ID,…` : "";
+        output(
+          context,
+          json,
+          await statusJSON(context, source, now),
+          `${source.id}\t${source.name}\t${kind}${location === null ? "" : `\t${location}`}\t${trustText(source)}${pushHint}${unboundHint}`,
+        );
         return;
       }
       case "set": {
         const source = await findSource(positionals[1]);
-        if (values.authoritative === true && values["not-authoritative"] === true) throw new UsageError("give --authoritative or --not-authoritative, not both");
+        if (values.authoritative === true && values["not-authoritative"] === true)
+          throw new UsageError("give --authoritative or --not-authoritative, not both");
         const authoritative = values.authoritative === true ? true : values["not-authoritative"] === true ? false : undefined;
         const merchants = values.merchants === undefined ? undefined : merchantList(values.merchants);
-        if (merchants === undefined && authoritative === undefined) throw new UsageError("feeds set needs --merchants ID,…, --authoritative or --not-authoritative");
+        if (merchants === undefined && authoritative === undefined)
+          throw new UsageError("feeds set needs --merchants ID,…, --authoritative or --not-authoritative");
         const changed = await (await context.store()).setFeedSourceTrust(source.id, { merchants, authoritative });
         if (changed === null) throw new UsageError(`no feed source "${positionals[1]}"`);
         output(context, json, await statusJSON(context, changed, now), `${changed.id}\t${changed.name}\t${trustText(changed)}`);
@@ -129,7 +150,12 @@ export const feedsCommand: Command = {
           const share = s.offers === 0 ? "no offers" : `${Math.round(s.freshRatio * 1000) / 10}% of ${s.offers} offers fresh`;
           return `${s.source.id}\t${s.source.name}\t${s.source.kind}${s.source.location === null ? "" : `\t${s.source.location}`}\t${trustText(s.source)}\tlast success ${last}\t${share}${s.silent ? "\tSILENT" : ""}`;
         });
-        output(context, json, statuses.map(operatorSourceJSON), rows.length === 0 ? `no feed sources; add one with ${programName()} feeds add NAME --url URL` : rows.join("\n"));
+        output(
+          context,
+          json,
+          statuses.map(operatorSourceJSON),
+          rows.length === 0 ? `no feed sources; add one with ${programName()} feeds add NAME --url URL` : rows.join("\n"),
+        );
         return;
       }
       case "runs": {
@@ -171,14 +197,31 @@ export const feedsCommand: Command = {
           return 1;
         }
         const reports = runs.map(runJSON);
-        output(context, json, reports, reports.length === 0 ? `${source.name}: no new files` : reports.map((r) => `${r.id}\t${r.status}\tread ${r.recordsRead}, products ${r.products}, offers ${r.offers}, rejected ${r.rejectedCount}${r.error ? `\t${r.error}` : ""}`).join("\n"));
+        output(
+          context,
+          json,
+          reports,
+          reports.length === 0
+            ? `${source.name}: no new files`
+            : reports
+                .map(
+                  (r) =>
+                    `${r.id}\t${r.status}\tread ${r.recordsRead}, products ${r.products}, offers ${r.offers}, rejected ${r.rejectedCount}${r.error ? `\t${r.error}` : ""}`,
+                )
+                .join("\n"),
+        );
         return reports.some((r) => r.status === "failed") ? 1 : 0;
       }
       case "remove": {
         const source = await findSource(positionals[1]);
         const removed = await (await context.store()).removeFeedSource(source.id, now);
         if (removed === null) throw new UsageError(`no feed source "${positionals[1]}"`);
-        output(context, json, { id: removed.id, removedAt: new Date(now).toISOString() }, `${removed.id}\tremoved (its tokens are revoked; its offers and runs stay)`);
+        output(
+          context,
+          json,
+          { id: removed.id, removedAt: new Date(now).toISOString() },
+          `${removed.id}\tremoved (its tokens are revoked; its offers and runs stay)`,
+        );
         return;
       }
       case "token":
@@ -200,18 +243,32 @@ async function tokenCommand(
   const store = await context.store();
   switch (positionals[0]) {
     case "create": {
-      if ((values.read === true) === (values.source !== undefined)) throw new UsageError("feeds token create needs exactly one of --source SOURCE (a push token) or --read (a read token)");
+      if ((values.read === true) === (values.source !== undefined))
+        throw new UsageError("feeds token create needs exactly one of --source SOURCE (a push token) or --read (a read token)");
       const source = values.source === undefined ? null : await findSource(values.source);
-      if (source !== null && source.kind !== "push") throw new UsageError(`${source.name} is a ${source.kind} source; push tokens are for sources added with --push`);
-      const name = values.read === true ? requireOption(values, "name") : (values.name?.trim() || source!.name);
+      if (source !== null && source.kind !== "push")
+        throw new UsageError(`${source.name} is a ${source.kind} source; push tokens are for sources added with --push`);
+      const name = values.read === true ? requireOption(values, "name") : values.name?.trim() || source!.name;
       if (name.length > 100) throw new UsageError("--name must be at most 100 characters");
       const created = await createFeedToken(store, { scope: source === null ? "read" : "push", sourceId: source?.id ?? null, name, now });
-      output(context, json, { token: feedTokenJSON(created.token), clearToken: created.clearToken }, `${created.token.id}\t${created.clearToken}\n(the token is shown once)`);
+      output(
+        context,
+        json,
+        { token: feedTokenJSON(created.token), clearToken: created.clearToken },
+        `${created.token.id}\t${created.clearToken}\n(the token is shown once)`,
+      );
       return;
     }
     case "list": {
       const tokens = (await store.listFeedTokens()).map(feedTokenJSON);
-      output(context, json, tokens, tokens.length === 0 ? "no feed tokens" : tokens.map((t) => `${t.id}\t${t.scope}\t${t.sourceId ?? "-"}\t${t.name}${t.revokedAt ? "\tREVOKED" : ""}`).join("\n"));
+      output(
+        context,
+        json,
+        tokens,
+        tokens.length === 0
+          ? "no feed tokens"
+          : tokens.map((t) => `${t.id}\t${t.scope}\t${t.sourceId ?? "-"}\t${t.name}${t.revokedAt ? "\tREVOKED" : ""}`).join("\n"),
+      );
       return;
     }
     case "revoke": {
@@ -229,7 +286,10 @@ async function tokenCommand(
 
 /** The merchant ids of --merchants: comma-separated, each as a feed's merchantId is written; "" is none. */
 function merchantList(raw: string): string[] {
-  const ids = raw.split(",").map((id) => id.trim()).filter((id) => id !== "");
+  const ids = raw
+    .split(",")
+    .map((id) => id.trim())
+    .filter((id) => id !== "");
   const tooLong = ids.find((id) => id.length > MAX_MERCHANT_ID_CHARS);
   if (tooLong !== undefined) throw new UsageError(`--merchants: "${tooLong}" is longer than ${MAX_MERCHANT_ID_CHARS} characters`);
   return [...new Set(ids)];
@@ -247,6 +307,7 @@ async function statusJSON(context: Parameters<Command["run"]>[0], source: FeedSo
 
 function duration(raw: string, name: string, min: number, max: number): number {
   const ms = parseDuration(raw);
-  if (ms === null || ms < min || ms > max) throw new UsageError(`--${name} must be a duration such as 30s, 15m or 1h, from ${min} ms to ${max / 1000} s, got "${raw}"`);
+  if (ms === null || ms < min || ms > max)
+    throw new UsageError(`--${name} must be a duration such as 30s, 15m or 1h, from ${min} ms to ${max / 1000} s, got "${raw}"`);
   return ms;
 }

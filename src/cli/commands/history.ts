@@ -5,7 +5,8 @@ import { type Command, output, parseCommandArgs, requireOption, UsageError } fro
 export const historyCommand: Command = {
   name: "history",
   summary: "Show and prune the price history of offers",
-  usage: "history show GTIN [--merchant MERCHANT_ID] [--json]\n  history prune --older-than DURATION [--json]   (e.g. 365d: deletes history observed before then)",
+  usage:
+    "history show GTIN [--merchant MERCHANT_ID] [--json]\n  history prune --older-than DURATION [--json]   (e.g. 365d: deletes history observed before then)",
   details:
     "Every change of an offer's price, currency, shipping or availability is kept with its observedAt (an identical repeat is not);\nthe database writes it whichever command or instance writes the offer. Current offers are never touched by prune.",
   async run(context) {
@@ -22,7 +23,9 @@ export const historyCommand: Command = {
           context,
           json,
           items,
-          items.length === 0 ? `no price history for ${gtin}` : items.map((e) => `${e.observedAt}\t${e.merchantId}\t${e.priceAmount} ${e.currency}\t${e.availability}`).join("\n"),
+          items.length === 0
+            ? `no price history for ${gtin}`
+            : items.map((e) => `${e.observedAt}\t${e.merchantId}\t${e.priceAmount} ${e.currency}\t${e.availability}`).join("\n"),
         );
         return;
       }
@@ -32,7 +35,12 @@ export const historyCommand: Command = {
         if (age === null || age < 1000) throw new UsageError(`--older-than must be a duration such as 90d or 12h, got "${raw}"`);
         const before = Date.now() - age;
         const deleted = await (await context.store()).prunePriceHistory(before);
-        output(context, json, { deleted, before: new Date(before).toISOString() }, `deleted ${deleted} price history rows observed before ${new Date(before).toISOString()}`);
+        output(
+          context,
+          json,
+          { deleted, before: new Date(before).toISOString() },
+          `deleted ${deleted} price history rows observed before ${new Date(before).toISOString()}`,
+        );
         return;
       }
       default:

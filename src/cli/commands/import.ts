@@ -57,7 +57,9 @@ export const importCommand: Command = {
       `read ${report.read}, products ${report.products}, offers ${report.offers}, rejected ${report.rejected.length}${rejectedLines ? `\n${rejectedLines}` : ""}`,
     );
     if (report.rejected.length > 0 && values["allow-rejects"] !== true) {
-      console.error(`price-service: ${report.rejected.length} line(s) rejected (the valid lines were imported); fix them and import again, or pass --allow-rejects to accept this`);
+      console.error(
+        `price-service: ${report.rejected.length} line(s) rejected (the valid lines were imported); fix them and import again, or pass --allow-rejects to accept this`,
+      );
       return 1;
     }
     return 0;
@@ -104,7 +106,11 @@ const PROGRESS_INTERVAL_MS = 200;
  * rate since it started and the bytes read, each update after the first at most every
  * PROGRESS_INTERVAL_MS. Shown on a terminal only, like every progress line.
  */
-export function importProgressLine(context: CommandContext, json: boolean, label = "importing"): { update(report: Readonly<ImportReport>, bytesRead: number): void; done(): void } {
+export function importProgressLine(
+  context: CommandContext,
+  json: boolean,
+  label = "importing",
+): { update(report: Readonly<ImportReport>, bytesRead: number): void; done(): void } {
   const line = progressLine(context, json);
   const startedAt = performance.now();
   let shownAt = Number.NEGATIVE_INFINITY;
@@ -114,7 +120,9 @@ export function importProgressLine(context: CommandContext, json: boolean, label
       if (now - shownAt < PROGRESS_INTERVAL_MS) return;
       shownAt = now;
       const rate = Math.round(report.read / Math.max((now - startedAt) / 1000, 0.001));
-      line.update(`${label}: ${report.read} records, ${report.offers} offers, ${report.rejectedCount} rejected, ${rate} records/s, ${formatBytes(bytesRead)} read`);
+      line.update(
+        `${label}: ${report.read} records, ${report.offers} offers, ${report.rejectedCount} rejected, ${rate} records/s, ${formatBytes(bytesRead)} read`,
+      );
     },
     done: line.done,
   };

@@ -15,15 +15,22 @@ export const keysCommand: Command = {
         const organizationId = requireOption(values, "org");
         const name = requireOption(values, "name");
         if (name.length > 100) throw new UsageError("--name must be at most 100 characters");
-        if ((await store.getOrganization(organizationId)) === null) throw new UsageError(`organization ${organizationId} does not exist; orgs list shows the ids`);
+        if ((await store.getOrganization(organizationId)) === null)
+          throw new UsageError(`organization ${organizationId} does not exist; orgs list shows the ids`);
         await store.ensureSystemUser(Date.now());
         const created = await createApiKey(store, { organizationId, name, createdBy: SYSTEM_USER_ID, keyPrefix: context.config.keyPrefix, now: Date.now() });
-        output(context, json, { key: await oneKeyJSON(store, created.key, Date.now()), clearKey: created.clearKey }, `${created.key.id}\t${created.clearKey}\n(the secret is shown once)`);
+        output(
+          context,
+          json,
+          { key: await oneKeyJSON(store, created.key, Date.now()), clearKey: created.clearKey },
+          `${created.key.id}\t${created.clearKey}\n(the secret is shown once)`,
+        );
         return;
       }
       case "list": {
         const organizationId = requireOption(values, "org");
-        if ((await store.getOrganization(organizationId)) === null) throw new UsageError(`organization ${organizationId} does not exist; orgs list shows the ids`);
+        if ((await store.getOrganization(organizationId)) === null)
+          throw new UsageError(`organization ${organizationId} does not exist; orgs list shows the ids`);
         const keys = [];
         let after: string | undefined;
         do {
@@ -31,7 +38,14 @@ export const keysCommand: Command = {
           keys.push(...(await keysJSON(store, page.items, Date.now())));
           after = page.nextCursor ?? undefined;
         } while (after !== undefined);
-        output(context, json, keys, keys.length === 0 ? `no API keys in ${organizationId}; create one with ${programName()} keys create --org ${organizationId} --name NAME` : keys.map((k) => `${k.id}\t${k.keyPrefix}…\t${k.status}\t${k.name}`).join("\n"));
+        output(
+          context,
+          json,
+          keys,
+          keys.length === 0
+            ? `no API keys in ${organizationId}; create one with ${programName()} keys create --org ${organizationId} --name NAME`
+            : keys.map((k) => `${k.id}\t${k.keyPrefix}…\t${k.status}\t${k.name}`).join("\n"),
+        );
         return;
       }
       case "revoke": {

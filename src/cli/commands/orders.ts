@@ -29,7 +29,8 @@ function line(order: Order): string {
 export const ordersCommand: Command = {
   name: "orders",
   summary: "List checkouts and complete local ones",
-  usage: "orders list [--org ORG_ID] [--limit N] [--json]\n  orders complete CHECKOUT_ID [--json]   (grants the credits once; completing again grants nothing more)",
+  usage:
+    "orders list [--org ORG_ID] [--limit N] [--json]\n  orders complete CHECKOUT_ID [--json]   (grants the credits once; completing again grants nothing more)",
   async run(context) {
     const { values, positionals } = parseCommandArgs(context, "orders", { org: { type: "string" }, limit: { type: "string", default: "100" } });
     const json = values.json === true;

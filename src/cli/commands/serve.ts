@@ -47,14 +47,20 @@ async function serveUntilSignalled(context: CommandContext, logger: Logger): Pro
   const server = await startServer(services, { port: config.port });
   logger.info("listening", { url: server.url, env: config.env, database: store.dialect });
   const base = config.publicUrl;
-  context.out(`price-service listening on ${base} (${config.env}, ${store.dialect})\n  Database: ${describeDatabase(config.databaseUrl)}\n  API reference: ${base}/docs\n  Dashboard: ${base}/dashboard`);
+  context.out(
+    `price-service listening on ${base} (${config.env}, ${store.dialect})\n  Database: ${describeDatabase(config.databaseUrl)}\n  API reference: ${base}/docs\n  Dashboard: ${base}/dashboard`,
+  );
   if (config.env === "development" && services.oidc === null) {
     logger.warn("development sign-in is enabled: anyone can sign in with just an email (no OIDC_ISSUER)");
-    context.out(`  DEVELOPMENT sign-in (no OIDC_ISSUER): curl -i -X POST -H 'content-type: application/json' -d '{"email":"you@example.com"}' ${base}/api/v1/auth/dev-login`);
+    context.out(
+      `  DEVELOPMENT sign-in (no OIDC_ISSUER): curl -i -X POST -H 'content-type: application/json' -d '{"email":"you@example.com"}' ${base}/api/v1/auth/dev-login`,
+    );
   }
   if (config.env === "production" && services.oidc === null) {
     logger.warn("sign-in is not configured: set OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET so customers can use the dashboard");
-    console.error("price-service: warning: sign-in is not configured (no OIDC_ISSUER); the dashboard cannot sign anyone in until OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET are set");
+    console.error(
+      "price-service: warning: sign-in is not configured (no OIDC_ISSUER); the dashboard cannot sign anyone in until OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET are set",
+    );
   }
   if (demo === null && config.env === "development") {
     context.out(`\nThe database already has data. Create a key with:\n  ${programName()} keys create --org <ORG_ID> --name dev   (orgs list shows the ids)\n`);
@@ -88,7 +94,11 @@ async function refuseOccupiedPort(port: number): Promise<void> {
   const probe = createServer();
   await new Promise<void>((resolve, reject) => {
     probe.once("error", (error: NodeJS.ErrnoException) =>
-      reject(error.code === "EADDRINUSE" ? new Error(`port ${port} is already in use (another serve or program listens on it); stop it or choose another port with --port N`) : error),
+      reject(
+        error.code === "EADDRINUSE"
+          ? new Error(`port ${port} is already in use (another serve or program listens on it); stop it or choose another port with --port N`)
+          : error,
+      ),
     );
     probe.listen({ port, host: "0.0.0.0", exclusive: true }, () => probe.close(() => resolve()));
   });

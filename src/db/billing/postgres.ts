@@ -8,7 +8,16 @@ import { invoiceColumns } from "../ledger/postgres";
 import { page } from "../rows";
 import * as schema from "../schema/postgres";
 import type { Bucket, DisputeReport, Organization, Page, PaymentReversalResult, Store } from "../store";
-import type { CompleteOrderInput, CompleteOrderResult, InvoiceRecord, NewOrder, Order, ProviderEvent, RenewSubscriptionInput, SubscriptionRecord } from "./records";
+import type {
+  CompleteOrderInput,
+  CompleteOrderResult,
+  InvoiceRecord,
+  NewOrder,
+  Order,
+  ProviderEvent,
+  RenewSubscriptionInput,
+  SubscriptionRecord,
+} from "./records";
 
 const { organizations, orders, subscriptions, invoices, payments } = schema;
 
@@ -45,7 +54,10 @@ export class PostgresBilling {
   }
 
   async createOrder(order: NewOrder): Promise<Order> {
-    const [created] = await this.db.insert(orders).values({ ...order, status: "pending" }).returning();
+    const [created] = await this.db
+      .insert(orders)
+      .values({ ...order, status: "pending" })
+      .returning();
     return created!;
   }
 
@@ -77,7 +89,13 @@ export class PostgresBilling {
     return this.money(() => applyPaidGrant(input));
   }
 
-  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<PaymentReversalResult> {
+  async refundPayment(input: {
+    event: ProviderEvent | null;
+    ref: string;
+    refundedAmount: number;
+    description: string;
+    now: number;
+  }): Promise<PaymentReversalResult> {
     return this.reversePayment(input.event, input.ref, { refundedAmount: input.refundedAmount }, input.description, input.now);
   }
 
@@ -85,7 +103,13 @@ export class PostgresBilling {
     return this.reversePayment(input.event, input.ref, { dispute: input.dispute }, DISPUTED, input.now);
   }
 
-  private async reversePayment(event: ProviderEvent | null, ref: string, report: { refundedAmount?: number; dispute?: DisputeReport }, description: string, now: number): Promise<PaymentReversalResult> {
+  private async reversePayment(
+    event: ProviderEvent | null,
+    ref: string,
+    report: { refundedAmount?: number; dispute?: DisputeReport },
+    description: string,
+    now: number,
+  ): Promise<PaymentReversalResult> {
     return this.money(() => reversePayment({ event, ref, report, description, now }));
   }
 

@@ -7,7 +7,16 @@ import { invoiceColumns } from "../ledger/sqlite";
 import { page } from "../rows";
 import * as schema from "../schema/sqlite";
 import type { Bucket, DisputeReport, Organization, Page, PaymentReversalResult, Store } from "../store";
-import type { CompleteOrderInput, CompleteOrderResult, InvoiceRecord, NewOrder, Order, ProviderEvent, RenewSubscriptionInput, SubscriptionRecord } from "./records";
+import type {
+  CompleteOrderInput,
+  CompleteOrderResult,
+  InvoiceRecord,
+  NewOrder,
+  Order,
+  ProviderEvent,
+  RenewSubscriptionInput,
+  SubscriptionRecord,
+} from "./records";
 
 const { organizations, orders, subscriptions, invoices, payments } = schema;
 
@@ -38,7 +47,11 @@ export class SQLiteBilling {
   }
 
   async createOrder(order: NewOrder): Promise<Order> {
-    return this.db.insert(orders).values({ ...order, status: "pending" }).returning().get();
+    return this.db
+      .insert(orders)
+      .values({ ...order, status: "pending" })
+      .returning()
+      .get();
   }
 
   async getOrder(id: string): Promise<Order | null> {
@@ -68,7 +81,13 @@ export class SQLiteBilling {
     return this.write(() => runSync(applyPaidGrant(input), this.ledger));
   }
 
-  async refundPayment(input: { event: ProviderEvent | null; ref: string; refundedAmount: number; description: string; now: number }): Promise<PaymentReversalResult> {
+  async refundPayment(input: {
+    event: ProviderEvent | null;
+    ref: string;
+    refundedAmount: number;
+    description: string;
+    now: number;
+  }): Promise<PaymentReversalResult> {
     return this.reversePayment(input.event, input.ref, { refundedAmount: input.refundedAmount }, input.description, input.now);
   }
 
@@ -76,7 +95,13 @@ export class SQLiteBilling {
     return this.reversePayment(input.event, input.ref, { dispute: input.dispute }, DISPUTED, input.now);
   }
 
-  private reversePayment(event: ProviderEvent | null, ref: string, report: { refundedAmount?: number; dispute?: DisputeReport }, description: string, now: number): PaymentReversalResult {
+  private reversePayment(
+    event: ProviderEvent | null,
+    ref: string,
+    report: { refundedAmount?: number; dispute?: DisputeReport },
+    description: string,
+    now: number,
+  ): PaymentReversalResult {
     return this.write(() => runSync(reversePayment({ event, ref, report, description, now }), this.ledger));
   }
 

@@ -57,7 +57,14 @@ export class PostgresCatalog {
     const sourceId = writerSourceId(writer);
     await this.transaction(async (tx) => {
       // A new product gets the empty title when none is given; an update reads it as "absent".
-      const productRow = (p: FeedRecord["product"]) => ({ gtin: p.gtin, title: p.title ?? "", brand: p.brand ?? null, imageUrl: p.imageUrl ?? null, updatedAt: now, describedBy: sourceId });
+      const productRow = (p: FeedRecord["product"]) => ({
+        gtin: p.gtin,
+        title: p.title ?? "",
+        brand: p.brand ?? null,
+        imageUrl: p.imageUrl ?? null,
+        updatedAt: now,
+        describedBy: sourceId,
+      });
       const described = productDescriptionUpdates(descriptionPrecedence(writer));
       const set = {
         title: sql.raw(described.title),
@@ -76,7 +83,10 @@ export class PostgresCatalog {
           .onConflictDoUpdate({ target: merchants.id, set: { name: sql`excluded.name` } });
       }
       for (const chunk of chunks(merged.merchants.filter((m) => m.name === undefined))) {
-        await tx.insert(merchants).values(chunk.map((m) => ({ id: m.id, name: m.id }))).onConflictDoNothing();
+        await tx
+          .insert(merchants)
+          .values(chunk.map((m) => ({ id: m.id, name: m.id })))
+          .onConflictDoNothing();
       }
       // `offers.x` is the stored row: an update that changes the state starts a new `state_since` (and
       // the history trigger keeps the state it replaces); an identical repeat keeps the old one.
@@ -223,7 +233,16 @@ export class PostgresCatalog {
         FROM offers WHERE gtin = ${gtin} AND (${merchant}::text IS NULL OR merchant_id = ${merchant})
       ) history
       ORDER BY observed_at, position`);
-    return rows.map(({ gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt, sourceId }) => ({ gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt: Number(observedAt), sourceId }));
+    return rows.map(({ gtin, merchantId, priceAmount, currency, shippingAmount, availability, observedAt, sourceId }) => ({
+      gtin,
+      merchantId,
+      priceAmount,
+      currency,
+      shippingAmount,
+      availability,
+      observedAt: Number(observedAt),
+      sourceId,
+    }));
   }
 
   async prunePriceHistory(before: number): Promise<number> {
@@ -255,7 +274,9 @@ const PRODUCT_WITH_OFFERS_COLUMNS = {
   observedAt: offers.observedAt,
 };
 
-type ProductWithOffersRow = { [K in keyof typeof PRODUCT_WITH_OFFERS_COLUMNS]: (typeof PRODUCT_WITH_OFFERS_COLUMNS)[K]["_"]["data"] | (K extends "gtin" | "title" ? never : null) };
+type ProductWithOffersRow = {
+  [K in keyof typeof PRODUCT_WITH_OFFERS_COLUMNS]: (typeof PRODUCT_WITH_OFFERS_COLUMNS)[K]["_"]["data"] | (K extends "gtin" | "title" ? never : null);
+};
 
 /** A product and its offers from its rows (at least one) of the products ⟕ offers ⟕ merchants join. */
 function productOfRows(rows: ProductWithOffersRow[]): { product: ProductRecord; offers: OfferRecord[] } {
@@ -319,7 +340,10 @@ function mergeFeedRecords(records: FeedRecord[]): {
     if (offerRounds.length === round) offerRounds.push(new Map());
     offerRounds[round]!.set(key, { gtin: product.gtin, ...fields });
   }
-  const byKey = <T>(key: (row: T) => string) => (a: T, b: T) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0);
+  const byKey =
+    <T>(key: (row: T) => string) =>
+    (a: T, b: T) =>
+      key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0;
   return {
     products: [...productsByGTIN.values()].sort(byKey((p) => p.gtin)),
     merchants: [...merchantsById.values()].sort(byKey((m) => m.id)),

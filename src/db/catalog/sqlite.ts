@@ -95,7 +95,18 @@ export class SQLiteCatalog {
     const offerValues: SQLQueryBindings[] = [];
     for (const { product, offer } of records) {
       if (offer === undefined) continue;
-      offerValues.push(product.gtin, offer.merchantId, offer.priceAmount, offer.currency, offer.shippingAmount, offer.availability, offer.condition, offer.url, offer.observedAt, sourceId);
+      offerValues.push(
+        product.gtin,
+        offer.merchantId,
+        offer.priceAmount,
+        offer.currency,
+        offer.shippingAmount,
+        offer.availability,
+        offer.condition,
+        offer.url,
+        offer.observedAt,
+        sourceId,
+      );
     }
     const merchantStatement = this.importMerchant();
     return this.write(() => {
@@ -196,7 +207,8 @@ function mergeProductsAndMerchants(records: FeedRecord[]): { products: Array<Fee
     }
     if (offer === undefined) continue;
     const merchant = merchantsById.get(offer.merchantId);
-    if (merchant === undefined) merchantsById.set(offer.merchantId, offer.merchantName === undefined ? { id: offer.merchantId } : { id: offer.merchantId, name: offer.merchantName });
+    if (merchant === undefined)
+      merchantsById.set(offer.merchantId, offer.merchantName === undefined ? { id: offer.merchantId } : { id: offer.merchantId, name: offer.merchantName });
     else if (offer.merchantName !== undefined) merchant.name = offer.merchantName;
   }
   return { products: [...products.values()], merchants: [...merchantsById.values()] };
@@ -247,4 +259,3 @@ function offerUpsertSQL(rows: number): string {
       state_source_id = CASE WHEN ${changed} THEN excluded.source_id ELSE offers.state_source_id END
     WHERE excluded.observed_at >= offers.observed_at`;
 }
-

@@ -4,7 +4,17 @@ import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { page } from "../rows";
 import * as schema from "../schema/postgres";
 import type { Page } from "../store";
-import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, SourceFreshness } from "./records";
+import type {
+  FeedRun,
+  FeedSource,
+  FeedSourceTrust,
+  FeedTokenCredential,
+  FeedTokenRecord,
+  FinishFeedRun,
+  NewFeedSource,
+  NewFeedToken,
+  SourceFreshness,
+} from "./records";
 
 const { feedSources, feedRuns, feedTokens, feedSourceFiles, offers } = schema;
 
@@ -67,7 +77,10 @@ export class PostgresFeeds {
         .where(and(eq(feedSources.id, id), isNull(feedSources.removedAt)))
         .returning();
       if (row === undefined) return null;
-      await tx.update(feedTokens).set({ revokedAt: now }).where(and(eq(feedTokens.sourceId, id), isNull(feedTokens.revokedAt)));
+      await tx
+        .update(feedTokens)
+        .set({ revokedAt: now })
+        .where(and(eq(feedTokens.sourceId, id), isNull(feedTokens.revokedAt)));
       return row;
     });
   }
@@ -132,13 +145,19 @@ export class PostgresFeeds {
         })
         .where(eq(feedSources.id, run.sourceId));
       if (input.importedFile !== undefined) {
-        await tx.insert(feedSourceFiles).values({ sourceId: run.sourceId, ...input.importedFile, runId: run.id }).onConflictDoNothing();
+        await tx
+          .insert(feedSourceFiles)
+          .values({ sourceId: run.sourceId, ...input.importedFile, runId: run.id })
+          .onConflictDoNothing();
       }
     });
   }
 
   async releaseFeedLease(sourceId: string, owner: string): Promise<void> {
-    await this.db.update(feedSources).set({ leaseOwner: null, leaseUntil: null }).where(and(eq(feedSources.id, sourceId), eq(feedSources.leaseOwner, owner)));
+    await this.db
+      .update(feedSources)
+      .set({ leaseOwner: null, leaseUntil: null })
+      .where(and(eq(feedSources.id, sourceId), eq(feedSources.leaseOwner, owner)));
   }
 
   async renewFeedLease(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<boolean> {
@@ -165,7 +184,14 @@ export class PostgresFeeds {
     const [row] = await this.db
       .select({ runId: feedSourceFiles.runId })
       .from(feedSourceFiles)
-      .where(and(eq(feedSourceFiles.sourceId, sourceId), eq(feedSourceFiles.name, file.name), eq(feedSourceFiles.size, file.size), eq(feedSourceFiles.modifiedAt, file.modifiedAt)));
+      .where(
+        and(
+          eq(feedSourceFiles.sourceId, sourceId),
+          eq(feedSourceFiles.name, file.name),
+          eq(feedSourceFiles.size, file.size),
+          eq(feedSourceFiles.modifiedAt, file.modifiedAt),
+        ),
+      );
     return row !== undefined;
   }
 

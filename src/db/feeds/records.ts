@@ -31,7 +31,10 @@ export interface FeedSource {
   authoritative: boolean;
 }
 
-export type NewFeedSource = Pick<FeedSource, "id" | "name" | "kind" | "location" | "format" | "intervalMs" | "timeoutMs" | "retries" | "createdAt" | "merchants" | "authoritative">;
+export type NewFeedSource = Pick<
+  FeedSource,
+  "id" | "name" | "kind" | "location" | "format" | "intervalMs" | "timeoutMs" | "retries" | "createdAt" | "merchants" | "authoritative"
+>;
 
 /** What the operator may change of a source's trust: its merchants, its precedence. */
 export type FeedSourceTrust = Partial<Pick<FeedSource, "merchants" | "authoritative">>;

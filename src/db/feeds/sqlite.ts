@@ -1,7 +1,17 @@
 import type { Database } from "bun:sqlite";
 import { page } from "../rows";
 import type { Page } from "../store";
-import type { FeedRun, FeedSource, FeedSourceTrust, FeedTokenCredential, FeedTokenRecord, FinishFeedRun, NewFeedSource, NewFeedToken, SourceFreshness } from "./records";
+import type {
+  FeedRun,
+  FeedSource,
+  FeedSourceTrust,
+  FeedTokenCredential,
+  FeedTokenRecord,
+  FinishFeedRun,
+  NewFeedSource,
+  NewFeedToken,
+  SourceFreshness,
+} from "./records";
 
 const FEED_SOURCE_SELECT = `SELECT id, name, kind, location, format, interval_ms AS intervalMs, timeout_ms AS timeoutMs, retries, etag,
   last_modified AS lastModified, next_run_at AS nextRunAt, lease_owner AS leaseOwner, lease_until AS leaseUntil, last_run_at AS lastRunAt,
@@ -37,7 +47,12 @@ export class SQLiteFeeds {
           `INSERT INTO feed_sources (id, name, kind, location, format, interval_ms, timeout_ms, retries, next_run_at, created_at, merchants, authoritative)
            VALUES ($id, $name, $kind, $location, $format, $intervalMs, $timeoutMs, $retries, $nextRunAt, $createdAt, $merchants, $authoritative)`,
         )
-        .run({ ...source, nextRunAt: source.intervalMs === null ? null : source.createdAt, merchants: JSON.stringify(source.merchants), authoritative: source.authoritative ? 1 : 0 });
+        .run({
+          ...source,
+          nextRunAt: source.intervalMs === null ? null : source.createdAt,
+          merchants: JSON.stringify(source.merchants),
+          authoritative: source.authoritative ? 1 : 0,
+        });
       return this.feedSourceById(source.id);
     });
   }
@@ -47,11 +62,16 @@ export class SQLiteFeeds {
   }
 
   async getFeedSource(idOrName: string): Promise<FeedSource | null> {
-    return feedSourceOf(this.database.query<FeedSourceRow, [string, string]>(`${FEED_SOURCE_SELECT} WHERE id = ? OR (name = ? AND removed_at IS NULL)`).get(idOrName, idOrName));
+    return feedSourceOf(
+      this.database.query<FeedSourceRow, [string, string]>(`${FEED_SOURCE_SELECT} WHERE id = ? OR (name = ? AND removed_at IS NULL)`).get(idOrName, idOrName),
+    );
   }
 
   async listFeedSources(): Promise<FeedSource[]> {
-    return this.database.query<FeedSourceRow, []>(`${FEED_SOURCE_SELECT} WHERE removed_at IS NULL ORDER BY id`).all().map((row) => feedSourceOf(row)!);
+    return this.database
+      .query<FeedSourceRow, []>(`${FEED_SOURCE_SELECT} WHERE removed_at IS NULL ORDER BY id`)
+      .all()
+      .map((row) => feedSourceOf(row)!);
   }
 
   async setFeedSourceTrust(id: string, trust: FeedSourceTrust): Promise<FeedSource | null> {
@@ -82,7 +102,9 @@ export class SQLiteFeeds {
   async claimDueFeedSources(input: { owner: string; now: number; leaseMarginMs: number; limit: number }): Promise<FeedSource[]> {
     // Asked every second: look first without the write lock, which an operator's import may be holding.
     const anyDue = this.database
-      .query("SELECT 1 FROM feed_sources WHERE removed_at IS NULL AND interval_ms IS NOT NULL AND next_run_at <= ? AND (lease_until IS NULL OR lease_until <= ?) LIMIT 1")
+      .query(
+        "SELECT 1 FROM feed_sources WHERE removed_at IS NULL AND interval_ms IS NOT NULL AND next_run_at <= ? AND (lease_until IS NULL OR lease_until <= ?) LIMIT 1",
+      )
       .get(input.now, input.now);
     if (anyDue === null) return [];
     return this.write(() => {
@@ -150,11 +172,17 @@ export class SQLiteFeeds {
   }
 
   async releaseFeedLease(sourceId: string, owner: string): Promise<void> {
-    this.write(() => this.database.query("UPDATE feed_sources SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?").run(sourceId, owner));
+    this.write(() =>
+      this.database.query("UPDATE feed_sources SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?").run(sourceId, owner),
+    );
   }
 
   async renewFeedLease(input: { id: string; owner: string; now: number; leaseMs: number }): Promise<boolean> {
-    return this.write(() => this.database.query("UPDATE feed_sources SET lease_until = ? WHERE id = ? AND lease_owner = ?").run(input.now + input.leaseMs, input.id, input.owner).changes === 1);
+    return this.write(
+      () =>
+        this.database.query("UPDATE feed_sources SET lease_until = ? WHERE id = ? AND lease_owner = ?").run(input.now + input.leaseMs, input.id, input.owner)
+          .changes === 1,
+    );
   }
 
   async listFeedRuns(sourceId: string, query: { limit: number; after?: string }): Promise<Page<FeedRun>> {
@@ -163,7 +191,10 @@ export class SQLiteFeeds {
         `${FEED_RUN_SELECT} WHERE source_id = ? AND (? IS NULL OR id < ?) ORDER BY id DESC LIMIT ?`,
       )
       .all(sourceId, query.after ?? null, query.after ?? null, query.limit + 1);
-    return page(rows.map((row) => ({ ...row, rejected: JSON.parse(row.rejected) as FeedRun["rejected"] })), query.limit);
+    return page(
+      rows.map((row) => ({ ...row, rejected: JSON.parse(row.rejected) as FeedRun["rejected"] })),
+      query.limit,
+    );
   }
 
   async hasImportedFeedFile(sourceId: string, file: { name: string; size: number; modifiedAt: number }): Promise<boolean> {
@@ -186,7 +217,9 @@ export class SQLiteFeeds {
 
   async findFeedTokenCredential(id: string): Promise<FeedTokenCredential | null> {
     return this.database
-      .query<FeedTokenCredential, [string]>("SELECT id, source_id AS sourceId, scope, secret_hash AS secretHash, revoked_at AS revokedAt FROM feed_tokens WHERE id = ?")
+      .query<FeedTokenCredential, [string]>(
+        "SELECT id, source_id AS sourceId, scope, secret_hash AS secretHash, revoked_at AS revokedAt FROM feed_tokens WHERE id = ?",
+      )
       .get(id);
   }
 

@@ -82,7 +82,12 @@ function toDayOffer(row: Row): DayOffer {
     before:
       row.beforeDay === null
         ? null
-        : { day: Number(row.beforeDay), lastAmount: Number(row.beforeAmount), currency: row.beforeCurrency as string, availability: row.beforeAvailability as DayOffer["availability"] },
+        : {
+            day: Number(row.beforeDay),
+            lastAmount: Number(row.beforeAmount),
+            currency: row.beforeCurrency as string,
+            availability: row.beforeAvailability as DayOffer["availability"],
+          },
   };
 }
 

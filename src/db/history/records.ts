@@ -98,10 +98,21 @@ export function assembleDays(query: HistoryQuery, offers: DayOffer[], rows: DayR
   for (const row of rows) byDay.set(`${row.day}|${row.merchantId}`, row);
   const carried = new Map<string, { amount: number; currency: string; availability: Availability }>();
   for (const offer of offers) {
-    let before = offer.before === null ? null : { day: offer.before.day, amount: offer.before.lastAmount, currency: offer.before.currency, availability: offer.before.availability };
+    let before =
+      offer.before === null
+        ? null
+        : { day: offer.before.day, amount: offer.before.lastAmount, currency: offer.before.currency, availability: offer.before.availability };
     if (!offer.hasDay) {
       const day = startOfDay(offer.stateSince);
-      const own = { merchantId: offer.merchantId, day, currency: offer.currency, lowestAmount: offer.priceAmount, highestAmount: offer.priceAmount, lastAmount: offer.priceAmount, availability: offer.availability };
+      const own = {
+        merchantId: offer.merchantId,
+        day,
+        currency: offer.currency,
+        lowestAmount: offer.priceAmount,
+        highestAmount: offer.priceAmount,
+        lastAmount: offer.priceAmount,
+        availability: offer.availability,
+      };
       if (day < firstDay) {
         if (before === null || before.day < day) before = { day, amount: offer.priceAmount, currency: offer.currency, availability: offer.availability };
       } else byDay.set(`${day}|${offer.merchantId}`, own);
@@ -122,7 +133,16 @@ export function assembleDays(query: HistoryQuery, offers: DayOffer[], rows: DayR
       } else {
         const held = carried.get(merchantId);
         if (held === undefined) continue;
-        point = { merchantId, merchantName: names.get(merchantId)!, day, currency: held.currency, lowestAmount: held.amount, highestAmount: held.amount, lastAmount: held.amount, availability: held.availability };
+        point = {
+          merchantId,
+          merchantName: names.get(merchantId)!,
+          day,
+          currency: held.currency,
+          lowestAmount: held.amount,
+          highestAmount: held.amount,
+          lastAmount: held.amount,
+          availability: held.availability,
+        };
       }
       if (after !== null && day === after.day && merchantId <= after.merchantId) continue;
       points.push(point);
@@ -156,7 +176,8 @@ export function dayRange(query: HistoryQuery): { firstDay: number; end: number }
 }
 
 export function encodeHistoryCursor(position: HistoryPosition): string {
-  const text = position.interval === "change" ? `c.${position.validFrom}.${position.position}.${position.merchantId}` : `d.${position.day}.${position.merchantId}`;
+  const text =
+    position.interval === "change" ? `c.${position.validFrom}.${position.position}.${position.merchantId}` : `d.${position.day}.${position.merchantId}`;
   return Buffer.from(text).toString("base64url");
 }
 

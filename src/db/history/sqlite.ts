@@ -83,7 +83,13 @@ const DAY_OFFERS_SQL = [dayOffersSQL(false), dayOffersSQL(true)];
 const DAY_ROWS_SQL = [dayRowsSQL(false), dayRowsSQL(true)];
 
 type Bindings = Array<string | number | null>;
-type DayOfferRow = Omit<DayOffer, "hasDay" | "before"> & { hasDay: number; beforeDay: number | null; beforeAmount: number; beforeCurrency: string; beforeAvailability: DayOffer["availability"] };
+type DayOfferRow = Omit<DayOffer, "hasDay" | "before"> & {
+  hasDay: number;
+  beforeDay: number | null;
+  beforeAmount: number;
+  beforeCurrency: string;
+  beforeAvailability: DayOffer["availability"];
+};
 
 /** The SQLite store's price history reads, on the store's one connection. */
 export class SQLiteHistory implements PriceHistoryReads {
@@ -99,7 +105,16 @@ export class SQLiteHistory implements PriceHistoryReads {
 
   async priceStates(query: HistoryQuery): Promise<Page<PriceStateRecord>> {
     const after = query.after?.interval === "change" ? query.after : null;
-    const rows = this.statement<PriceStateRecord>(STATES_SQL[Number(query.merchantId !== null)]!).all(query.gtin, query.merchantId, query.from, query.to, after?.validFrom ?? null, after?.merchantId ?? null, after?.position ?? null, query.limit + 1);
+    const rows = this.statement<PriceStateRecord>(STATES_SQL[Number(query.merchantId !== null)]!).all(
+      query.gtin,
+      query.merchantId,
+      query.from,
+      query.to,
+      after?.validFrom ?? null,
+      after?.merchantId ?? null,
+      after?.position ?? null,
+      query.limit + 1,
+    );
     return historyPage(rows, query.limit, (row) => ({ interval: "change", validFrom: row.validFrom, merchantId: row.merchantId, position: row.position }));
   }
 
@@ -108,11 +123,13 @@ export class SQLiteHistory implements PriceHistoryReads {
     if (end <= firstDay) return { items: [], nextCursor: null };
     const offers = this.statement<DayOfferRow>(DAY_OFFERS_SQL[Number(query.merchantId !== null)]!)
       .all(query.gtin, query.merchantId, firstDay)
-      .map(({ hasDay, beforeDay, beforeAmount, beforeCurrency, beforeAvailability, ...offer }): DayOffer => ({
-        ...offer,
-        hasDay: hasDay === 1,
-        before: beforeDay === null ? null : { day: beforeDay, lastAmount: beforeAmount, currency: beforeCurrency, availability: beforeAvailability },
-      }));
+      .map(
+        ({ hasDay, beforeDay, beforeAmount, beforeCurrency, beforeAvailability, ...offer }): DayOffer => ({
+          ...offer,
+          hasDay: hasDay === 1,
+          before: beforeDay === null ? null : { day: beforeDay, lastAmount: beforeAmount, currency: beforeCurrency, availability: beforeAvailability },
+        }),
+      );
     const rowsRead = dayRowsToRead(query, offers.length);
     const rows = this.statement<DayRow>(DAY_ROWS_SQL[Number(query.merchantId !== null)]!).all(query.gtin, query.merchantId, firstDay, end - 1, rowsRead);
     return assembleDays(query, offers, rows, rowsRead);

@@ -56,7 +56,10 @@ export class PostgresIdempotency {
   }
 
   async completeIdempotencyKey(input: Parameters<Store["completeIdempotencyKey"]>[0]): Promise<void> {
-    await this.db.update(idempotencyRecords).set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody }).where(this.ownClaim(input));
+    await this.db
+      .update(idempotencyRecords)
+      .set({ status: "done", responseStatus: input.responseStatus, responseBody: input.responseBody })
+      .where(this.ownClaim(input));
   }
 
   async releaseIdempotencyKey(input: Parameters<Store["releaseIdempotencyKey"]>[0]): Promise<void> {

@@ -66,7 +66,10 @@ export class SQLiteIdempotency {
   }
 
   ownsClaim(usage: UsageRecord): boolean {
-    return usage.idempotency === undefined || this.db.select({ scope: idempotencyRecords.scope }).from(idempotencyRecords).where(this.ownClaim(usage.idempotency)).get() !== undefined;
+    return (
+      usage.idempotency === undefined ||
+      this.db.select({ scope: idempotencyRecords.scope }).from(idempotencyRecords).where(this.ownClaim(usage.idempotency)).get() !== undefined
+    );
   }
 
   async releaseIdempotencyKey(input: Parameters<Store["releaseIdempotencyKey"]>[0]): Promise<void> {

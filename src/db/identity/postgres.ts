@@ -90,7 +90,10 @@ export class PostgresIdentity {
             organizationId = newId("org", input.now);
             await tx.insert(organizations).values({ id: organizationId, name: input.newOrganizationName, createdAt: input.now });
             if (input.trialCredits > 0) {
-              await runAsync(grant(organizationId, { source: "trial", type: "trial", amount: input.trialCredits, expiresAt: null, description: "Trial credits" }, input.now), this.ledger(tx));
+              await runAsync(
+                grant(organizationId, { source: "trial", type: "trial", amount: input.trialCredits, expiresAt: null, description: "Trial credits" }, input.now),
+                this.ledger(tx),
+              );
             }
           }
           const user: User = {
@@ -148,7 +151,10 @@ export class PostgresIdentity {
   }
 
   async deleteDeadSessions(now: number): Promise<number> {
-    const deleted = await this.db.delete(sessions).where(or(isNotNull(sessions.revokedAt), lte(sessions.expiresAt, now))).returning({ id: sessions.id });
+    const deleted = await this.db
+      .delete(sessions)
+      .where(or(isNotNull(sessions.revokedAt), lte(sessions.expiresAt, now)))
+      .returning({ id: sessions.id });
     return deleted.length;
   }
 
@@ -156,7 +162,10 @@ export class PostgresIdentity {
     await this.db
       .insert(invitations)
       .values(invitation)
-      .onConflictDoUpdate({ target: invitations.email, set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt } });
+      .onConflictDoUpdate({
+        target: invitations.email,
+        set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt },
+      });
     return invitation;
   }
 }

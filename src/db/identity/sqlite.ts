@@ -140,14 +140,21 @@ export class SQLiteIdentity {
   }
 
   async deleteDeadSessions(now: number): Promise<number> {
-    return this.db.delete(sessions).where(or(isNotNull(sessions.revokedAt), lte(sessions.expiresAt, now))).returning({ id: sessions.id }).all().length;
+    return this.db
+      .delete(sessions)
+      .where(or(isNotNull(sessions.revokedAt), lte(sessions.expiresAt, now)))
+      .returning({ id: sessions.id })
+      .all().length;
   }
 
   async upsertInvitation(invitation: Invitation): Promise<Invitation> {
     this.db
       .insert(invitations)
       .values(invitation)
-      .onConflictDoUpdate({ target: invitations.email, set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt } })
+      .onConflictDoUpdate({
+        target: invitations.email,
+        set: { organizationId: invitation.organizationId, role: invitation.role, createdAt: invitation.createdAt },
+      })
       .run();
     return invitation;
   }

@@ -76,7 +76,9 @@ export class PostgresKeys {
   async insertApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
     await this.transaction(async (tx) => {
       await tx.insert(apiKeys).values({ ...key, status: "ACTIVE" });
-      await emitPostgres(tx, [{ id: newId("msg", key.createdAt), organizationId: key.organizationId, type: "key.created", data: keyEventData(key), createdAt: key.createdAt }]);
+      await emitPostgres(tx, [
+        { id: newId("msg", key.createdAt), organizationId: key.organizationId, type: "key.created", data: keyEventData(key), createdAt: key.createdAt },
+      ]);
     });
     return (await this.getApiKeyById(key.id))!;
   }
@@ -94,7 +96,10 @@ export class PostgresKeys {
         monthlyCreditLimit: apiKeys.monthlyCreditLimit,
         rateLimit: apiKeys.rateLimit,
         catalogVersion: sql<number>`(SELECT coalesce(max(${catalogVersion.version}), 0) FROM ${catalogVersion})`.mapWith(Number),
-        spendable: sql<number>`(SELECT coalesce(sum(${creditBuckets.remaining}), 0) FROM ${creditBuckets} WHERE ${spendableBuckets(sql`api_keys.organization_id`)})`.mapWith(Number),
+        spendable:
+          sql<number>`(SELECT coalesce(sum(${creditBuckets.remaining}), 0) FROM ${creditBuckets} WHERE ${spendableBuckets(sql`api_keys.organization_id`)})`.mapWith(
+            Number,
+          ),
         capped: sql<boolean>`${CAPPED_KEY}`,
       })
       .from(apiKeys)

@@ -81,8 +81,12 @@ export class SQLiteKeys {
 
   async insertApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
     this.write((tx) => {
-      tx.insert(apiKeys).values({ ...key, status: "ACTIVE" }).run();
-      this.webhooks.emit([{ id: newId("msg", key.createdAt), organizationId: key.organizationId, type: "key.created", data: keyEventData(key), createdAt: key.createdAt }]);
+      tx.insert(apiKeys)
+        .values({ ...key, status: "ACTIVE" })
+        .run();
+      this.webhooks.emit([
+        { id: newId("msg", key.createdAt), organizationId: key.organizationId, type: "key.created", data: keyEventData(key), createdAt: key.createdAt },
+      ]);
     });
     return (await this.getApiKeyById(key.id))!;
   }
@@ -116,7 +120,9 @@ export class SQLiteKeys {
   }
 
   async getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
-    const row = this.keyQuery().where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId))).get();
+    const row = this.keyQuery()
+      .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId)))
+      .get();
     return row ? toKeyRecord(row) : null;
   }
 
@@ -161,7 +167,9 @@ export class SQLiteKeys {
         .all();
       if (copied === undefined) return false;
       // The replacement joins the key's line: what the line spent and holds counts against its limit.
-      tx.insert(apiKeys).values({ ...replacement, ...copied, status: "ACTIVE", lineId: this.keyLineOf(id) }).run();
+      tx.insert(apiKeys)
+        .values({ ...replacement, ...copied, status: "ACTIVE", lineId: this.keyLineOf(id) })
+        .run();
       const data = keyEventData({ ...replacement, name: copied.name, id }, { replacedBy: replacement.id });
       this.webhooks.emit([{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
       return true;

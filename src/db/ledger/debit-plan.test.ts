@@ -65,7 +65,14 @@ describe("the debit plan of a batch of held look-ups", () => {
       { id: "tx_r2", amount: -3, balanceAfter: 1, bucketId: null },
     ]);
     const row = plan.ledger[0]!;
-    expect([row.organizationId, row.keyId, row.requestId, row.gtin, row.description, row.createdAt]).toEqual(["org_a", "key_a", "req_r1", "04006381333931", "look-up", T]);
+    expect([row.organizationId, row.keyId, row.requestId, row.gtin, row.description, row.createdAt]).toEqual([
+      "org_a",
+      "key_a",
+      "req_r1",
+      "04006381333931",
+      "look-up",
+      T,
+    ]);
   });
 
   test("an organization without spendable credits refuses every look-up and writes nothing", () => {

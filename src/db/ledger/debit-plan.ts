@@ -29,7 +29,18 @@ export interface DebitPlan {
   /** Bucket decrements, in lock order. */
   buckets: Array<{ id: string; amount: number }>;
   organizations: Array<{ id: string; amount: number }>;
-  ledger: Array<{ id: string; organizationId: string; amount: number; balanceAfter: number; bucketId: string | null; keyId: string | null; requestId: string; gtin: string | null; description: string; createdAt: number }>;
+  ledger: Array<{
+    id: string;
+    organizationId: string;
+    amount: number;
+    balanceAfter: number;
+    bucketId: string | null;
+    keyId: string | null;
+    requestId: string;
+    gtin: string | null;
+    description: string;
+    createdAt: number;
+  }>;
   counters: Array<{ organizationId: string; periodMs: number; periodStart: number; keyId: string; requests: number; credits: number }>;
   spending: Array<{ line: string; month: string; spent: number }>;
   crossings: Array<{ organizationId: string; before: number; after: number; threshold: number | null; createdAt: number }>;
@@ -76,10 +87,27 @@ export function planHeldDebits(debits: HeldDebit[], locked: LockedState): DebitP
     if (organization === undefined) throw new Error(`organization ${organizationId} was not locked`);
     const after = organization.ledgerBalance - given;
     plan.organizations.push({ id: organizationId, amount: given });
-    plan.crossings.push({ organizationId, before: organization.ledgerBalance, after, threshold: organization.lowCreditThreshold, createdAt: Math.max(...grants.map((debit) => debit.createdAt)) });
+    plan.crossings.push({
+      organizationId,
+      before: organization.ledgerBalance,
+      after,
+      threshold: organization.lowCreditThreshold,
+      createdAt: Math.max(...grants.map((debit) => debit.createdAt)),
+    });
     let later = 0;
     for (const debit of grants.toReversed()) {
-      plan.ledger.push({ id: debit.transactionId, organizationId, amount: -debit.amount, balanceAfter: after + later, bucketId: debit.bucketId, keyId: debit.keyId, requestId: debit.requestId, gtin: debit.gtin, description: debit.description, createdAt: debit.createdAt });
+      plan.ledger.push({
+        id: debit.transactionId,
+        organizationId,
+        amount: -debit.amount,
+        balanceAfter: after + later,
+        bucketId: debit.bucketId,
+        keyId: debit.keyId,
+        requestId: debit.requestId,
+        gtin: debit.gtin,
+        description: debit.description,
+        createdAt: debit.createdAt,
+      });
       later += debit.amount;
     }
     granted.push(...grants);
@@ -90,7 +118,14 @@ export function planHeldDebits(debits: HeldDebit[], locked: LockedState): DebitP
   const spending = new Map<string, DebitPlan["spending"][number]>();
   for (const debit of granted) {
     for (const periodMs of [HOUR_MS, DAY_MS]) {
-      const counter = { organizationId: debit.organizationId, periodMs, periodStart: debit.createdAt - (debit.createdAt % periodMs), keyId: debit.keyId ?? "", requests: 0, credits: 0 };
+      const counter = {
+        organizationId: debit.organizationId,
+        periodMs,
+        periodStart: debit.createdAt - (debit.createdAt % periodMs),
+        keyId: debit.keyId ?? "",
+        requests: 0,
+        credits: 0,
+      };
       const key = JSON.stringify([counter.organizationId, counter.periodMs, counter.periodStart, counter.keyId]);
       const total = counters.get(key) ?? counter;
       total.requests += debit.items;
@@ -105,7 +140,9 @@ export function planHeldDebits(debits: HeldDebit[], locked: LockedState): DebitP
     spending.set(key, total);
   }
   // Rows in one order, so batches of several instances lock them alike.
-  plan.counters = [...counters.values()].sort((a, b) => compare([a.organizationId, a.periodMs, a.periodStart, a.keyId], [b.organizationId, b.periodMs, b.periodStart, b.keyId]));
+  plan.counters = [...counters.values()].sort((a, b) =>
+    compare([a.organizationId, a.periodMs, a.periodStart, a.keyId], [b.organizationId, b.periodMs, b.periodStart, b.keyId]),
+  );
   plan.spending = [...spending.values()].sort((a, b) => compare([a.line, a.month], [b.line, b.month]));
   plan.crossings = plan.crossings.filter((crossing) => balanceEventTypes(crossing.before, crossing.after, crossing.threshold).length > 0);
   return plan;

@@ -35,7 +35,16 @@ function fakeLedger() {
     },
     emit: (written) => void emitted.push(...written.map((event) => event.type)),
     insertPayment(organizationId, bucket, payment) {
-      if (!payments.has(payment.ref)) payments.set(payment.ref, { ref: payment.ref, organizationId, bucketId: bucket.id, credits: bucket.granted, amount: payment.amount, refundedAmount: 0, refundedCredits: 0 });
+      if (!payments.has(payment.ref))
+        payments.set(payment.ref, {
+          ref: payment.ref,
+          organizationId,
+          bucketId: bucket.id,
+          credits: bucket.granted,
+          amount: payment.amount,
+          refundedAmount: 0,
+          refundedCredits: 0,
+        });
     },
     insertSubscription: (subscription) => {
       const record = { ...subscription, canceledAt: null };
@@ -63,7 +72,9 @@ function fakeLedger() {
     writeOffExpired() {},
     settlementBucket(_, bucketId) {
       const bucket = buckets.get(bucketId)!;
-      const taken = -ledger.filter((row) => row.bucketId === bucketId && (row.type === "refund" || row.type === "adjustment")).reduce((sum, row) => sum + row.amount, 0);
+      const taken = -ledger
+        .filter((row) => row.bucketId === bucketId && (row.type === "refund" || row.type === "adjustment"))
+        .reduce((sum, row) => sum + row.amount, 0);
       return { free: bucket.remaining, held: 0, owed: bucket.owed, taken, expired: false };
     },
     adjustBucket(bucketId, delta, owed) {
@@ -75,8 +86,24 @@ function fakeLedger() {
 }
 
 const order: Order = {
-  id: "ord_1", organizationId: "org_1", userId: null, kind: "pack", itemId: "pack-1000", itemName: "1000 credits", credits: 1000, interval: null, validityDays: null,
-  amount: 1000, currency: "EUR", status: "pending", provider: "local", providerRef: null, successUrl: null, cancelUrl: null, createdAt: 1, completedAt: null,
+  id: "ord_1",
+  organizationId: "org_1",
+  userId: null,
+  kind: "pack",
+  itemId: "pack-1000",
+  itemName: "1000 credits",
+  credits: 1000,
+  interval: null,
+  validityDays: null,
+  amount: 1000,
+  currency: "EUR",
+  status: "pending",
+  provider: "local",
+  providerRef: null,
+  successUrl: null,
+  cancelUrl: null,
+  createdAt: 1,
+  completedAt: null,
 };
 const credits = { source: "pack" as const, type: "purchase" as const, amount: 1000, expiresAt: null, description: "1000 credits" };
 const invoice = { description: "1000 credits", amount: 1000, currency: "EUR", periodStart: null, periodEnd: null };
@@ -85,7 +112,15 @@ describe("completing an order", () => {
   test("grants, records the payment and invoices once; a second completion writes nothing", () => {
     const fake = fakeLedger();
     fake.orders.set(order.id, order);
-    const input = { orderId: order.id, now: 5, event: null, grant: credits, payment: { ref: "pi_1", amount: 1000, currency: "EUR" }, subscription: null, invoice };
+    const input = {
+      orderId: order.id,
+      now: 5,
+      event: null,
+      grant: credits,
+      payment: { ref: "pi_1", amount: 1000, currency: "EUR" },
+      subscription: null,
+      invoice,
+    };
     const first = runSync(completeOrder(input), fake.port);
     expect(first.applied).toBe(true);
     expect(first.bucket!.remaining).toBe(1000);
@@ -102,7 +137,18 @@ describe("completing an order", () => {
     fake.orders.set(order.id, order);
     const early = runSync(reversePayment({ event: null, ref: "pi_1", report: { refundedAmount: 250 }, description: "Refund", now: 2 }), fake.port);
     expect(early).toEqual({ applied: true, clawedBack: 0, reinstated: 0, organizationId: null });
-    const done = runSync(completeOrder({ orderId: order.id, now: 5, event: null, grant: credits, payment: { ref: "pi_1", amount: 1000, currency: "EUR" }, subscription: null, invoice: null }), fake.port);
+    const done = runSync(
+      completeOrder({
+        orderId: order.id,
+        now: 5,
+        event: null,
+        grant: credits,
+        payment: { ref: "pi_1", amount: 1000, currency: "EUR" },
+        subscription: null,
+        invoice: null,
+      }),
+      fake.port,
+    );
     expect(fake.buckets.get(done.bucket!.id)!.remaining).toBe(750);
     expect(fake.ledger.map((row) => row.amount)).toEqual([1000, -250]);
   });
@@ -112,7 +158,15 @@ describe("what an order's completion writes", () => {
   test("a paid pack locks its payment first; a redelivered event completes nothing", () => {
     const fake = fakeLedger();
     fake.orders.set(order.id, order);
-    const input = { orderId: order.id, now: 5, event: { id: "evt_1", type: "checkout.session.completed" }, grant: credits, payment: { ref: "pi_1", amount: 1000, currency: "EUR" }, subscription: null, invoice: null };
+    const input = {
+      orderId: order.id,
+      now: 5,
+      event: { id: "evt_1", type: "checkout.session.completed" },
+      grant: credits,
+      payment: { ref: "pi_1", amount: 1000, currency: "EUR" },
+      subscription: null,
+      invoice: null,
+    };
     expect(runSync(completeOrder(input), fake.port).applied).toBe(true);
     expect(fake.locked).toEqual(["pi_1"]);
     fake.orders.set(order.id, order);
@@ -123,14 +177,28 @@ describe("what an order's completion writes", () => {
   test("an order without payment locks nothing and records no payment; one without a grant records none either", () => {
     const fake = fakeLedger();
     fake.orders.set(order.id, order);
-    const free = runSync(completeOrder({ orderId: order.id, now: 5, event: null, grant: credits, payment: null, subscription: null, invoice: null }), fake.port);
+    const free = runSync(
+      completeOrder({ orderId: order.id, now: 5, event: null, grant: credits, payment: null, subscription: null, invoice: null }),
+      fake.port,
+    );
     expect(free.bucket!.granted).toBe(1000);
     expect(free.invoice).toBeNull();
     expect(fake.invoices).toEqual([]);
     expect(fake.locked).toEqual([]);
     expect(fake.payments.size).toBe(0);
     fake.orders.set("ord_2", { ...order, id: "ord_2" });
-    const ungranted = runSync(completeOrder({ orderId: "ord_2", now: 6, event: null, grant: null, payment: { ref: "pi_2", amount: 1000, currency: "EUR" }, subscription: null, invoice: null }), fake.port);
+    const ungranted = runSync(
+      completeOrder({
+        orderId: "ord_2",
+        now: 6,
+        event: null,
+        grant: null,
+        payment: { ref: "pi_2", amount: 1000, currency: "EUR" },
+        subscription: null,
+        invoice: null,
+      }),
+      fake.port,
+    );
     expect(ungranted).toMatchObject({ applied: true, bucket: null });
     expect(fake.payments.size).toBe(0);
   });
@@ -139,18 +207,43 @@ describe("what an order's completion writes", () => {
     const fake = fakeLedger();
     const plan: Order = { ...order, id: "ord_3", kind: "subscription", itemId: "plan-1", itemName: "Plan", interval: null };
     fake.orders.set(plan.id, plan);
-    const done = runSync(completeOrder({ orderId: plan.id, now: 7, event: null, grant: null, payment: null, subscription: { periodEnd: 100 }, invoice }), fake.port);
-    expect(done.subscription).toMatchObject({ organizationId: "org_1", orderId: "ord_3", planId: "plan-1", planName: "Plan", creditsPerPeriod: 1000, interval: "month", amount: 1000, currency: "EUR", status: "active", startedAt: 7, currentPeriodStart: 7, currentPeriodEnd: 100 });
+    const done = runSync(
+      completeOrder({ orderId: plan.id, now: 7, event: null, grant: null, payment: null, subscription: { periodEnd: 100 }, invoice }),
+      fake.port,
+    );
+    expect(done.subscription).toMatchObject({
+      organizationId: "org_1",
+      orderId: "ord_3",
+      planId: "plan-1",
+      planName: "Plan",
+      creditsPerPeriod: 1000,
+      interval: "month",
+      amount: 1000,
+      currency: "EUR",
+      status: "active",
+      startedAt: 7,
+      currentPeriodStart: 7,
+      currentPeriodEnd: 100,
+    });
     expect(done.invoice).toMatchObject({ orderId: "ord_3", subscriptionId: done.subscription!.id, amount: 1000 });
     fake.orders.set("ord_4", { ...plan, id: "ord_4", interval: "year" });
-    expect(runSync(completeOrder({ orderId: "ord_4", now: 8, event: null, grant: null, payment: null, subscription: { periodEnd: 200 }, invoice: null }), fake.port).subscription!.interval).toBe("year");
+    expect(
+      runSync(completeOrder({ orderId: "ord_4", now: 8, event: null, grant: null, payment: null, subscription: { periodEnd: 200 }, invoice: null }), fake.port)
+        .subscription!.interval,
+    ).toBe("year");
   });
 });
 
 describe("paid grants and renewals", () => {
   test("a redelivered provider event grants nothing", () => {
     const fake = fakeLedger();
-    const input = { event: { id: "evt_1", type: "invoice.paid" }, organizationId: "org_1", grant: credits, payment: { ref: "in_1", amount: 1000, currency: "EUR" }, now: 3 };
+    const input = {
+      event: { id: "evt_1", type: "invoice.paid" },
+      organizationId: "org_1",
+      grant: credits,
+      payment: { ref: "in_1", amount: 1000, currency: "EUR" },
+      now: 3,
+    };
     expect(runSync(applyPaidGrant(input), fake.port).applied).toBe(true);
     expect(runSync(applyPaidGrant(input), fake.port)).toEqual({ applied: false, bucket: null });
     expect(fake.ledger).toHaveLength(1);
@@ -158,7 +251,23 @@ describe("paid grants and renewals", () => {
 
   test("a period is renewed once: the second renewal finds its period end moved", () => {
     const fake = fakeLedger();
-    fake.subscriptions.set("sub_1", { id: "sub_1", organizationId: "org_1", orderId: "ord_1", planId: "p", planName: "P", creditsPerPeriod: 1000, interval: "month", amount: 1000, currency: "EUR", status: "active", startedAt: 0, currentPeriodStart: 0, currentPeriodEnd: 10, canceledAt: null, createdAt: 0 });
+    fake.subscriptions.set("sub_1", {
+      id: "sub_1",
+      organizationId: "org_1",
+      orderId: "ord_1",
+      planId: "p",
+      planName: "P",
+      creditsPerPeriod: 1000,
+      interval: "month",
+      amount: 1000,
+      currency: "EUR",
+      status: "active",
+      startedAt: 0,
+      currentPeriodStart: 0,
+      currentPeriodEnd: 10,
+      canceledAt: null,
+      createdAt: 0,
+    });
     const input = { subscriptionId: "sub_1", expectedPeriodEnd: 10, periodStart: 10, periodEnd: 20, grant: credits, invoice, now: 10 };
     const renewed = runSync(renewSubscription(input), fake.port);
     expect(renewed.applied).toBe(true);
@@ -171,8 +280,18 @@ describe("paid grants and renewals", () => {
 describe("reversals", () => {
   test("a refund claws back its share once, and an older report changes nothing", () => {
     const fake = fakeLedger();
-    runSync(applyPaidGrant({ event: { id: "evt_1", type: "invoice.paid" }, organizationId: "org_1", grant: credits, payment: { ref: "in_1", amount: 1000, currency: "EUR" }, now: 3 }), fake.port);
-    const refund = (amount: number) => runSync(reversePayment({ event: null, ref: "in_1", report: { refundedAmount: amount }, description: "Refund", now: 4 }), fake.port);
+    runSync(
+      applyPaidGrant({
+        event: { id: "evt_1", type: "invoice.paid" },
+        organizationId: "org_1",
+        grant: credits,
+        payment: { ref: "in_1", amount: 1000, currency: "EUR" },
+        now: 3,
+      }),
+      fake.port,
+    );
+    const refund = (amount: number) =>
+      runSync(reversePayment({ event: null, ref: "in_1", report: { refundedAmount: amount }, description: "Refund", now: 4 }), fake.port);
     expect(refund(500)).toEqual({ applied: true, clawedBack: 500, reinstated: 0, organizationId: "org_1" });
     expect(refund(400)).toEqual({ applied: false, clawedBack: 0, reinstated: 0, organizationId: "org_1" });
     expect(fake.ledger.map((row) => row.amount)).toEqual([1000, -500]);
@@ -181,8 +300,27 @@ describe("reversals", () => {
 
   test("a redelivered report changes nothing; a dispute won gives back what it took, as an adjustment", () => {
     const fake = fakeLedger();
-    runSync(applyPaidGrant({ event: { id: "evt_1", type: "invoice.paid" }, organizationId: "org_1", grant: credits, payment: { ref: "in_1", amount: 1000, currency: "EUR" }, now: 3 }), fake.port);
-    const dispute = (id: string, status: "open" | "won") => runSync(reversePayment({ event: { id, type: "charge.dispute.updated" }, ref: "in_1", report: { dispute: { id: "dp_1", amount: 400, status } }, description: "Disputed", now: 4 }), fake.port);
+    runSync(
+      applyPaidGrant({
+        event: { id: "evt_1", type: "invoice.paid" },
+        organizationId: "org_1",
+        grant: credits,
+        payment: { ref: "in_1", amount: 1000, currency: "EUR" },
+        now: 3,
+      }),
+      fake.port,
+    );
+    const dispute = (id: string, status: "open" | "won") =>
+      runSync(
+        reversePayment({
+          event: { id, type: "charge.dispute.updated" },
+          ref: "in_1",
+          report: { dispute: { id: "dp_1", amount: 400, status } },
+          description: "Disputed",
+          now: 4,
+        }),
+        fake.port,
+      );
     expect(dispute("evt_2", "open")).toEqual({ applied: true, clawedBack: 400, reinstated: 0, organizationId: "org_1" });
     expect(dispute("evt_2", "won")).toEqual({ applied: false, clawedBack: 0, reinstated: 0, organizationId: "org_1" });
     expect(dispute("evt_3", "won")).toEqual({ applied: true, clawedBack: 0, reinstated: 400, organizationId: "org_1" });
@@ -194,17 +332,43 @@ describe("reversals", () => {
 
   test("a refund of credits already spent takes nothing and writes no ledger row", () => {
     const fake = fakeLedger();
-    const granted = runSync(applyPaidGrant({ event: { id: "evt_1", type: "invoice.paid" }, organizationId: "org_1", grant: credits, payment: { ref: "in_1", amount: 1000, currency: "EUR" }, now: 3 }), fake.port);
+    const granted = runSync(
+      applyPaidGrant({
+        event: { id: "evt_1", type: "invoice.paid" },
+        organizationId: "org_1",
+        grant: credits,
+        payment: { ref: "in_1", amount: 1000, currency: "EUR" },
+        now: 3,
+      }),
+      fake.port,
+    );
     fake.buckets.set(granted.bucket!.id, { ...fake.buckets.get(granted.bucket!.id)!, remaining: 0 });
-    expect(runSync(reversePayment({ event: null, ref: "in_1", report: { refundedAmount: 1000 }, description: "Refund", now: 4 }), fake.port)).toEqual({ applied: true, clawedBack: 0, reinstated: 0, organizationId: "org_1" });
+    expect(runSync(reversePayment({ event: null, ref: "in_1", report: { refundedAmount: 1000 }, description: "Refund", now: 4 }), fake.port)).toEqual({
+      applied: true,
+      clawedBack: 0,
+      reinstated: 0,
+      organizationId: "org_1",
+    });
     expect(fake.ledger).toHaveLength(1);
   });
 
   test("a report that leaves the credits claimed as they were writes no ledger row", () => {
     const fake = fakeLedger();
-    runSync(applyPaidGrant({ event: { id: "evt_1", type: "invoice.paid" }, organizationId: "org_1", grant: credits, payment: { ref: "in_1", amount: 1000, currency: "EUR" }, now: 3 }), fake.port);
+    runSync(
+      applyPaidGrant({
+        event: { id: "evt_1", type: "invoice.paid" },
+        organizationId: "org_1",
+        grant: credits,
+        payment: { ref: "in_1", amount: 1000, currency: "EUR" },
+        now: 3,
+      }),
+      fake.port,
+    );
     runSync(reversePayment({ event: null, ref: "in_1", report: { refundedAmount: 1000 }, description: "Refund", now: 4 }), fake.port);
-    const lost = runSync(reversePayment({ event: null, ref: "in_1", report: { dispute: { id: "dp_1", amount: 1000, status: "lost" } }, description: "Disputed", now: 5 }), fake.port);
+    const lost = runSync(
+      reversePayment({ event: null, ref: "in_1", report: { dispute: { id: "dp_1", amount: 1000, status: "lost" } }, description: "Disputed", now: 5 }),
+      fake.port,
+    );
     expect(lost).toEqual({ applied: true, clawedBack: 0, reinstated: 0, organizationId: "org_1" });
     expect(fake.ledger).toHaveLength(2);
   });

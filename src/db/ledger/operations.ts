@@ -1,7 +1,16 @@
 // Each money operation of the ledger, written once over the port (port.ts) and run inside one
 // transaction of either dialect. The invariant above each is what its transaction guarantees.
 import { newId } from "../../lib/ids";
-import type { CompleteOrderInput, CompleteOrderResult, CreditGrant, InvoiceRecord, PaymentInput, ProviderEvent, RenewSubscriptionInput, SubscriptionRecord } from "../billing/records";
+import type {
+  CompleteOrderInput,
+  CompleteOrderResult,
+  CreditGrant,
+  InvoiceRecord,
+  PaymentInput,
+  ProviderEvent,
+  RenewSubscriptionInput,
+  SubscriptionRecord,
+} from "../billing/records";
 import type { Bucket, DisputeReport, PaymentReversalResult } from "../store";
 import { grantEventData, invoiceEventData } from "../webhooks/records";
 import { port, type LedgerStep } from "./port";
@@ -9,9 +18,24 @@ import { creditsTakenBack, mergeReversal, REINSTATED, REVERSED_BEFORE_PAID, sett
 
 // Invariant: a bucket and its ledger row are written together; ledger sum = available + reserved.
 export function* grant(organizationId: string, credits: CreditGrant, now: number): LedgerStep<Bucket> {
-  const bucket: Bucket = { id: newId("bkt", now), organizationId, source: credits.source, granted: credits.amount, remaining: credits.amount, expiresAt: credits.expiresAt, createdAt: now };
+  const bucket: Bucket = {
+    id: newId("bkt", now),
+    organizationId,
+    source: credits.source,
+    granted: credits.amount,
+    remaining: credits.amount,
+    expiresAt: credits.expiresAt,
+    createdAt: now,
+  };
   yield* port.insertBucket(bucket);
-  const balance = yield* port.appendLedger({ organizationId, type: credits.type, amount: credits.amount, bucketId: bucket.id, description: credits.description, createdAt: now });
+  const balance = yield* port.appendLedger({
+    organizationId,
+    type: credits.type,
+    amount: credits.amount,
+    bucketId: bucket.id,
+    description: credits.description,
+    createdAt: now,
+  });
   yield* port.emit([{ id: newId("msg", now), organizationId, type: "credits.granted", data: grantEventData(bucket, credits.type, balance), createdAt: now }]);
   return bucket;
 }
@@ -62,12 +86,21 @@ export function* completeOrder(input: CompleteOrderInput): LedgerStep<CompleteOr
       createdAt: now,
     });
   }
-  const written = input.invoice === null ? null : yield* invoice(order.organizationId, { ...input.invoice, orderId: order.id, subscriptionId: subscription?.id ?? null }, now);
+  const written =
+    input.invoice === null
+      ? null
+      : yield* invoice(order.organizationId, { ...input.invoice, orderId: order.id, subscriptionId: subscription?.id ?? null }, now);
   return { applied: true, order, bucket, invoice: written, subscription };
 }
 
 // Invariant: the event row and the grant commit together, so a redelivered event grants nothing.
-export function* applyPaidGrant(input: { event: ProviderEvent; organizationId: string; grant: CreditGrant; payment: PaymentInput; now: number }): LedgerStep<{ applied: boolean; bucket: Bucket | null }> {
+export function* applyPaidGrant(input: {
+  event: ProviderEvent;
+  organizationId: string;
+  grant: CreditGrant;
+  payment: PaymentInput;
+  now: number;
+}): LedgerStep<{ applied: boolean; bucket: Bucket | null }> {
   yield* port.lockPayment(input.payment.ref);
   if (!(yield* port.claimEvent(input.event, input.now))) return { applied: false, bucket: null };
   const bucket = yield* grant(input.organizationId, input.grant, input.now);
@@ -90,7 +123,13 @@ export function* renewSubscription(input: RenewSubscriptionInput): LedgerStep<{ 
 // Invariant: a report is applied once and only forward (mergeReversal): the event row, the merged
 // reversal and the settlement commit together, under the payment's lock, whether the payment is
 // known yet or not (a grant that records it later settles then).
-export function* reversePayment(input: { event: ProviderEvent | null; ref: string; report: { refundedAmount?: number; dispute?: DisputeReport }; description: string; now: number }): LedgerStep<PaymentReversalResult> {
+export function* reversePayment(input: {
+  event: ProviderEvent | null;
+  ref: string;
+  report: { refundedAmount?: number; dispute?: DisputeReport };
+  description: string;
+  now: number;
+}): LedgerStep<PaymentReversalResult> {
   const { ref, now } = input;
   yield* port.lockPayment(ref);
   const payment = yield* port.getPayment(ref);
@@ -105,7 +144,11 @@ export function* reversePayment(input: { event: ProviderEvent | null; ref: strin
 // Invariant: a payment's bucket gives up (or gets back) exactly what its reversal claims beyond (or
 // below) what was claimed before, with one ledger row, never below zero and never the credits held
 // by requests in flight (their releases pay what is owed); expired credits are written off first.
-export function* settlePayment(ref: string, description: string, now: number): LedgerStep<{ clawedBack: number; reinstated: number; organizationId: string | null }> {
+export function* settlePayment(
+  ref: string,
+  description: string,
+  now: number,
+): LedgerStep<{ clawedBack: number; reinstated: number; organizationId: string | null }> {
   const payment = yield* port.getPayment(ref);
   if (payment === null) return { clawedBack: 0, reinstated: 0, organizationId: null };
   const reversal = yield* port.getReversal(ref);

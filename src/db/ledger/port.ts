@@ -68,7 +68,21 @@ export function invoiceNumber(sequence: number): string {
 
 /** The columns of an invoices table that make an InvoiceRecord (all but the sequence). */
 export function invoiceColumnsOf<T extends Record<keyof InvoiceRecord, unknown>>(table: T): Pick<T, keyof InvoiceRecord> {
-  const fields: Array<keyof InvoiceRecord> = ["id", "organizationId", "number", "status", "amount", "currency", "description", "orderId", "subscriptionId", "periodStart", "periodEnd", "createdAt", "paidAt"];
+  const fields: Array<keyof InvoiceRecord> = [
+    "id",
+    "organizationId",
+    "number",
+    "status",
+    "amount",
+    "currency",
+    "description",
+    "orderId",
+    "subscriptionId",
+    "periodStart",
+    "periodEnd",
+    "createdAt",
+    "paidAt",
+  ];
   return Object.fromEntries(fields.map((field) => [field, table[field]])) as Pick<T, keyof InvoiceRecord>;
 }
 

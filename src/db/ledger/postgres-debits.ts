@@ -46,7 +46,11 @@ export type DebitOutcome = { outcome: "committed" } | { outcome: "spent"; availa
  * statement fails, PostgreSQL refuses the rest and turns the COMMIT into a ROLLBACK; the first
  * failure is thrown, after every reply is in, so the session is idle again for the next caller.
  */
-async function pipelinedTransaction<T extends readonly postgres.MaybeRow[]>(connection: postgres.Sql, first: postgres.PendingQuery<postgres.Row[]>, then: postgres.PendingQuery<T>): Promise<T> {
+async function pipelinedTransaction<T extends readonly postgres.MaybeRow[]>(
+  connection: postgres.Sql,
+  first: postgres.PendingQuery<postgres.Row[]>,
+  then: postgres.PendingQuery<T>,
+): Promise<T> {
   const [begun, firstDone, result, ended] = await Promise.allSettled([connection`BEGIN`, first, then, connection`COMMIT`]);
   for (const reply of [begun, firstDone, result, ended]) if (reply.status === "rejected") throw reply.reason;
   if (ended.status === "fulfilled" && ended.value.command !== "COMMIT") throw new Error(`the transaction ended with ${ended.value.command}`);
@@ -148,7 +152,9 @@ export async function debitBatch(sql: postgres.Sql, items: PendingDebit[], optio
       SELECT 1 FROM credit_buckets WHERE organization_id = ANY(${organizations}::text[]) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
       ORDER BY organization_id, ${fefo(sql)} FOR UPDATE`;
   const parts: DebitParts = { sql, none, rows, retried: options.retried, fenced, withRows, now };
-  const debit = sql<Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>>`${claimedPart(parts)}${takenPart(parts)}${writtenPart(parts)}      SELECT reservation_id, 'committed' AS outcome, NULL::bigint AS available FROM debits
+  const debit = sql<
+    Array<{ reservation_id: string; outcome: "committed" | "spent"; available: string | null }>
+  >`${claimedPart(parts)}${takenPart(parts)}${writtenPart(parts)}      SELECT reservation_id, 'committed' AS outcome, NULL::bigint AS available FROM debits
       UNION ALL
       SELECT reservation_id, 'committed', NULL FROM written
       UNION ALL
@@ -156,7 +162,12 @@ export async function debitBatch(sql: postgres.Sql, items: PendingDebit[], optio
       FROM demand LEFT JOIN spendable USING (organization_id) LEFT JOIN given USING (organization_id)
       WHERE demand.reservation_id NOT IN (SELECT reservation_id FROM granted)`;
   const settled = await pipelinedTransaction(sql, locks, debit);
-  return new Map(settled.map((row): [string, DebitOutcome] => [row.reservation_id, row.outcome === "spent" ? { outcome: "spent", available: Number(row.available) } : { outcome: "committed" }]));
+  return new Map(
+    settled.map((row): [string, DebitOutcome] => [
+      row.reservation_id,
+      row.outcome === "spent" ? { outcome: "spent", available: Number(row.available) } : { outcome: "committed" },
+    ]),
+  );
 }
 
 /** The debit statement's first part: the batch's rows, those written already, those whose Idempotency-Key claim still holds, and the reservation rows they claim. */
@@ -179,16 +190,24 @@ function claimedPart({ sql, none, rows, retried, fenced, withRows }: DebitParts)
       owned AS (
         SELECT input.* FROM input
         WHERE input.reservation_id NOT IN (SELECT reservation_id FROM written)
-          ${fenced ? sql`AND (input.idempotency_scope IS NULL OR input.reservation_id IN (
+          ${
+            fenced
+              ? sql`AND (input.idempotency_scope IS NULL OR input.reservation_id IN (
             SELECT input.reservation_id FROM input JOIN idempotency_records r
               ON r.scope = input.idempotency_scope AND r.key_hash = input.idempotency_key_hash AND r.status = 'in-progress' AND r.created_at = input.claimed_at
-            FOR UPDATE OF r))` : none}
+            FOR UPDATE OF r))`
+              : none
+          }
       ),
-      ${withRows ? sql`claimed AS (
+      ${
+        withRows
+          ? sql`claimed AS (
         DELETE FROM reservations USING owned WHERE NOT owned.held_here AND reservations.id = owned.reservation_id
         RETURNING reservations.id, reservations.organization_id, reservations.amount, reservations.key_id, reservations.request_id,
                   CASE WHEN jsonb_array_length(reservations.allocations) = 1 THEN reservations.allocations->0->>'bucketId' END AS bucket_id
-      ),` : none}
+      ),`
+          : none
+      }
 `;
 }
 
@@ -229,8 +248,12 @@ function takenPart({ sql, none, withRows, now }: DebitParts) {
                (SELECT supply.id FROM supply WHERE supply.organization_id = granted.organization_id
                   AND supply.before <= granted.before AND granted.before + granted.amount <= supply.before + supply.remaining) AS bucket_id
         FROM granted
-        ${withRows ? sql`UNION ALL
-        SELECT id, organization_id, amount, key_id, request_id, bucket_id FROM claimed` : none}
+        ${
+          withRows
+            ? sql`UNION ALL
+        SELECT id, organization_id, amount, key_id, request_id, bucket_id FROM claimed`
+            : none
+        }
       ),
 `;
 }
@@ -281,12 +304,16 @@ function writtenPart({ sql, none, fenced }: DebitParts) {
         FROM moved
       ),
       ${balanceEvents(sql)}
-      ${fenced ? sql`, completed AS (
+      ${
+        fenced
+          ? sql`, completed AS (
         UPDATE idempotency_records SET status = 'done', response_status = debits.response_status, response_body = debits.response_body
         FROM debits
         WHERE debits.idempotency_scope IS NOT NULL AND idempotency_records.scope = debits.idempotency_scope AND idempotency_records.key_hash = debits.idempotency_key_hash
           AND idempotency_records.created_at = debits.claimed_at
-      )` : none}
+      )`
+          : none
+      }
 `;
 }
 
@@ -349,7 +376,12 @@ async function lockAndPlan(sql: postgres.Sql, debits: HeldDebit[]): Promise<{ pl
     lockedBy = locker.id;
     plan = planHeldDebits(debits, {
       buckets: bucketRows.map((row) => ({ id: row.id, organizationId: row.organization_id, remaining: Number(row.remaining) })),
-      organizations: new Map(sumRows.map((row) => [row.id, { ledgerBalance: Number(row.ledger_balance), lowCreditThreshold: row.low_credit_threshold === null ? null : Number(row.low_credit_threshold) }])),
+      organizations: new Map(
+        sumRows.map((row) => [
+          row.id,
+          { ledgerBalance: Number(row.ledger_balance), lowCreditThreshold: row.low_credit_threshold === null ? null : Number(row.low_credit_threshold) },
+        ]),
+      ),
       keys: new Map(keyRows.map((row) => [row.id, { line: row.line, capped: row.capped }])),
     });
   } catch (error) {
@@ -395,10 +427,14 @@ async function writePlan(sql: postgres.Sql, plan: DebitPlan, lockedBy: string): 
         SELECT * FROM unnest(${plan.spending.map((s) => s.line)}::text[], ${plan.spending.map((s) => s.month)}::text[], ${plan.spending.map((s) => String(s.spent))}::bigint[])
         ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
       )
-      ${plan.crossings.length === 0 ? none : sql`, crossings AS (
+      ${
+        plan.crossings.length === 0
+          ? none
+          : sql`, crossings AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(plan.crossings.map((c) => ({ organization_id: c.organizationId, before: c.before, after: c.after, threshold: c.threshold, created_at: c.createdAt })))}::text::jsonb)
         AS crossings(organization_id text, before bigint, after bigint, threshold bigint, created_at bigint)
-    ), ${balanceEvents(sql)}`}
+    ), ${balanceEvents(sql)}`
+      }
       -- postgres.js sends a query on a new connection when the old one died (the rows' locks went with
       -- its transaction): outside the transaction that computed it, the write fails whole.
       SELECT CASE WHEN pg_current_xact_id()::text = ${lockedBy} THEN 1 ELSE ('the debit''s transaction ' || ${lockedBy} || ' was lost')::int END`;

@@ -110,7 +110,13 @@ export class PostgresReservations {
     if (balance.capped) return this.reserveCapped(input, reservationId);
     const available = Math.max(0, balance.spendable - (this.heldHere.get(input.organizationId) ?? 0));
     if (available < input.amount) return { ok: false, available };
-    this.held.set(reservationId, { organizationId: input.organizationId, amount: input.amount, keyId: input.keyId, requestId: input.requestId, committing: false });
+    this.held.set(reservationId, {
+      organizationId: input.organizationId,
+      amount: input.amount,
+      keyId: input.keyId,
+      requestId: input.requestId,
+      committing: false,
+    });
     this.holdHere(input.organizationId, input.amount);
     return { ok: true, reservationId, available: available - input.amount };
   }
@@ -148,22 +154,23 @@ export class PostgresReservations {
   // A released reservation frees its share at once.
   private async reserveCapped(input: Parameters<Store["reserveCredits"]>[0], reservationId: string): Promise<Reservation> {
     const keyId = input.keyId!;
-    const outcome = await retrying(() =>
-      this.client.begin(async (tx) => {
-        const [counter] = await tx<Array<{ line: string; spent: string }>>`
+    const outcome = await retrying(
+      () =>
+        this.client.begin(async (tx) => {
+          const [counter] = await tx<Array<{ line: string; spent: string }>>`
           INSERT INTO api_key_monthly_usage (key_id, month, spent)
           SELECT coalesce(line_id, id), ${utcMonth(input.now)}, 0 FROM api_keys WHERE id = ${keyId}
           ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent
           RETURNING key_id AS line, spent`;
-        const line = counter!.line;
-        const [key] = await tx<Array<{ monthly_credit_limit: string | null; held: string }>>`
+          const line = counter!.line;
+          const [key] = await tx<Array<{ monthly_credit_limit: string | null; held: string }>>`
           SELECT (SELECT monthly_credit_limit FROM api_keys WHERE id = ${line} OR line_id = ${line} ORDER BY status = 'ACTIVE' DESC, created_at DESC LIMIT 1) AS monthly_credit_limit,
                  (SELECT coalesce(sum(amount), 0)::bigint FROM reservations WHERE key_id IN (SELECT id FROM api_keys WHERE id = ${line} OR line_id = ${line})) AS held`;
-        const limit = key?.monthly_credit_limit == null ? null : Number(key.monthly_credit_limit);
-        if (limit !== null && Number(counter!.spent) + Number(key!.held) + input.amount > limit) return { refusedBy: limit };
-        const [row] = await this.reserveStatement(tx, input, reservationId);
-        return { row: row! };
-      }),
+          const limit = key?.monthly_credit_limit == null ? null : Number(key.monthly_credit_limit);
+          if (limit !== null && Number(counter!.spent) + Number(key!.held) + input.amount > limit) return { refusedBy: limit };
+          const [row] = await this.reserveStatement(tx, input, reservationId);
+          return { row: row! };
+        }),
       isOverdrawRefused,
     );
     if ("refusedBy" in outcome) return { ok: false, available: await this.availableCredits(input.organizationId, input.now), keyLimit: outcome.refusedBy };
@@ -296,7 +303,9 @@ export class PostgresReservations {
       this.release(reservationId, held);
       return true;
     }
-    const [row] = await retrying(() => this.restoreCredits(this.client, this.client`DELETE FROM reservations WHERE id = ${reservationId} RETURNING organization_id, allocations`, now));
+    const [row] = await retrying(() =>
+      this.restoreCredits(this.client, this.client`DELETE FROM reservations WHERE id = ${reservationId} RETURNING organization_id, allocations`, now),
+    );
     return row!.released === 1;
   }
 

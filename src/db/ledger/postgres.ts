@@ -30,12 +30,22 @@ export function postgresLedgerPort(tx: Tx, deps: PostgresLedgerDeps): AsyncLedge
 }
 
 /** The port's steps of provider events, orders, grants and subscriptions, and the ledger's one writer. */
-function orderSteps(tx: Tx, deps: PostgresLedgerDeps): Pick<AsyncLedgerPort, "claimEvent" | "lockPayment" | "getOrder" | "completePendingOrder" | "insertBucket" | "appendLedger" | "emit" | "insertPayment" | "insertSubscription"> {
+function orderSteps(
+  tx: Tx,
+  deps: PostgresLedgerDeps,
+): Pick<
+  AsyncLedgerPort,
+  "claimEvent" | "lockPayment" | "getOrder" | "completePendingOrder" | "insertBucket" | "appendLedger" | "emit" | "insertPayment" | "insertSubscription"
+> {
   return {
     // An instance inserting the same id meanwhile makes this wait for its outcome.
     async claimEvent(event, now) {
       if (event === null) return true;
-      const inserted = await tx.insert(providerEvents).values({ id: event.id, type: event.type, receivedAt: now }).onConflictDoNothing().returning({ id: providerEvents.id });
+      const inserted = await tx
+        .insert(providerEvents)
+        .values({ id: event.id, type: event.type, receivedAt: now })
+        .onConflictDoNothing()
+        .returning({ id: providerEvents.id });
       return inserted.length === 1;
     },
     // Taken before anything else of the payment or its organization is locked: a reversal and the
@@ -62,7 +72,15 @@ function orderSteps(tx: Tx, deps: PostgresLedgerDeps): Pick<AsyncLedgerPort, "cl
     async insertPayment(organizationId, bucket, payment, now) {
       await tx
         .insert(payments)
-        .values({ ref: payment.ref, organizationId, bucketId: bucket.id, credits: bucket.granted, amount: payment.amount, currency: payment.currency, createdAt: now })
+        .values({
+          ref: payment.ref,
+          organizationId,
+          bucketId: bucket.id,
+          credits: bucket.granted,
+          amount: payment.amount,
+          currency: payment.currency,
+          createdAt: now,
+        })
         .onConflictDoNothing();
     },
     async insertSubscription(subscription) {
@@ -73,7 +91,9 @@ function orderSteps(tx: Tx, deps: PostgresLedgerDeps): Pick<AsyncLedgerPort, "cl
 }
 
 /** The port's steps of invoices, subscription periods, payments and their reversals. */
-function invoiceAndPaymentSteps(tx: Tx): Pick<AsyncLedgerPort, "insertInvoice" | "advancePeriod" | "getPayment" | "getReversal" | "putReversal" | "setPaymentRefund"> {
+function invoiceAndPaymentSteps(
+  tx: Tx,
+): Pick<AsyncLedgerPort, "insertInvoice" | "advancePeriod" | "getPayment" | "getReversal" | "putReversal" | "setPaymentRefund"> {
   return {
     // Numbers have no gaps: the sequence is taken under a transaction-scoped advisory lock (per
     // schema), held until commit, so instances take turns and each reads the previous holder's
@@ -105,7 +125,10 @@ function invoiceAndPaymentSteps(tx: Tx): Pick<AsyncLedgerPort, "insertInvoice" |
       return reversal ?? null;
     },
     async putReversal(ref, reversal, now) {
-      await tx.insert(paymentReversals).values({ ref, ...reversal, updatedAt: now }).onConflictDoUpdate({ target: paymentReversals.ref, set: { ...reversal, updatedAt: now } });
+      await tx
+        .insert(paymentReversals)
+        .values({ ref, ...reversal, updatedAt: now })
+        .onConflictDoUpdate({ target: paymentReversals.ref, set: { ...reversal, updatedAt: now } });
     },
     async setPaymentRefund(ref, refunded) {
       await tx.update(payments).set({ refundedAmount: refunded.amount, refundedCredits: refunded.credits }).where(eq(payments.ref, ref));
@@ -140,7 +163,13 @@ function bucketSteps(tx: Tx, deps: PostgresLedgerDeps): Pick<AsyncLedgerPort, "w
         .select({ taken: sql<number>`coalesce(-sum(${creditTransactions.amount}), 0)`.mapWith(Number) })
         .from(creditTransactions)
         .where(and(eq(creditTransactions.bucketId, bucketId), inArray(creditTransactions.type, ["refund", "adjustment"])));
-      return { free: bucket!.remaining, held: reserved!.held, owed: bucket!.owed, taken: taken!.taken, expired: bucket!.expiresAt !== null && bucket!.expiresAt <= now };
+      return {
+        free: bucket!.remaining,
+        held: reserved!.held,
+        owed: bucket!.owed,
+        taken: taken!.taken,
+        expired: bucket!.expiresAt !== null && bucket!.expiresAt <= now,
+      };
     },
     async adjustBucket(bucketId, delta, owed) {
       await tx

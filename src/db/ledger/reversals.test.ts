@@ -32,7 +32,10 @@ describe("credits a reversal takes back", () => {
     expect(creditsTakenBack(payment, { refundedAmount: 250, disputeId: null, disputeAmount: 0, disputeStatus: null }).credits).toBe(250);
     expect(creditsTakenBack(payment, { refundedAmount: 250, disputeId: "dp_1", disputeAmount: 750, disputeStatus: "open" }).credits).toBe(1000);
     expect(creditsTakenBack(payment, { refundedAmount: 250, disputeId: "dp_1", disputeAmount: 750, disputeStatus: "won" }).credits).toBe(250);
-    expect(creditsTakenBack(payment, { refundedAmount: 900, disputeId: "dp_1", disputeAmount: 900, disputeStatus: "lost" })).toEqual({ amount: 1000, credits: 1000 });
+    expect(creditsTakenBack(payment, { refundedAmount: 900, disputeId: "dp_1", disputeAmount: 900, disputeStatus: "lost" })).toEqual({
+      amount: 1000,
+      credits: 1000,
+    });
   });
 
   test("a payment of nothing has nothing to take back", () => {

@@ -50,7 +50,10 @@ export function creditsTakenBack(payment: { credits: number; amount: number }, r
  * it); what neither covers was spent. A smaller claim (a dispute won) first forgives the spent part,
  * then what is owed, and only then gives back credits actually taken, into a bucket not yet expired.
  */
-export function settleBucket(input: { previous: number; target: number; free: number; held: number; owed: number; taken: number; expired: boolean }): { delta: number; owed: number } {
+export function settleBucket(input: { previous: number; target: number; free: number; held: number; owed: number; taken: number; expired: boolean }): {
+  delta: number;
+  owed: number;
+} {
   const { previous, target, free, held, owed, taken } = input;
   if (target > previous) {
     const claim = target - previous;

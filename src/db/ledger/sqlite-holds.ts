@@ -29,7 +29,6 @@ const bucketColumns = {
 // Soonest-expiring first; buckets that never expire last; then oldest first.
 const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
 
-
 /**
  * What the SQLite store lends the money path: its write transactions, its cache check and the
  * caches of spendable buckets and key lines' limits and spending (the store's own maps, cleared with
@@ -131,7 +130,10 @@ export class SQLiteHolds {
    * A row that lowers the sum across the low-credit threshold or to zero writes its balance events
    * too. Returns the sum after the row.
    */
-  appendLedger(row: Omit<LedgerTransaction, "id" | "balanceAfter" | "bucketId" | "keyId" | "requestId" | "gtin"> & Partial<Pick<LedgerTransaction, "bucketId" | "keyId" | "requestId" | "gtin">>): number {
+  appendLedger(
+    row: Omit<LedgerTransaction, "id" | "balanceAfter" | "bucketId" | "keyId" | "requestId" | "gtin"> &
+      Partial<Pick<LedgerTransaction, "bucketId" | "keyId" | "requestId" | "gtin">>,
+  ): number {
     const { ledgerBalance: balanceAfter, lowCreditThreshold } = this.moveLedger(row.organizationId, row.amount);
     if (row.amount < 0) this.emitBalanceEvents(row.organizationId, balanceAfter - row.amount, balanceAfter, lowCreditThreshold, row.createdAt);
     this.insertTransaction().run({
@@ -149,7 +151,9 @@ export class SQLiteHolds {
   private emitBalanceEvents(organizationId: string, before: number, after: number, threshold: number | null, now: number): void {
     const types = balanceEventTypes(before, after, threshold);
     if (types.length === 0) return;
-    this.webhooks.emit(types.map((type) => ({ id: newId("msg", now), organizationId, type, data: balanceEventData(type, organizationId, after, threshold), createdAt: now })));
+    this.webhooks.emit(
+      types.map((type) => ({ id: newId("msg", now), organizationId, type, data: balanceEventData(type, organizationId, after, threshold), createdAt: now })),
+    );
   }
 
   private readonly adjustBucket = this.lazy(() =>
@@ -189,7 +193,14 @@ export class SQLiteHolds {
       const amount = bucket.remaining - (this.holds.get(bucket.id) ?? 0);
       if (amount <= 0) continue;
       this.adjustBucket().run({ bucketId: bucket.id, delta: -amount });
-      this.appendLedger({ organizationId: bucket.organizationId, type: "expiry", amount: -amount, bucketId: bucket.id, description: "Expired credits written off", createdAt: now });
+      this.appendLedger({
+        organizationId: bucket.organizationId,
+        type: "expiry",
+        amount: -amount,
+        bucketId: bucket.id,
+        description: "Expired credits written off",
+        createdAt: now,
+      });
       written++;
     }
     return written;
@@ -210,13 +221,18 @@ export class SQLiteHolds {
   // debited only when a usage row is written, in the same transaction.
   private readonly holds = new Map<string, number>();
 
-  private readonly heldReservations = new Map<string, { organizationId: string; amount: number; allocations: Array<{ bucketId: string; amount: number }>; keyId: string | null; requestId: string }>();
+  private readonly heldReservations = new Map<
+    string,
+    { organizationId: string; amount: number; allocations: Array<{ bucketId: string; amount: number }>; keyId: string | null; requestId: string }
+  >();
 
   /** Credits held per key line by its requests in flight (for monthly credit limits). */
   private readonly keyHolds = new Map<string, number>();
 
   private readonly keyLimitById = this.lazy(() =>
-    this.database.prepare<{ limit: number | null }, [string]>("SELECT monthly_credit_limit AS \"limit\" FROM api_keys WHERE id = ?1 OR line_id = ?1 ORDER BY status = 'ACTIVE' DESC, created_at DESC LIMIT 1"),
+    this.database.prepare<{ limit: number | null }, [string]>(
+      "SELECT monthly_credit_limit AS \"limit\" FROM api_keys WHERE id = ?1 OR line_id = ?1 ORDER BY status = 'ACTIVE' DESC, created_at DESC LIMIT 1",
+    ),
   );
 
   private readonly keySpentById = this.lazy(() =>
@@ -308,7 +324,13 @@ export class SQLiteHolds {
     const allocations = takeInOrder(buckets, input.amount);
     for (const allocation of allocations) this.changeHold(allocation.bucketId, allocation.amount);
     const reservationId = newId("res", input.now);
-    this.heldReservations.set(reservationId, { organizationId: input.organizationId, amount: input.amount, allocations, keyId: input.keyId, requestId: input.requestId });
+    this.heldReservations.set(reservationId, {
+      organizationId: input.organizationId,
+      amount: input.amount,
+      allocations,
+      keyId: input.keyId,
+      requestId: input.requestId,
+    });
     this.changeKeyHold(input.keyId, input.amount);
     return { ok: true, reservationId, available: available - input.amount };
   }
@@ -323,7 +345,11 @@ export class SQLiteHolds {
     if (!this.heldReservations.has(reservationId)) return Promise.resolve(false);
     return new Promise<boolean>((resolve, reject) => {
       if (this.pendingCommits.length === 0) setImmediate(() => void this.flushCommits());
-      this.pendingCommits.push({ reservationId, usage, done: (error) => (error === false ? resolve(false) : error === undefined ? resolve(true) : reject(error)) });
+      this.pendingCommits.push({
+        reservationId,
+        usage,
+        done: (error) => (error === false ? resolve(false) : error === undefined ? resolve(true) : reject(error)),
+      });
     });
   }
 
@@ -336,7 +362,11 @@ export class SQLiteHolds {
   );
 
   private readonly ledgerBalanceOf = this.lazy(() =>
-    this.db.select({ ledgerBalance: organizations.ledgerBalance, lowCreditThreshold: organizations.lowCreditThreshold }).from(organizations).where(eq(organizations.id, sql.placeholder("organizationId"))).prepare(),
+    this.db
+      .select({ ledgerBalance: organizations.ledgerBalance, lowCreditThreshold: organizations.lowCreditThreshold })
+      .from(organizations)
+      .where(eq(organizations.id, sql.placeholder("organizationId")))
+      .prepare(),
   );
 
   // The usage row of every billed look-up: bun:sqlite's own prepared statement, without drizzle's
@@ -424,7 +454,8 @@ export class SQLiteHolds {
         count.credits += reservation.amount;
       }
     }
-    for (const count of counts.values()) this.usage.addUsageCount(count.organizationId, count.hourStart, count.keyId, BILLED_REASON, count.requests, count.credits);
+    for (const count of counts.values())
+      this.usage.addUsageCount(count.organizationId, count.hourStart, count.keyId, BILLED_REASON, count.requests, count.credits);
   }
 
   private async flushCommits(): Promise<void> {
@@ -543,7 +574,10 @@ export class SQLiteHolds {
   private readonly payClawback = this.lazy(() =>
     this.db
       .update(creditBuckets)
-      .set({ remaining: sql`${creditBuckets.remaining} - ${sql.placeholder("paid")}`, clawbackOwed: sql`${creditBuckets.clawbackOwed} - ${sql.placeholder("paid")}` })
+      .set({
+        remaining: sql`${creditBuckets.remaining} - ${sql.placeholder("paid")}`,
+        clawbackOwed: sql`${creditBuckets.clawbackOwed} - ${sql.placeholder("paid")}`,
+      })
       .where(eq(creditBuckets.id, sql.placeholder("bucketId")))
       .prepare(),
   );
@@ -561,7 +595,14 @@ export class SQLiteHolds {
     const total = paid.reduce((sum, item) => sum + item.amount, 0);
     if (total === 0) return;
     const bucketId = paid.length === 1 ? paid[0]!.bucketId : null;
-    this.appendLedger({ organizationId, type: "refund", amount: -total, bucketId, description: "Refund: credits a request in flight gave back", createdAt: now });
+    this.appendLedger({
+      organizationId,
+      type: "refund",
+      amount: -total,
+      bucketId,
+      description: "Refund: credits a request in flight gave back",
+      createdAt: now,
+    });
   }
 
   async recoverInFlightWork(now: number): Promise<void> {
@@ -594,7 +635,13 @@ export class SQLiteHolds {
     const buckets = this.db
       .select(bucketColumns)
       .from(creditBuckets)
-      .where(and(eq(creditBuckets.organizationId, organizationId), gt(creditBuckets.remaining, 0), or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, now))))
+      .where(
+        and(
+          eq(creditBuckets.organizationId, organizationId),
+          gt(creditBuckets.remaining, 0),
+          or(isNull(creditBuckets.expiresAt), gt(creditBuckets.expiresAt, now)),
+        ),
+      )
       .orderBy(...FEFO)
       .all()
       .map((bucket) => ({ ...bucket, remaining: bucket.remaining - (this.holds.get(bucket.id) ?? 0) }));

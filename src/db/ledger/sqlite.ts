@@ -27,7 +27,10 @@ export function sqliteLedgerPort(deps: SQLiteLedgerDeps): LedgerPort {
   return {
     claimEvent(event, now) {
       if (event === null) return true;
-      return db.insert(providerEvents).values({ id: event.id, type: event.type, receivedAt: now }).onConflictDoNothing().returning({ id: providerEvents.id }).all().length === 1;
+      return (
+        db.insert(providerEvents).values({ id: event.id, type: event.type, receivedAt: now }).onConflictDoNothing().returning({ id: providerEvents.id }).all()
+          .length === 1
+      );
     },
     lockPayment() {},
     getOrder: (id) => db.select().from(orders).where(eq(orders.id, id)).get() ?? null,
@@ -43,14 +46,26 @@ export function sqliteLedgerPort(deps: SQLiteLedgerDeps): LedgerPort {
     emit: (events) => deps.emit(events),
     insertPayment(organizationId, bucket, payment, now) {
       db.insert(payments)
-        .values({ ref: payment.ref, organizationId, bucketId: bucket.id, credits: bucket.granted, amount: payment.amount, currency: payment.currency, createdAt: now })
+        .values({
+          ref: payment.ref,
+          organizationId,
+          bucketId: bucket.id,
+          credits: bucket.granted,
+          amount: payment.amount,
+          currency: payment.currency,
+          createdAt: now,
+        })
         .onConflictDoNothing()
         .run();
     },
     insertSubscription: (subscription) => db.insert(subscriptions).values(subscription).returning().get(),
     // Numbers have no gaps: the sequence is read inside the write lock.
     insertInvoice(organizationId, input, now): InvoiceRecord {
-      const sequence = db.select({ last: sql<number>`coalesce(max(${invoices.sequence}), 0)` }).from(invoices).get()!.last + 1;
+      const sequence =
+        db
+          .select({ last: sql<number>`coalesce(max(${invoices.sequence}), 0)` })
+          .from(invoices)
+          .get()!.last + 1;
       return db
         .insert(invoices)
         .values({ id: newId("inv", now), organizationId, sequence, number: invoiceNumber(sequence), status: "paid", ...input, createdAt: now, paidAt: now })
@@ -67,9 +82,13 @@ export function sqliteLedgerPort(deps: SQLiteLedgerDeps): LedgerPort {
     getPayment: (ref) => db.select().from(payments).where(eq(payments.ref, ref)).get() ?? null,
     getReversal: (ref) => db.select().from(paymentReversals).where(eq(paymentReversals.ref, ref)).get() ?? null,
     putReversal(ref, reversal, now) {
-      db.insert(paymentReversals).values({ ref, ...reversal, updatedAt: now }).onConflictDoUpdate({ target: paymentReversals.ref, set: { ...reversal, updatedAt: now } }).run();
+      db.insert(paymentReversals)
+        .values({ ref, ...reversal, updatedAt: now })
+        .onConflictDoUpdate({ target: paymentReversals.ref, set: { ...reversal, updatedAt: now } })
+        .run();
     },
-    setPaymentRefund: (ref, refunded) => void db.update(payments).set({ refundedAmount: refunded.amount, refundedCredits: refunded.credits }).where(eq(payments.ref, ref)).run(),
+    setPaymentRefund: (ref, refunded) =>
+      void db.update(payments).set({ refundedAmount: refunded.amount, refundedCredits: refunded.credits }).where(eq(payments.ref, ref)).run(),
     writeOffExpired: (organizationId, now) => deps.writeOffExpired(organizationId, now),
     settlementBucket(_, bucketId, now) {
       const bucket = db

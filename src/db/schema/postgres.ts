@@ -31,7 +31,9 @@ export const users = pgTable(
     name: text("name").notNull(),
     subject: text("subject"),
     organizationId: text("organization_id").references(() => organizations.id),
-    role: text("role", { enum: ["owner", "member"] }).notNull().default("member"),
+    role: text("role", { enum: ["owner", "member"] })
+      .notNull()
+      .default("member"),
     createdAt: epochMs("created_at").notNull(),
   },
   (table) => [uniqueIndex("users_subject_unique").on(table.subject), uniqueIndex("users_email_unique").on(table.email)],
@@ -39,8 +41,12 @@ export const users = pgTable(
 
 export const invitations = pgTable("invitations", {
   email: text("email").primaryKey(),
-  organizationId: text("organization_id").notNull().references(() => organizations.id),
-  role: text("role", { enum: ["owner", "member"] }).notNull().default("member"),
+  organizationId: text("organization_id")
+    .notNull()
+    .references(() => organizations.id),
+  role: text("role", { enum: ["owner", "member"] })
+    .notNull()
+    .default("member"),
   createdAt: epochMs("created_at").notNull(),
 });
 
@@ -49,7 +55,9 @@ export const sessions = pgTable(
   {
     id: text("id").primaryKey(),
     tokenHash: text("token_hash").notNull(),
-    userId: text("user_id").notNull().references(() => users.id),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
     createdAt: epochMs("created_at").notNull(),
     expiresAt: epochMs("expires_at").notNull(),
     absoluteExpiresAt: epochMs("absolute_expires_at").notNull(),
@@ -62,7 +70,9 @@ export const apiKeys = pgTable(
   "api_keys",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     name: text("name").notNull(),
     keyPrefix: text("key_prefix").notNull(),
     keyHash: text("key_hash").notNull(),
@@ -70,7 +80,9 @@ export const apiKeys = pgTable(
     replacedBy: text("replaced_by"),
     /** The first key of its rotations (null: this key is): a monthly credit limit fences the whole line. */
     lineId: text("line_id"),
-    createdBy: text("created_by").notNull().references(() => users.id),
+    createdBy: text("created_by")
+      .notNull()
+      .references(() => users.id),
     createdAt: epochMs("created_at").notNull(),
     lastUsedAt: epochMs("last_used_at"),
     /** Per-key controls; null: none. From then on the key is refused (401). */
@@ -80,7 +92,11 @@ export const apiKeys = pgTable(
     /** Requests per second on the data endpoint; null: the service's RATE_LIMIT. */
     rateLimit: integer("rate_limit"),
   },
-  (table) => [uniqueIndex("api_keys_key_hash_unique").on(table.keyHash), index("api_keys_org_idx").on(table.organizationId, table.id), index("api_keys_line_idx").on(table.lineId)],
+  (table) => [
+    uniqueIndex("api_keys_key_hash_unique").on(table.keyHash),
+    index("api_keys_org_idx").on(table.organizationId, table.id),
+    index("api_keys_line_idx").on(table.lineId),
+  ],
 );
 
 /**
@@ -90,7 +106,9 @@ export const apiKeys = pgTable(
 export const apiKeyMonthlyUsage = pgTable(
   "api_key_monthly_usage",
   {
-    keyId: text("key_id").notNull().references(() => apiKeys.id),
+    keyId: text("key_id")
+      .notNull()
+      .references(() => apiKeys.id),
     month: text("month").notNull(),
     spent: credits("spent").notNull().default(0),
   },
@@ -115,8 +133,12 @@ export const merchants = pgTable("merchants", {
 export const offers = pgTable(
   "offers",
   {
-    gtin: text("gtin").notNull().references(() => products.gtin),
-    merchantId: text("merchant_id").notNull().references(() => merchants.id),
+    gtin: text("gtin")
+      .notNull()
+      .references(() => products.gtin),
+    merchantId: text("merchant_id")
+      .notNull()
+      .references(() => merchants.id),
     priceAmount: integer("price_amount").notNull(),
     currency: text("currency").notNull(),
     shippingAmount: integer("shipping_amount"),
@@ -146,7 +168,9 @@ export const creditBuckets = pgTable(
   "credit_buckets",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     source: text("source", { enum: ["pack", "subscription", "grant", "trial"] }).notNull(),
     granted: credits("granted").notNull(),
     remaining: credits("remaining").notNull(),
@@ -168,7 +192,9 @@ export const creditTransactions = pgTable(
   "credit_transactions",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     type: text("type", { enum: ["purchase", "subscription", "grant", "trial", "usage", "expiry", "refund", "adjustment"] }).notNull(),
     amount: credits("amount").notNull(),
     balanceAfter: credits("balance_after").notNull(),
@@ -192,14 +218,20 @@ export const reservations = pgTable(
   "reservations",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     amount: credits("amount").notNull(),
     allocations: jsonb("allocations").$type<Array<{ bucketId: string; amount: number }>>().notNull(),
     keyId: text("key_id"),
     requestId: text("request_id").notNull(),
     createdAt: epochMs("created_at").notNull(),
   },
-  (table) => [index("reservations_org_idx").on(table.organizationId), index("reservations_created_idx").on(table.createdAt), index("reservations_key_idx").on(table.keyId)],
+  (table) => [
+    index("reservations_org_idx").on(table.organizationId),
+    index("reservations_created_idx").on(table.createdAt),
+    index("reservations_key_idx").on(table.keyId),
+  ],
 );
 
 /**
@@ -228,7 +260,9 @@ export const orders = pgTable(
   "orders",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     userId: text("user_id"),
     kind: text("kind", { enum: ["pack", "subscription"] }).notNull(),
     itemId: text("item_id").notNull(),
@@ -256,8 +290,12 @@ export const subscriptions = pgTable(
   "subscriptions",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
-    orderId: text("order_id").notNull().references(() => orders.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
+    orderId: text("order_id")
+      .notNull()
+      .references(() => orders.id),
     planId: text("plan_id").notNull(),
     planName: text("plan_name").notNull(),
     creditsPerPeriod: credits("credits_per_period").notNull(),
@@ -284,7 +322,9 @@ export const invoices = pgTable(
   "invoices",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     sequence: integer("sequence").notNull(),
     number: text("number").notNull(),
     status: text("status", { enum: ["draft", "open", "paid", "void"] }).notNull(),
@@ -309,8 +349,12 @@ export const invoices = pgTable(
 export const payments = pgTable("payments", {
   /** The provider's payment id: a Stripe PaymentIntent or invoice id, or the local order or invoice id. */
   ref: text("ref").primaryKey(),
-  organizationId: text("organization_id").notNull().references(() => organizations.id),
-  bucketId: text("bucket_id").notNull().references(() => creditBuckets.id),
+  organizationId: text("organization_id")
+    .notNull()
+    .references(() => organizations.id),
+  bucketId: text("bucket_id")
+    .notNull()
+    .references(() => creditBuckets.id),
   credits: credits("credits").notNull(),
   amount: integer("amount").notNull(),
   currency: text("currency").notNull(),
@@ -380,7 +424,9 @@ export const feedRuns = pgTable(
   "feed_runs",
   {
     id: text("id").primaryKey(),
-    sourceId: text("source_id").notNull().references(() => feedSources.id),
+    sourceId: text("source_id")
+      .notNull()
+      .references(() => feedSources.id),
     trigger: text("trigger", { enum: ["schedule", "push", "manual"] }).notNull(),
     status: text("status", { enum: ["ok", "not-modified", "failed"] }).notNull(),
     startedAt: epochMs("started_at").notNull(),
@@ -416,7 +462,9 @@ export const feedTokens = pgTable(
 export const feedSourceFiles = pgTable(
   "feed_source_files",
   {
-    sourceId: text("source_id").notNull().references(() => feedSources.id),
+    sourceId: text("source_id")
+      .notNull()
+      .references(() => feedSources.id),
     name: text("name").notNull(),
     size: bigint("size", { mode: "number" }).notNull(),
     modifiedAt: epochMs("modified_at").notNull(),
@@ -469,7 +517,10 @@ export const offerPriceDays = pgTable(
     lastAmount: integer("last_amount").notNull(),
     availability: text("availability").notNull(),
   },
-  (table) => [primaryKey({ columns: [table.gtin, table.merchantId, table.day] }), index("offer_price_days_day_idx").on(table.gtin, table.day, table.merchantId)],
+  (table) => [
+    primaryKey({ columns: [table.gtin, table.merchantId, table.day] }),
+    index("offer_price_days_day_idx").on(table.gtin, table.day, table.merchantId),
+  ],
 );
 
 /**
@@ -498,13 +549,17 @@ export const webhookEndpoints = pgTable(
   "webhook_endpoints",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     url: text("url").notNull(),
     eventTypes: jsonb("event_types").$type<string[]>().notNull(),
     secret: text("secret").notNull(),
     previousSecret: text("previous_secret"),
     previousSecretExpiresAt: epochMs("previous_secret_expires_at"),
-    status: text("status", { enum: ["enabled", "disabled"] }).notNull().default("enabled"),
+    status: text("status", { enum: ["enabled", "disabled"] })
+      .notNull()
+      .default("enabled"),
     failingSince: epochMs("failing_since"),
     disabledAt: epochMs("disabled_at"),
     createdAt: epochMs("created_at").notNull(),
@@ -527,9 +582,15 @@ export const webhookEvents = pgTable(
 export const webhookDeliveries = pgTable(
   "webhook_deliveries",
   {
-    endpointId: text("endpoint_id").notNull().references(() => webhookEndpoints.id, { onDelete: "cascade" }),
-    eventId: text("event_id").notNull().references(() => webhookEvents.id),
-    state: text("state", { enum: ["pending", "delivered", "failed"] }).notNull().default("pending"),
+    endpointId: text("endpoint_id")
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    eventId: text("event_id")
+      .notNull()
+      .references(() => webhookEvents.id),
+    state: text("state", { enum: ["pending", "delivered", "failed"] })
+      .notNull()
+      .default("pending"),
     attempts: integer("attempts").notNull().default(0),
     lastStatus: integer("last_status"),
     lastResponse: text("last_response"),
@@ -571,7 +632,9 @@ export const priceWatches = pgTable(
   "price_watches",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     gtin: text("gtin").notNull(),
     merchantId: text("merchant_id"),
     trigger: text("trigger").notNull(),

@@ -26,7 +26,9 @@ export const users = sqliteTable(
     name: text("name").notNull(),
     subject: text("subject"),
     organizationId: text("organization_id").references(() => organizations.id),
-    role: text("role", { enum: ["owner", "member"] }).notNull().default("member"),
+    role: text("role", { enum: ["owner", "member"] })
+      .notNull()
+      .default("member"),
     createdAt: integer("created_at").notNull(),
   },
   (table) => [uniqueIndex("users_subject_unique").on(table.subject), uniqueIndex("users_email_unique").on(table.email)],
@@ -34,8 +36,12 @@ export const users = sqliteTable(
 
 export const invitations = sqliteTable("invitations", {
   email: text("email").primaryKey(),
-  organizationId: text("organization_id").notNull().references(() => organizations.id),
-  role: text("role", { enum: ["owner", "member"] }).notNull().default("member"),
+  organizationId: text("organization_id")
+    .notNull()
+    .references(() => organizations.id),
+  role: text("role", { enum: ["owner", "member"] })
+    .notNull()
+    .default("member"),
   createdAt: integer("created_at").notNull(),
 });
 
@@ -44,7 +50,9 @@ export const sessions = sqliteTable(
   {
     id: text("id").primaryKey(),
     tokenHash: text("token_hash").notNull(),
-    userId: text("user_id").notNull().references(() => users.id),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
     createdAt: integer("created_at").notNull(),
     expiresAt: integer("expires_at").notNull(),
     absoluteExpiresAt: integer("absolute_expires_at").notNull(),
@@ -57,7 +65,9 @@ export const apiKeys = sqliteTable(
   "api_keys",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     name: text("name").notNull(),
     keyPrefix: text("key_prefix").notNull(),
     keyHash: text("key_hash").notNull(),
@@ -65,7 +75,9 @@ export const apiKeys = sqliteTable(
     replacedBy: text("replaced_by"),
     /** The first key of its rotations (null: this key is): a monthly credit limit fences the whole line. */
     lineId: text("line_id"),
-    createdBy: text("created_by").notNull().references(() => users.id),
+    createdBy: text("created_by")
+      .notNull()
+      .references(() => users.id),
     createdAt: integer("created_at").notNull(),
     lastUsedAt: integer("last_used_at"),
     /** Per-key controls; null: none. From then on the key is refused (401). */
@@ -75,7 +87,11 @@ export const apiKeys = sqliteTable(
     /** Requests per second on the data endpoint; null: the service's RATE_LIMIT. */
     rateLimit: integer("rate_limit"),
   },
-  (table) => [uniqueIndex("api_keys_key_hash_unique").on(table.keyHash), index("api_keys_org_idx").on(table.organizationId, table.id), index("api_keys_line_idx").on(table.lineId)],
+  (table) => [
+    uniqueIndex("api_keys_key_hash_unique").on(table.keyHash),
+    index("api_keys_org_idx").on(table.organizationId, table.id),
+    index("api_keys_line_idx").on(table.lineId),
+  ],
 );
 
 /**
@@ -85,7 +101,9 @@ export const apiKeys = sqliteTable(
 export const apiKeyMonthlyUsage = sqliteTable(
   "api_key_monthly_usage",
   {
-    keyId: text("key_id").notNull().references(() => apiKeys.id),
+    keyId: text("key_id")
+      .notNull()
+      .references(() => apiKeys.id),
     month: text("month").notNull(),
     spent: integer("spent").notNull().default(0),
   },
@@ -110,8 +128,12 @@ export const merchants = sqliteTable("merchants", {
 export const offers = sqliteTable(
   "offers",
   {
-    gtin: text("gtin").notNull().references(() => products.gtin),
-    merchantId: text("merchant_id").notNull().references(() => merchants.id),
+    gtin: text("gtin")
+      .notNull()
+      .references(() => products.gtin),
+    merchantId: text("merchant_id")
+      .notNull()
+      .references(() => merchants.id),
     priceAmount: integer("price_amount").notNull(),
     currency: text("currency").notNull(),
     shippingAmount: integer("shipping_amount"),
@@ -141,7 +163,9 @@ export const creditBuckets = sqliteTable(
   "credit_buckets",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     source: text("source", { enum: ["pack", "subscription", "grant", "trial"] }).notNull(),
     granted: integer("granted").notNull(),
     remaining: integer("remaining").notNull(),
@@ -160,7 +184,9 @@ export const creditTransactions = sqliteTable(
   "credit_transactions",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     type: text("type", { enum: ["purchase", "subscription", "grant", "trial", "usage", "expiry", "refund", "adjustment"] }).notNull(),
     amount: integer("amount").notNull(),
     balanceAfter: integer("balance_after").notNull(),
@@ -184,7 +210,9 @@ export const reservations = sqliteTable(
   "reservations",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     amount: integer("amount").notNull(),
     allocations: text("allocations", { mode: "json" }).$type<Array<{ bucketId: string; amount: number }>>().notNull(),
     keyId: text("key_id"),
@@ -219,7 +247,9 @@ export const orders = sqliteTable(
   "orders",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     userId: text("user_id"),
     kind: text("kind", { enum: ["pack", "subscription"] }).notNull(),
     itemId: text("item_id").notNull(),
@@ -247,8 +277,12 @@ export const subscriptions = sqliteTable(
   "subscriptions",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
-    orderId: text("order_id").notNull().references(() => orders.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
+    orderId: text("order_id")
+      .notNull()
+      .references(() => orders.id),
     planId: text("plan_id").notNull(),
     planName: text("plan_name").notNull(),
     creditsPerPeriod: integer("credits_per_period").notNull(),
@@ -275,7 +309,9 @@ export const invoices = sqliteTable(
   "invoices",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     sequence: integer("sequence").notNull(),
     number: text("number").notNull(),
     status: text("status", { enum: ["draft", "open", "paid", "void"] }).notNull(),
@@ -300,8 +336,12 @@ export const invoices = sqliteTable(
 export const payments = sqliteTable("payments", {
   /** The provider's payment id: a Stripe PaymentIntent or invoice id, or the local order or invoice id. */
   ref: text("ref").primaryKey(),
-  organizationId: text("organization_id").notNull().references(() => organizations.id),
-  bucketId: text("bucket_id").notNull().references(() => creditBuckets.id),
+  organizationId: text("organization_id")
+    .notNull()
+    .references(() => organizations.id),
+  bucketId: text("bucket_id")
+    .notNull()
+    .references(() => creditBuckets.id),
   credits: integer("credits").notNull(),
   amount: integer("amount").notNull(),
   currency: text("currency").notNull(),
@@ -376,7 +416,9 @@ export const feedRuns = sqliteTable(
   "feed_runs",
   {
     id: text("id").primaryKey(),
-    sourceId: text("source_id").notNull().references(() => feedSources.id),
+    sourceId: text("source_id")
+      .notNull()
+      .references(() => feedSources.id),
     trigger: text("trigger", { enum: ["schedule", "push", "manual"] }).notNull(),
     status: text("status", { enum: ["ok", "not-modified", "failed"] }).notNull(),
     startedAt: integer("started_at").notNull(),
@@ -417,7 +459,9 @@ export const feedTokens = sqliteTable(
 export const feedSourceFiles = sqliteTable(
   "feed_source_files",
   {
-    sourceId: text("source_id").notNull().references(() => feedSources.id),
+    sourceId: text("source_id")
+      .notNull()
+      .references(() => feedSources.id),
     name: text("name").notNull(),
     size: integer("size").notNull(),
     modifiedAt: integer("modified_at").notNull(),
@@ -476,7 +520,10 @@ export const offerPriceDays = sqliteTable(
     lastAmount: integer("last_amount").notNull(),
     availability: text("availability").notNull(),
   },
-  (table) => [primaryKey({ columns: [table.gtin, table.merchantId, table.day] }), index("offer_price_days_day_idx").on(table.gtin, table.day, table.merchantId)],
+  (table) => [
+    primaryKey({ columns: [table.gtin, table.merchantId, table.day] }),
+    index("offer_price_days_day_idx").on(table.gtin, table.day, table.merchantId),
+  ],
 );
 
 /**
@@ -509,14 +556,18 @@ export const webhookEndpoints = sqliteTable(
   "webhook_endpoints",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     url: text("url").notNull(),
     /** JSON array of event types. */
     eventTypes: text("event_types", { mode: "json" }).$type<string[]>().notNull(),
     secret: text("secret").notNull(),
     previousSecret: text("previous_secret"),
     previousSecretExpiresAt: integer("previous_secret_expires_at"),
-    status: text("status", { enum: ["enabled", "disabled"] }).notNull().default("enabled"),
+    status: text("status", { enum: ["enabled", "disabled"] })
+      .notNull()
+      .default("enabled"),
     /** First failed attempt since the last success; a day of failures disables the endpoint. */
     failingSince: integer("failing_since"),
     disabledAt: integer("disabled_at"),
@@ -542,9 +593,15 @@ export const webhookEvents = sqliteTable(
 export const webhookDeliveries = sqliteTable(
   "webhook_deliveries",
   {
-    endpointId: text("endpoint_id").notNull().references(() => webhookEndpoints.id, { onDelete: "cascade" }),
-    eventId: text("event_id").notNull().references(() => webhookEvents.id),
-    state: text("state", { enum: ["pending", "delivered", "failed"] }).notNull().default("pending"),
+    endpointId: text("endpoint_id")
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    eventId: text("event_id")
+      .notNull()
+      .references(() => webhookEvents.id),
+    state: text("state", { enum: ["pending", "delivered", "failed"] })
+      .notNull()
+      .default("pending"),
     attempts: integer("attempts").notNull().default(0),
     lastStatus: integer("last_status"),
     /** The first bytes of the last response body, or what went wrong (time-out, refused address). */
@@ -576,7 +633,9 @@ export const priceWatches = sqliteTable(
   "price_watches",
   {
     id: text("id").primaryKey(),
-    organizationId: text("organization_id").notNull().references(() => organizations.id),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organizations.id),
     gtin: text("gtin").notNull(),
     merchantId: text("merchant_id"),
     trigger: text("trigger", { enum: ["any-change", "price-drop", "below"] }).notNull(),

@@ -17,7 +17,15 @@ export class PostgresUsage {
       if (seen === undefined) merged.set(id, { ...count });
       else seen.requests += count.requests;
     }
-    const rows = [...merged.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, count]) => ({ organization_id: count.organizationId, hour_start: count.hourStart, key_id: count.keyId, reason: count.reason, requests: count.requests }));
+    const rows = [...merged.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, count]) => ({
+        organization_id: count.organizationId,
+        hour_start: count.hourStart,
+        key_id: count.keyId,
+        reason: count.reason,
+        requests: count.requests,
+      }));
     await retrying(
       () => this.client`
         INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
@@ -35,6 +43,12 @@ export class PostgresUsage {
       SELECT period_start, ${keyColumn} AS key_id, reason, sum(requests) AS requests, sum(credits) AS credits
       FROM usage_counters WHERE organization_id = ${organizationId} AND period_ms = ${query.periodMs}::int AND period_start >= ${query.from}::bigint AND period_start < ${query.to}::bigint
       GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`;
-    return rows.map((row) => ({ periodStart: Number(row.period_start), keyId: row.key_id, reason: row.reason, requests: Number(row.requests), credits: Number(row.credits) }));
+    return rows.map((row) => ({
+      periodStart: Number(row.period_start),
+      keyId: row.key_id,
+      reason: row.reason,
+      requests: Number(row.requests),
+      credits: Number(row.credits),
+    }));
   }
 }

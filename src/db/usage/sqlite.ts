@@ -28,7 +28,8 @@ export class SQLiteUsage {
 
   /** Adds to the hour's row and the day's row of a count. */
   addUsageCount(organizationId: string, hourStart: number, keyId: string, reason: string, requests: number, credits: number): void {
-    for (const periodMs of USAGE_PERIODS_MS) this.upsertUsageCounter().run(organizationId, periodMs, periodStartOf(hourStart, periodMs), keyId, reason, requests, credits);
+    for (const periodMs of USAGE_PERIODS_MS)
+      this.upsertUsageCounter().run(organizationId, periodMs, periodStartOf(hourStart, periodMs), keyId, reason, requests, credits);
   }
 
   async addUsageCounts(counts: UsageCount[]): Promise<void> {

@@ -65,7 +65,13 @@ function toWatchRow(row: WatchDatabaseRow): WatchRow {
     createdAt: Number(row.created_at),
     lastTriggeredAt: numberOrNull(row.last_triggered_at),
     armed: row.armed,
-    last: { merchantId: row.last_merchant_id, price: numberOrNull(row.last_price), currency: row.last_currency, availability: row.last_availability, observedAt: numberOrNull(row.last_observed_at) },
+    last: {
+      merchantId: row.last_merchant_id,
+      price: numberOrNull(row.last_price),
+      currency: row.last_currency,
+      availability: row.last_availability,
+      observedAt: numberOrNull(row.last_observed_at),
+    },
   };
 }
 
@@ -102,7 +108,14 @@ export class PostgresWatches {
   private async offersOf(sql: Sql, gtins: string[]): Promise<OfferState[]> {
     const rows = await sql<Array<{ gtin: string; merchant_id: string; price_amount: string; currency: string; availability: string; observed_at: string }>>`
       SELECT gtin, merchant_id, price_amount, currency, availability, observed_at FROM offers WHERE gtin = ANY(${gtins}::text[])`;
-    return rows.map((row) => ({ gtin: row.gtin, merchantId: row.merchant_id, price: Number(row.price_amount), currency: row.currency, availability: row.availability, observedAt: Number(row.observed_at) }));
+    return rows.map((row) => ({
+      gtin: row.gtin,
+      merchantId: row.merchant_id,
+      price: Number(row.price_amount),
+      currency: row.currency,
+      availability: row.availability,
+      observedAt: Number(row.observed_at),
+    }));
   }
 
   async create(watch: NewWatch, rules: { limit: number; freshnessWindowMs: number }): Promise<CreateWatchResult> {
@@ -123,7 +136,9 @@ export class PostgresWatches {
   }
 
   async get(organizationId: string, id: string): Promise<PriceWatch | null> {
-    const [row] = await this.client<WatchDatabaseRow[]>`SELECT ${this.client.unsafe(WATCH_COLUMNS)} FROM price_watches WHERE id = ${id} AND organization_id = ${organizationId}`;
+    const [row] = await this.client<
+      WatchDatabaseRow[]
+    >`SELECT ${this.client.unsafe(WATCH_COLUMNS)} FROM price_watches WHERE id = ${id} AND organization_id = ${organizationId}`;
     return row === undefined ? null : publicWatch(toWatchRow(row));
   }
 
@@ -132,7 +147,10 @@ export class PostgresWatches {
       SELECT ${this.client.unsafe(WATCH_COLUMNS)} FROM price_watches
       WHERE organization_id = ${organizationId} AND (${query.after ?? null}::text IS NULL OR id < ${query.after ?? null}::text)
       ORDER BY id DESC LIMIT ${query.limit + 1}`;
-    return page(rows.map((row) => publicWatch(toWatchRow(row))), query.limit);
+    return page(
+      rows.map((row) => publicWatch(toWatchRow(row))),
+      query.limit,
+    );
   }
 
   async delete(organizationId: string, id: string): Promise<boolean> {
@@ -150,7 +168,13 @@ export class PostgresWatches {
     if (queued === undefined && payable.length === 0) return { changes: 0, events: 0, paused: 0, resumed: 0 };
     for (let attempt = 1; ; attempt++) {
       try {
-        return (await this.client.begin((tx) => this.runIn(tx, input, payable.map((row) => row.id)))) as WatchBatchResult;
+        return (await this.client.begin((tx) =>
+          this.runIn(
+            tx,
+            input,
+            payable.map((row) => row.id),
+          ),
+        )) as WatchBatchResult;
       } catch (error) {
         if (!isRetryable(error) || attempt >= 5) throw error;
       }
@@ -160,7 +184,9 @@ export class PostgresWatches {
   private async runIn(tx: postgres.TransactionSql, input: WatchBatchInput, payable: string[]): Promise<WatchBatchResult> {
     let resumed = 0;
     if (payable.length > 0) {
-      resumed = (await tx`UPDATE price_watches SET status = 'active', paused_reason = NULL WHERE organization_id = ANY(${payable}::text[]) AND status = 'paused'`).count;
+      resumed = (
+        await tx`UPDATE price_watches SET status = 'active', paused_reason = NULL WHERE organization_id = ANY(${payable}::text[]) AND status = 'paused'`
+      ).count;
     }
     const changes = await tx<Array<{ gtin: string }>>`
       DELETE FROM watch_changes WHERE id IN (SELECT id FROM watch_changes ORDER BY id LIMIT ${input.limit} FOR UPDATE SKIP LOCKED) RETURNING gtin`;
@@ -183,7 +209,11 @@ export class PostgresWatches {
   }
 
   /** Charges the watches that fired (their debits, balance events and notifications), and pauses those whose organization could not pay. */
-  private async chargeFired(tx: postgres.TransactionSql, fired: Evaluated["fired"], input: WatchBatchInput): Promise<{ events: number; paused: number; updates: Evaluated["moved"] }> {
+  private async chargeFired(
+    tx: postgres.TransactionSql,
+    fired: Evaluated["fired"],
+    input: WatchBatchInput,
+  ): Promise<{ events: number; paused: number; updates: Evaluated["moved"] }> {
     const organizations = [...new Set(fired.map((watch) => watch.watch.organizationId))].sort();
     const bucketRows = await tx<Array<{ id: string; organization_id: string; remaining: string }>>`
         SELECT id, organization_id, remaining FROM credit_buckets
@@ -195,7 +225,9 @@ export class PostgresWatches {
       fired.map((watch) => watch.debit),
       {
         buckets: bucketRows.map((row) => ({ id: row.id, organizationId: row.organization_id, remaining: Number(row.remaining) })),
-        organizations: new Map(sumRows.map((row) => [row.id, { ledgerBalance: Number(row.ledger_balance), lowCreditThreshold: numberOrNull(row.low_credit_threshold) }])),
+        organizations: new Map(
+          sumRows.map((row) => [row.id, { ledgerBalance: Number(row.ledger_balance), lowCreditThreshold: numberOrNull(row.low_credit_threshold) }]),
+        ),
         keys: new Map(),
       },
     );
@@ -216,7 +248,9 @@ export class PostgresWatches {
     await emit(tx, settled.events);
     let paused = 0;
     if (settled.unpaid.length > 0) {
-      paused = (await tx`UPDATE price_watches SET status = 'paused', paused_reason = 'insufficient-credits' WHERE organization_id = ANY(${settled.unpaid}::text[]) AND status = 'active'`).count;
+      paused = (
+        await tx`UPDATE price_watches SET status = 'paused', paused_reason = 'insufficient-credits' WHERE organization_id = ANY(${settled.unpaid}::text[]) AND status = 'active'`
+      ).count;
     }
     return { events: settled.events.length, paused, updates: settled.updates };
   }

@@ -105,7 +105,9 @@ export function currentState(watch: { merchantId: string | null }, offers: Offer
       if (chosen === undefined || offer.price < chosen.price || (offer.price === chosen.price && offer.merchantId < chosen.merchantId)) chosen = offer;
     }
   }
-  return chosen === undefined ? NO_STATE : { merchantId: chosen.merchantId, price: chosen.price, currency: chosen.currency, availability: chosen.availability, observedAt: chosen.observedAt };
+  return chosen === undefined
+    ? NO_STATE
+    : { merchantId: chosen.merchantId, price: chosen.price, currency: chosen.currency, availability: chosen.availability, observedAt: chosen.observedAt };
 }
 
 /** Whether a state is under a `below` watch's threshold (same currency, strictly lower). */
@@ -194,7 +196,13 @@ export function fireWatch(watch: WatchRow, current: WatchState, input: { now: nu
   return {
     watch,
     current,
-    event: { id: eventId, organizationId: watch.organizationId, type: "price.changed", data: priceChangedData(watch, watch.last, current), createdAt: input.now },
+    event: {
+      id: eventId,
+      organizationId: watch.organizationId,
+      type: "price.changed",
+      data: priceChangedData(watch, watch.last, current),
+      createdAt: input.now,
+    },
     debit: {
       reservationId: eventId,
       transactionId: newId("txn", input.now),
@@ -229,7 +237,11 @@ export interface WatchUpdate {
  * The first half of an evaluator run: every watch of the changed products against the offers as
  * they are now. A paused watch follows the state without firing, so it resumes from the present.
  */
-export function evaluateWatches(watches: WatchRow[], offers: OfferState[], input: { now: number; creditCost: number; freshnessWindowMs: number }): { fired: FiredWatch[]; moved: WatchUpdate[] } {
+export function evaluateWatches(
+  watches: WatchRow[],
+  offers: OfferState[],
+  input: { now: number; creditCost: number; freshnessWindowMs: number },
+): { fired: FiredWatch[]; moved: WatchUpdate[] } {
   const byGTIN = new Map<string, OfferState[]>();
   for (const offer of offers) {
     const list = byGTIN.get(offer.gtin);
@@ -253,7 +265,11 @@ export function evaluateWatches(watches: WatchRow[], offers: OfferState[], input
  * watch that fired but could not be paid still takes the new state (its event is not owed later);
  * its organization's watches are paused.
  */
-export function settleWatches(fired: FiredWatch[], committed: Set<string>, now: number): { events: NewWebhookEvent[]; updates: WatchUpdate[]; unpaid: string[] } {
+export function settleWatches(
+  fired: FiredWatch[],
+  committed: Set<string>,
+  now: number,
+): { events: NewWebhookEvent[]; updates: WatchUpdate[]; unpaid: string[] } {
   const events: NewWebhookEvent[] = [];
   const updates: WatchUpdate[] = [];
   const unpaid = new Set<string>();

@@ -59,7 +59,13 @@ function toWatchRow(row: WatchDatabaseRow): WatchRow {
     createdAt: row.createdAt,
     lastTriggeredAt: row.lastTriggeredAt,
     armed: row.armed === 1,
-    last: { merchantId: row.lastMerchantId, price: row.lastPrice, currency: row.lastCurrency, availability: row.lastAvailability, observedAt: row.lastObservedAt },
+    last: {
+      merchantId: row.lastMerchantId,
+      price: row.lastPrice,
+      currency: row.lastCurrency,
+      availability: row.lastAvailability,
+      observedAt: row.lastObservedAt,
+    },
   };
 }
 
@@ -97,32 +103,36 @@ export class SQLiteWatches {
   }
 
   create(watch: NewWatch, rules: { limit: number; freshnessWindowMs: number }): CreateWatchResult {
-    return this.database.transaction((): CreateWatchResult => {
-      const { count } = this.statement("SELECT count(*) AS count FROM price_watches WHERE organization_id = ?1").get(watch.organizationId) as { count: number };
-      if (count >= rules.limit) return { ok: false, limit: rules.limit };
-      const state = currentState(watch, this.offersOf([watch.gtin]), watch.now, rules.freshnessWindowMs);
-      this.statement(
-        `INSERT INTO price_watches (id, organization_id, gtin, merchant_id, trigger, below_amount, below_currency, status, paused_reason, armed,
+    return this.database
+      .transaction((): CreateWatchResult => {
+        const { count } = this.statement("SELECT count(*) AS count FROM price_watches WHERE organization_id = ?1").get(watch.organizationId) as {
+          count: number;
+        };
+        if (count >= rules.limit) return { ok: false, limit: rules.limit };
+        const state = currentState(watch, this.offersOf([watch.gtin]), watch.now, rules.freshnessWindowMs);
+        this.statement(
+          `INSERT INTO price_watches (id, organization_id, gtin, merchant_id, trigger, below_amount, below_currency, status, paused_reason, armed,
            last_merchant_id, last_price, last_currency, last_availability, last_observed_at, created_at, last_triggered_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, NULL)`,
-      ).run(
-        watch.id,
-        watch.organizationId,
-        watch.gtin,
-        watch.merchantId,
-        watch.trigger,
-        watch.below?.amount ?? null,
-        watch.below?.currency ?? null,
-        initialArming(watch, state) ? 1 : 0,
-        state.merchantId,
-        state.price,
-        state.currency,
-        state.availability,
-        state.observedAt,
-        watch.now,
-      );
-      return { ok: true, watch: publicWatch(this.row(watch.organizationId, watch.id)!) };
-    }).immediate();
+        ).run(
+          watch.id,
+          watch.organizationId,
+          watch.gtin,
+          watch.merchantId,
+          watch.trigger,
+          watch.below?.amount ?? null,
+          watch.below?.currency ?? null,
+          initialArming(watch, state) ? 1 : 0,
+          state.merchantId,
+          state.price,
+          state.currency,
+          state.availability,
+          state.observedAt,
+          watch.now,
+        );
+        return { ok: true, watch: publicWatch(this.row(watch.organizationId, watch.id)!) };
+      })
+      .immediate();
   }
 
   private row(organizationId: string, id: string): WatchRow | null {
@@ -141,7 +151,10 @@ export class SQLiteWatches {
       query.after ?? null,
       query.limit + 1,
     ) as WatchDatabaseRow[];
-    return page(rows.map((row) => publicWatch(toWatchRow(row))), query.limit);
+    return page(
+      rows.map((row) => publicWatch(toWatchRow(row))),
+      query.limit,
+    );
   }
 
   delete(organizationId: string, id: string): boolean {
@@ -155,64 +168,88 @@ export class SQLiteWatches {
   run(input: WatchBatchInput): WatchBatchResult {
     // Reads first: an idle run writes nothing (a write would also drop the store's read caches).
     const queued = this.statement("SELECT 1 FROM watch_changes LIMIT 1").get() !== null;
-    const paused = (this.statement("SELECT DISTINCT organization_id AS id FROM price_watches WHERE status = 'paused'").all() as Array<{ id: string }>).map((row) => row.id);
+    const paused = (this.statement("SELECT DISTINCT organization_id AS id FROM price_watches WHERE status = 'paused'").all() as Array<{ id: string }>).map(
+      (row) => row.id,
+    );
     const payable = paused.filter((organizationId) => this.spendable(organizationId, input.now) >= input.creditCost);
     if (!queued && payable.length === 0) return { changes: 0, events: 0, paused: 0, resumed: 0 };
-    return this.database.transaction((): WatchBatchResult => {
-      let resumed = 0;
-      for (const organizationId of payable) {
-        resumed += this.statement("UPDATE price_watches SET status = 'active', paused_reason = NULL WHERE organization_id = ?1 AND status = 'paused'").run(organizationId).changes;
-      }
-      const changes = this.statement("SELECT id, gtin FROM watch_changes ORDER BY id LIMIT ?1").all(input.limit) as Array<{ id: number; gtin: string }>;
-      if (changes.length === 0) return { changes: 0, events: 0, paused: 0, resumed };
-      this.statement("DELETE FROM watch_changes WHERE id <= ?1").run(changes[changes.length - 1]!.id);
-      const gtins = [...new Set(changes.map((change) => change.gtin))];
-      const watches = (this.statement(`${WATCH_SELECT} WHERE gtin IN (SELECT value FROM json_each(?1)) ORDER BY id`).all(JSON.stringify(gtins)) as WatchDatabaseRow[]).map(toWatchRow);
-      const { fired, moved } = evaluateWatches(watches, this.offersOf(gtins), input);
-      let pausedCount = 0;
-      let events = 0;
-      if (fired.length > 0) {
-        const organizations = [...new Set(fired.map((watch) => watch.watch.organizationId))].sort();
-        const sums = new Map<string, { ledgerBalance: number; lowCreditThreshold: number | null }>();
-        const buckets: Array<{ id: string; organizationId: string; remaining: number }> = [];
-        for (const organizationId of organizations) {
-          sums.set(organizationId, this.statement("SELECT ledger_balance AS ledgerBalance, low_credit_threshold AS lowCreditThreshold FROM organizations WHERE id = ?1").get(organizationId) as { ledgerBalance: number; lowCreditThreshold: number | null });
-          for (const bucket of this.spendableBuckets(organizationId, input.now)) buckets.push({ id: bucket.id, organizationId, remaining: bucket.free });
+    return this.database
+      .transaction((): WatchBatchResult => {
+        let resumed = 0;
+        for (const organizationId of payable) {
+          resumed += this.statement("UPDATE price_watches SET status = 'active', paused_reason = NULL WHERE organization_id = ?1 AND status = 'paused'").run(
+            organizationId,
+          ).changes;
         }
-        const plan = planHeldDebits(
-          fired.map((watch) => watch.debit),
-          { buckets, organizations: sums, keys: new Map() },
-        );
-        for (const bucket of plan.buckets) this.statement("UPDATE credit_buckets SET remaining = remaining - ?2 WHERE id = ?1").run(bucket.id, bucket.amount);
-        for (const organization of plan.organizations) this.statement("UPDATE organizations SET ledger_balance = ledger_balance - ?2 WHERE id = ?1").run(organization.id, organization.amount);
-        for (const row of plan.ledger) {
-          this.statement(
-            `INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
+        const changes = this.statement("SELECT id, gtin FROM watch_changes ORDER BY id LIMIT ?1").all(input.limit) as Array<{ id: number; gtin: string }>;
+        if (changes.length === 0) return { changes: 0, events: 0, paused: 0, resumed };
+        this.statement("DELETE FROM watch_changes WHERE id <= ?1").run(changes[changes.length - 1]!.id);
+        const gtins = [...new Set(changes.map((change) => change.gtin))];
+        const watches = (
+          this.statement(`${WATCH_SELECT} WHERE gtin IN (SELECT value FROM json_each(?1)) ORDER BY id`).all(JSON.stringify(gtins)) as WatchDatabaseRow[]
+        ).map(toWatchRow);
+        const { fired, moved } = evaluateWatches(watches, this.offersOf(gtins), input);
+        let pausedCount = 0;
+        let events = 0;
+        if (fired.length > 0) {
+          const organizations = [...new Set(fired.map((watch) => watch.watch.organizationId))].sort();
+          const sums = new Map<string, { ledgerBalance: number; lowCreditThreshold: number | null }>();
+          const buckets: Array<{ id: string; organizationId: string; remaining: number }> = [];
+          for (const organizationId of organizations) {
+            sums.set(
+              organizationId,
+              this.statement("SELECT ledger_balance AS ledgerBalance, low_credit_threshold AS lowCreditThreshold FROM organizations WHERE id = ?1").get(
+                organizationId,
+              ) as { ledgerBalance: number; lowCreditThreshold: number | null },
+            );
+            for (const bucket of this.spendableBuckets(organizationId, input.now)) buckets.push({ id: bucket.id, organizationId, remaining: bucket.free });
+          }
+          const plan = planHeldDebits(
+            fired.map((watch) => watch.debit),
+            { buckets, organizations: sums, keys: new Map() },
+          );
+          for (const bucket of plan.buckets) this.statement("UPDATE credit_buckets SET remaining = remaining - ?2 WHERE id = ?1").run(bucket.id, bucket.amount);
+          for (const organization of plan.organizations)
+            this.statement("UPDATE organizations SET ledger_balance = ledger_balance - ?2 WHERE id = ?1").run(organization.id, organization.amount);
+          for (const row of plan.ledger) {
+            this.statement(
+              `INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
              VALUES (?1, ?2, 'usage', ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9)`,
-          ).run(row.id, row.organizationId, row.amount, row.balanceAfter, row.bucketId, row.requestId, row.gtin, row.description, row.createdAt);
-        }
-        for (const counter of plan.counters) {
-          if (!USAGE_PERIODS_MS.includes(counter.periodMs as (typeof USAGE_PERIODS_MS)[number])) continue;
-          this.statement(
-            `INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits) VALUES (?1, ?2, ?3, '', ?4, ?5, ?6)
+            ).run(row.id, row.organizationId, row.amount, row.balanceAfter, row.bucketId, row.requestId, row.gtin, row.description, row.createdAt);
+          }
+          for (const counter of plan.counters) {
+            if (!USAGE_PERIODS_MS.includes(counter.periodMs as (typeof USAGE_PERIODS_MS)[number])) continue;
+            this.statement(
+              `INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits) VALUES (?1, ?2, ?3, '', ?4, ?5, ?6)
              ON CONFLICT (organization_id, period_ms, period_start, key_id, reason) DO UPDATE SET requests = requests + excluded.requests, credits = credits + excluded.credits`,
-          ).run(counter.organizationId, counter.periodMs, counter.periodStart, WATCH_USAGE_REASON, counter.requests, counter.credits);
+            ).run(counter.organizationId, counter.periodMs, counter.periodStart, WATCH_USAGE_REASON, counter.requests, counter.credits);
+          }
+          for (const crossing of plan.crossings) {
+            const types = balanceEventTypes(crossing.before, crossing.after, crossing.threshold);
+            this.webhooks.emit(
+              types.map((type) => ({
+                id: newId("msg", crossing.createdAt),
+                organizationId: crossing.organizationId,
+                type,
+                data: balanceEventData(type, crossing.organizationId, crossing.after, crossing.threshold),
+                createdAt: crossing.createdAt,
+              })),
+            );
+          }
+          const settled = settleWatches(fired, new Set(plan.committed), input.now);
+          this.webhooks.emit(settled.events);
+          events = settled.events.length;
+          moved.push(...settled.updates);
+          for (const organizationId of settled.unpaid) {
+            pausedCount += this.statement(
+              "UPDATE price_watches SET status = 'paused', paused_reason = 'insufficient-credits' WHERE organization_id = ?1 AND status = 'active'",
+            ).run(organizationId).changes;
+          }
         }
-        for (const crossing of plan.crossings) {
-          const types = balanceEventTypes(crossing.before, crossing.after, crossing.threshold);
-          this.webhooks.emit(types.map((type) => ({ id: newId("msg", crossing.createdAt), organizationId: crossing.organizationId, type, data: balanceEventData(type, crossing.organizationId, crossing.after, crossing.threshold), createdAt: crossing.createdAt })));
-        }
-        const settled = settleWatches(fired, new Set(plan.committed), input.now);
-        this.webhooks.emit(settled.events);
-        events = settled.events.length;
-        moved.push(...settled.updates);
-        for (const organizationId of settled.unpaid) {
-          pausedCount += this.statement("UPDATE price_watches SET status = 'paused', paused_reason = 'insufficient-credits' WHERE organization_id = ?1 AND status = 'active'").run(organizationId).changes;
-        }
-      }
-      for (const update of moved) this.writeState(update);
-      return { changes: changes.length, events, paused: pausedCount, resumed };
-    }).immediate();
+        for (const update of moved) this.writeState(update);
+        return { changes: changes.length, events, paused: pausedCount, resumed };
+      })
+      .immediate();
   }
 
   private writeState(update: WatchUpdate): void {

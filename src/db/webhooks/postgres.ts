@@ -30,7 +30,11 @@ const DATABASE_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 const ENDPOINT_COLUMNS = `id, organization_id AS "organizationId", url, event_types AS "eventTypes", status, failing_since AS "failingSince",
   disabled_at AS "disabledAt", created_at AS "createdAt"`;
 
-type EndpointRow = Omit<WebhookEndpoint, "failingSince" | "disabledAt" | "createdAt"> & { failingSince: string | null; disabledAt: string | null; createdAt: string };
+type EndpointRow = Omit<WebhookEndpoint, "failingSince" | "disabledAt" | "createdAt"> & {
+  failingSince: string | null;
+  disabledAt: string | null;
+  createdAt: string;
+};
 
 function toEndpoint(row: EndpointRow): WebhookEndpoint {
   const ms = (value: string | null) => (value === null ? null : Number(value));
@@ -43,7 +47,13 @@ function toEndpoint(row: EndpointRow): WebhookEndpoint {
  */
 export async function emitPostgres(tx: Executor, events: NewWebhookEvent[]): Promise<void> {
   if (events.length === 0) return;
-  const rows = events.map((event) => ({ id: event.id, organization_id: event.organizationId, type: event.type, payload: JSON.stringify(event.data), created_at: event.createdAt }));
+  const rows = events.map((event) => ({
+    id: event.id,
+    organization_id: event.organizationId,
+    type: event.type,
+    payload: JSON.stringify(event.data),
+    created_at: event.createdAt,
+  }));
   await tx.execute(sql`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS input(id text, organization_id text, type text, payload text, created_at bigint)
@@ -69,7 +79,10 @@ export class PostgresWebhooks {
   }
 
   async get(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
-    const [row] = await this.client.unsafe<EndpointRow[]>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1 AND organization_id = $2`, [id, organizationId]);
+    const [row] = await this.client.unsafe<EndpointRow[]>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1 AND organization_id = $2`, [
+      id,
+      organizationId,
+    ]);
     return row === undefined ? null : toEndpoint(row);
   }
 
@@ -141,7 +154,9 @@ export class PostgresWebhooks {
   }
 
   async lowCreditThreshold(organizationId: string): Promise<number | null> {
-    const [row] = await this.client<Array<{ threshold: string | null }>>`SELECT low_credit_threshold AS threshold FROM organizations WHERE id = ${organizationId}`;
+    const [row] = await this.client<
+      Array<{ threshold: string | null }>
+    >`SELECT low_credit_threshold AS threshold FROM organizations WHERE id = ${organizationId}`;
     return row?.threshold == null ? null : Number(row.threshold);
   }
 

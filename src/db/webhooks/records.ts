@@ -1,7 +1,16 @@
 // Webhook endpoints, the event outbox and deliveries, as both stores keep them.
 
 /** The event types an endpoint may subscribe to; `webhook.test` is sent only by "send a test event". */
-export const WEBHOOK_EVENT_TYPES = ["credits.low", "credits.depleted", "credits.granted", "key.created", "key.rotated", "key.revoked", "invoice.created", "price.changed"] as const;
+export const WEBHOOK_EVENT_TYPES = [
+  "credits.low",
+  "credits.depleted",
+  "credits.granted",
+  "key.created",
+  "key.rotated",
+  "key.revoked",
+  "invoice.created",
+  "price.changed",
+] as const;
 export type SubscribableEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 export type WebhookEventType = SubscribableEventType | "webhook.test";
 
@@ -120,7 +129,8 @@ export function chooseFairly(due: DueDelivery[], inFlight: InFlightCount[], requ
     for (const queue of queues.values()) {
       const next = queue[0];
       if (next === undefined || chosen.length >= request.limit) continue;
-      if ((busyEndpoints.get(next.endpointId) ?? 0) >= request.perEndpoint || (busyOrganizations.get(next.organizationId) ?? 0) >= request.perOrganization) continue;
+      if ((busyEndpoints.get(next.endpointId) ?? 0) >= request.perEndpoint || (busyOrganizations.get(next.organizationId) ?? 0) >= request.perOrganization)
+        continue;
       chosen.push(queue.shift()!);
       add(busyEndpoints, next.endpointId, 1);
       add(busyOrganizations, next.organizationId, 1);
@@ -157,16 +167,28 @@ export function balanceEventTypes(before: number, after: number, threshold: numb
 }
 
 /** The data of a balance event (the PostgreSQL debit builds the same object in SQL). */
-export function balanceEventData(type: "credits.low" | "credits.depleted", organizationId: string, balance: number, threshold: number | null): Record<string, unknown> {
+export function balanceEventData(
+  type: "credits.low" | "credits.depleted",
+  organizationId: string,
+  balance: number,
+  threshold: number | null,
+): Record<string, unknown> {
   return type === "credits.low" ? { organizationId, balance, threshold } : { organizationId, balance };
 }
 
 /** The data of a `key.*` event: which key, never its secret. */
-export function keyEventData(key: { id: string; organizationId: string; name: string; keyPrefix: string }, extra: { replacedBy?: string } = {}): Record<string, unknown> {
+export function keyEventData(
+  key: { id: string; organizationId: string; name: string; keyPrefix: string },
+  extra: { replacedBy?: string } = {},
+): Record<string, unknown> {
   return { organizationId: key.organizationId, keyId: key.id, name: key.name, keyPrefix: key.keyPrefix, ...extra };
 }
 
-export function grantEventData(bucket: { id: string; organizationId: string; source: string; granted: number; expiresAt: number | null }, transactionType: string, balance: number): Record<string, unknown> {
+export function grantEventData(
+  bucket: { id: string; organizationId: string; source: string; granted: number; expiresAt: number | null },
+  transactionType: string,
+  balance: number,
+): Record<string, unknown> {
   return {
     organizationId: bucket.organizationId,
     bucketId: bucket.id,
@@ -178,8 +200,21 @@ export function grantEventData(bucket: { id: string; organizationId: string; sou
   };
 }
 
-export function invoiceEventData(invoice: { id: string; organizationId: string; number: string; status: string; amount: number; currency: string }): Record<string, unknown> {
-  return { organizationId: invoice.organizationId, invoiceId: invoice.id, number: invoice.number, status: invoice.status, total: { amount: invoice.amount, currency: invoice.currency } };
+export function invoiceEventData(invoice: {
+  id: string;
+  organizationId: string;
+  number: string;
+  status: string;
+  amount: number;
+  currency: string;
+}): Record<string, unknown> {
+  return {
+    organizationId: invoice.organizationId,
+    invoiceId: invoice.id,
+    number: invoice.number,
+    status: invoice.status,
+    total: { amount: invoice.amount, currency: invoice.currency },
+  };
 }
 
 /** The delivery log's cursor: the (createdAt, eventId) of the last line of a page, opaque to clients. */

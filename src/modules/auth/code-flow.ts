@@ -73,7 +73,10 @@ export interface OIDCCodeFlowClient {
   exchangeCode(code: string, pending: PendingSignIn, redirectURI: string): Promise<string>;
 }
 
-const PROVIDER_DOWN = { en: "The identity provider cannot be reached; try again shortly.", fr: "Le fournisseur d'identité est injoignable ; réessayez dans un instant." };
+const PROVIDER_DOWN = {
+  en: "The identity provider cannot be reached; try again shortly.",
+  fr: "Le fournisseur d'identité est injoignable ; réessayez dans un instant.",
+};
 const CODE_REFUSED = { en: "The identity provider refused the sign-in code.", fr: "Le fournisseur d'identité a refusé le code de connexion." };
 
 function withoutTrailingSlash(url: string): string {
@@ -86,17 +89,30 @@ function withoutTrailingSlash(url: string): string {
  * endpoints come from its discovery document, fetched once (again after a failure). Requests go out
  * through the outbound policy, following no redirect.
  */
-export function createOIDCCodeFlowClient(options: { issuer: string; clientId: string; clientSecret: string | null; logger: Logger; outbound: OutboundClient; timeoutMs?: number }): OIDCCodeFlowClient {
+export function createOIDCCodeFlowClient(options: {
+  issuer: string;
+  clientId: string;
+  clientSecret: string | null;
+  logger: Logger;
+  outbound: OutboundClient;
+  timeoutMs?: number;
+}): OIDCCodeFlowClient {
   const { issuer, clientId, clientSecret, logger } = options;
   const timeoutMs = options.timeoutMs ?? 5000;
   let endpoints: Promise<ProviderEndpoints> | null = null;
 
   async function discover(): Promise<ProviderEndpoints> {
-    const response = await options.outbound.send(`${withoutTrailingSlash(issuer)}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: "application/json" }, maxRedirects: 0 });
+    const response = await options.outbound.send(`${withoutTrailingSlash(issuer)}/.well-known/openid-configuration`, {
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: { accept: "application/json" },
+      maxRedirects: 0,
+    });
     if (!response.ok) throw new Error(`discovery answered HTTP ${response.status}`);
     const document = (await response.json()) as Record<string, unknown>;
-    if (typeof document.issuer !== "string" || withoutTrailingSlash(document.issuer) !== withoutTrailingSlash(issuer)) throw new Error("discovery document names another issuer");
-    if (typeof document.authorization_endpoint !== "string" || typeof document.token_endpoint !== "string") throw new Error("discovery document lacks the authorization or token endpoint");
+    if (typeof document.issuer !== "string" || withoutTrailingSlash(document.issuer) !== withoutTrailingSlash(issuer))
+      throw new Error("discovery document names another issuer");
+    if (typeof document.authorization_endpoint !== "string" || typeof document.token_endpoint !== "string")
+      throw new Error("discovery document lacks the authorization or token endpoint");
     const methods = Array.isArray(document.token_endpoint_auth_methods_supported) ? document.token_endpoint_auth_methods_supported : ["client_secret_basic"];
     return {
       authorization: document.authorization_endpoint,

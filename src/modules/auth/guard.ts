@@ -40,11 +40,16 @@ export function assertSameOrigin(request: Request, publicUrl: string): void {
   const origin = request.headers.get("origin");
   const fetchSite = request.headers.get("sec-fetch-site");
   if (fetchSite === "cross-site" || (origin !== null && origin !== new URL(publicUrl).origin)) {
-    throw new Problem("forbidden", { detail: { en: "Cross-site requests with a session cookie are refused.", fr: "Les requêtes intersites avec un cookie de session sont refusées." } });
+    throw new Problem("forbidden", {
+      detail: { en: "Cross-site requests with a session cookie are refused.", fr: "Les requêtes intersites avec un cookie de session sont refusées." },
+    });
   }
 }
 
-const SESSION_REQUIRED = { en: "Sign in first: this endpoint needs a valid session cookie.", fr: "Connectez-vous d'abord : cet point d'accès exige un cookie de session valide." };
+const SESSION_REQUIRED = {
+  en: "Sign in first: this endpoint needs a valid session cookie.",
+  fr: "Connectez-vous d'abord : cet point d'accès exige un cookie de session valide.",
+};
 
 /**
  * The principal of a request, or a 401 problem. `accept` lists the credentials the endpoint takes
@@ -63,7 +68,10 @@ export async function authenticate(
   const found = input.sessionToken ? await resolveSession(input.store, input.sessionToken, input.clock.now()) : null;
   if (found === null || found.user.organizationId === null) {
     // Both challenges where an API key would do as well (RFC 9110 §11.6.1 allows several).
-    throw new Problem("unauthorized", { detail: SESSION_REQUIRED, headers: accept.apiKey ? { "www-authenticate": `${BEARER_CHALLENGE}, ${SESSION_CHALLENGE}` } : {} });
+    throw new Problem("unauthorized", {
+      detail: SESSION_REQUIRED,
+      headers: accept.apiKey ? { "www-authenticate": `${BEARER_CHALLENGE}, ${SESSION_CHALLENGE}` } : {},
+    });
   }
   assertSameOrigin(input.request, input.publicUrl);
   return { kind: "session", sessionId: found.session.id, userId: found.user.id, organizationId: found.user.organizationId, role: found.user.role };

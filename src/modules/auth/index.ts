@@ -151,7 +151,13 @@ export function authRoutes(services: Services) {
         {
           auth: "session",
           response: { 200: SessionUserSchema, ...sessionErrors },
-          detail: { summary: "The signed-in user", description: "The user and organization of the `session` cookie.", tags: ["Sessions"], operationId: "getCurrentUser", security: [{ session: [] }] },
+          detail: {
+            summary: "The signed-in user",
+            description: "The user and organization of the `session` cookie.",
+            tags: ["Sessions"],
+            operationId: "getCurrentUser",
+            security: [{ session: [] }],
+          },
         },
       )
   );

@@ -34,8 +34,14 @@ interface Discovery {
   algorithms: string[];
 }
 
-const INVALID_TOKEN = { en: "The ID token is invalid, expired or not meant for this service.", fr: "Le jeton d'identité est invalide, expiré ou destiné à un autre service." };
-const PROVIDER_DOWN = { en: "The identity provider cannot be reached; try again shortly.", fr: "Le fournisseur d'identité est injoignable ; réessayez dans un instant." };
+const INVALID_TOKEN = {
+  en: "The ID token is invalid, expired or not meant for this service.",
+  fr: "Le jeton d'identité est invalide, expiré ou destiné à un autre service.",
+};
+const PROVIDER_DOWN = {
+  en: "The identity provider cannot be reached; try again shortly.",
+  fr: "Le fournisseur d'identité est injoignable ; réessayez dans un instant.",
+};
 
 function withoutTrailingSlash(url: string): string {
   return url.replace(/\/+$/, "");
@@ -113,7 +119,12 @@ export function createOIDCVerifier(options: {
         }));
       } catch (error) {
         // Network failures, and jose's generic errors (the JWKS endpoint answered badly), are the provider's fault, not the token's.
-        if (!(error instanceof errors.JOSEError) || error.code === "ERR_JOSE_GENERIC" || error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid) {
+        if (
+          !(error instanceof errors.JOSEError) ||
+          error.code === "ERR_JOSE_GENERIC" ||
+          error instanceof errors.JWKSTimeout ||
+          error instanceof errors.JWKSInvalid
+        ) {
           logger.warn("OIDC key set unavailable", { issuer: discovery.issuer, error: error instanceof Error ? error.message : String(error) });
           throw new Problem("unavailable", { detail: PROVIDER_DOWN });
         }

@@ -92,7 +92,15 @@ export async function signIn(deps: AuthDeps, identity: OIDCIdentity, method: "oi
   const id = newId("ses", now);
   const secret = newSessionSecret();
   const expiresAt = now + SESSION_LIFETIME_MS;
-  await store.insertSession({ id, tokenHash: hashSecret(secret), userId: user.id, createdAt: now, expiresAt, absoluteExpiresAt: now + SESSION_MAX_LIFETIME_MS, revokedAt: null });
+  await store.insertSession({
+    id,
+    tokenHash: hashSecret(secret),
+    userId: user.id,
+    createdAt: now,
+    expiresAt,
+    absoluteExpiresAt: now + SESSION_MAX_LIFETIME_MS,
+    revokedAt: null,
+  });
   logger.info("signed in", { method, outcome: result.outcome, userId: user.id, organizationId: user.organization.id, sessionId: id });
   return { token: `${id}.${secret}`, expiresAt, user };
 }
@@ -114,7 +122,13 @@ export async function refreshSession(deps: AuthDeps, input: { token: string }): 
   if (parts === null || found === null) throw new Problem("unauthorized", { detail: SESSION_OVER });
   const secret = newSessionSecret();
   const expiresAt = Math.min(now + SESSION_LIFETIME_MS, found.session.absoluteExpiresAt);
-  const rotated = await store.rotateSessionToken({ id: parts.sessionId, currentTokenHash: hashSecret(parts.secret), newTokenHash: hashSecret(secret), expiresAt, now });
+  const rotated = await store.rotateSessionToken({
+    id: parts.sessionId,
+    currentTokenHash: hashSecret(parts.secret),
+    newTokenHash: hashSecret(secret),
+    expiresAt,
+    now,
+  });
   if (rotated === null) throw new Problem("unauthorized", { detail: SESSION_OVER });
   logger.info("session refreshed", { userId: found.user.id, sessionId: parts.sessionId });
   return { token: `${parts.sessionId}.${secret}`, expiresAt, user: await sessionUser(store, found.user) };

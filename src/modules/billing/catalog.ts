@@ -64,7 +64,14 @@ export const DEFAULT_CATALOG: Catalog = {
   plans: [
     { id: "basic-monthly", name: "Basic", creditsPerPeriod: 5_000, interval: "month", price: { amount: 2_900, currency: "EUR" } },
     { id: "pro-monthly", name: "Pro", creditsPerPeriod: 50_000, interval: "month", price: { amount: 19_900, currency: "EUR" } },
-    { id: "pro-yearly", name: "Pro, yearly", names: { fr: "Pro, annuel" }, creditsPerPeriod: 600_000, interval: "year", price: { amount: 199_000, currency: "EUR" } },
+    {
+      id: "pro-yearly",
+      name: "Pro, yearly",
+      names: { fr: "Pro, annuel" },
+      creditsPerPeriod: 600_000,
+      interval: "year",
+      price: { amount: 199_000, currency: "EUR" },
+    },
   ],
 };
 
@@ -84,7 +91,10 @@ export function validateCatalog(value: unknown, source: string): Catalog {
   const error = Value.Errors(CatalogFileSchema, value).First();
   if (error !== undefined) fail(`${error.path || "/"} ${error.message}`);
   const catalog = value as CatalogFile;
-  for (const [kind, items] of [["packs", catalog.packs], ["plans", catalog.plans]] as const) {
+  for (const [kind, items] of [
+    ["packs", catalog.packs],
+    ["plans", catalog.plans],
+  ] as const) {
     const seen = new Set<string>();
     items.forEach((item, index) => {
       if (seen.has(item.id)) fail(`/${kind}/${index}/id "${item.id}" is listed twice`);

@@ -29,9 +29,18 @@ export function periodGrant(plan: { name: string; credits: number }, periodEnd: 
   };
 }
 
-export function orderInvoice(order: Pick<Order, "kind" | "itemName" | "credits" | "interval" | "amount" | "currency">, period: { start: number; end: number } | null): InvoiceInput {
+export function orderInvoice(
+  order: Pick<Order, "kind" | "itemName" | "credits" | "interval" | "amount" | "currency">,
+  period: { start: number; end: number } | null,
+): InvoiceInput {
   const what = order.kind === "pack" ? `${formatCredits(order.credits)} credits` : `${formatCredits(order.credits)} credits per ${order.interval}`;
-  return { description: `${order.itemName} (${what})`, amount: order.amount, currency: order.currency, periodStart: period?.start ?? null, periodEnd: period?.end ?? null };
+  return {
+    description: `${order.itemName} (${what})`,
+    amount: order.amount,
+    currency: order.currency,
+    periodStart: period?.start ?? null,
+    periodEnd: period?.end ?? null,
+  };
 }
 
 export function firstPeriodEnd(now: number, interval: PlanInterval): number {

@@ -19,10 +19,16 @@ const FRENCH: Array<[RegExp, French]> = [
   [/^Refund: credits a request in flight gave back$/, () => "Remboursement : crédits rendus par une requête en cours"],
   [/^Payment refunded: unspent credits withdrawn$/, () => "Paiement remboursé : crédits non utilisés retirés"],
   [/^Pack "(.+)": ([\d,]+) credits$/, ([pack, credits], name) => `Pack « ${name(pack!)} » : ${frenchNumber(credits!)} crédits`],
-  [/^Subscription "(.+)": ([\d,]+) credits until (\d{4}-\d{2}-\d{2})$/, ([plan, credits, day], name) => `Abonnement « ${name(plan!)} » : ${frenchNumber(credits!)} crédits jusqu'au ${day}`],
+  [
+    /^Subscription "(.+)": ([\d,]+) credits until (\d{4}-\d{2}-\d{2})$/,
+    ([plan, credits, day], name) => `Abonnement « ${name(plan!)} » : ${frenchNumber(credits!)} crédits jusqu'au ${day}`,
+  ],
   // Invoice lines (grants.ts orderInvoice).
   [/^(.+) \(([\d,]+) credits\)$/, ([pack, credits], name) => `${name(pack!)} (${frenchNumber(credits!)} crédits)`],
-  [/^(.+) \(([\d,]+) credits per (month|year)\)$/, ([plan, credits, interval], name) => `${name(plan!)} (${frenchNumber(credits!)} crédits par ${interval === "month" ? "mois" : "an"})`],
+  [
+    /^(.+) \(([\d,]+) credits per (month|year)\)$/,
+    ([plan, credits, interval], name) => `${name(plan!)} (${frenchNumber(credits!)} crédits par ${interval === "month" ? "mois" : "an"})`,
+  ],
 ];
 
 /** A stored ledger or invoice description in `language`; pack and plan names as the catalog names them there. */

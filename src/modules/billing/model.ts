@@ -75,7 +75,12 @@ export const TransactionsQuery = t.Object({
   type: t.Optional(oneOf(TRANSACTION_TYPES, { description: "Only transactions of this type" })),
   from: t.Optional(t.String({ format: "date-time", description: "Only transactions at or after this instant (ISO 8601)" })),
   to: t.Optional(t.String({ format: "date-time", description: "Only transactions before this instant (ISO 8601, exclusive)" })),
-  format: t.Optional(oneOf(["json", "csv"], { description: "`csv`: the whole selection as a CSV download, whatever Accept says; `json`: a page of JSON. Default: by Accept (text/csv or application/json), else JSON" })),
+  format: t.Optional(
+    oneOf(["json", "csv"], {
+      description:
+        "`csv`: the whole selection as a CSV download, whatever Accept says; `json`: a page of JSON. Default: by Accept (text/csv or application/json), else JSON",
+    }),
+  ),
 });
 
 export const InvoiceSchema = t.Object({
@@ -91,21 +96,17 @@ export const InvoiceSchema = t.Object({
 export const InvoicesQuery = t.Object({ ...PageQuery, language: Language });
 export const LanguageQuery = t.Object({ language: Language });
 
-export const PackCheckoutBody = t.Object(
-  {
-    packId: t.String({ minLength: 1, maxLength: 64, examples: ["pack-10k"] }),
-    successUrl: ReturnURL("Where the customer lands after paying"),
-    cancelUrl: ReturnURL("Where the customer lands after giving up"),
-  },
-);
+export const PackCheckoutBody = t.Object({
+  packId: t.String({ minLength: 1, maxLength: 64, examples: ["pack-10k"] }),
+  successUrl: ReturnURL("Where the customer lands after paying"),
+  cancelUrl: ReturnURL("Where the customer lands after giving up"),
+});
 
-export const SubscriptionCheckoutBody = t.Object(
-  {
-    planId: t.String({ minLength: 1, maxLength: 64, examples: ["pro-monthly"] }),
-    successUrl: ReturnURL("Where the customer lands after paying"),
-    cancelUrl: ReturnURL("Where the customer lands after giving up"),
-  },
-);
+export const SubscriptionCheckoutBody = t.Object({
+  planId: t.String({ minLength: 1, maxLength: 64, examples: ["pro-monthly"] }),
+  successUrl: ReturnURL("Where the customer lands after paying"),
+  cancelUrl: ReturnURL("Where the customer lands after giving up"),
+});
 
 export const CheckoutResponse = t.Object({
   checkoutId: Id("ord", "ord_0mwrd57q90000brqra5jtuxfecebe"),
@@ -115,7 +116,10 @@ export const CheckoutResponse = t.Object({
 export const PortalBody = t.Optional(t.Object({ returnUrl: ReturnURL("Where the portal's back link leads") }));
 export const PortalResponse = t.Object({ url: t.String({ description: "Send the customer's browser here" }) });
 
-export const WebhookResponse = t.Object({ received: t.Literal(true), applied: t.Boolean({ description: "False for replays and events that change nothing here" }) });
+export const WebhookResponse = t.Object({
+  received: t.Literal(true),
+  applied: t.Boolean({ description: "False for replays and events that change nothing here" }),
+});
 
 export { pageOf };
 
@@ -123,9 +127,21 @@ export const USAGE_GRANULARITIES = ["hour", "day"] as const;
 export const USAGE_GROUPINGS = ["reason", "key"] as const;
 
 export const UsageQuery = t.Object({
-  from: t.Optional(t.String({ format: "date-time", description: "Start of the range (ISO 8601), moved back to the start of its hour or UTC day. Default: 30 days (day) or 24 hours (hour) before `to`" })),
-  to: t.Optional(t.String({ format: "date-time", description: "End of the range (ISO 8601, exclusive), moved forward to the end of its hour or UTC day. Default: the end of the current period" })),
-  granularity: t.Optional(oneOf(USAGE_GRANULARITIES, { description: "Period length: `hour` (at most 31 days) or `day` (UTC days, at most 366); default `day`" })),
+  from: t.Optional(
+    t.String({
+      format: "date-time",
+      description: "Start of the range (ISO 8601), moved back to the start of its hour or UTC day. Default: 30 days (day) or 24 hours (hour) before `to`",
+    }),
+  ),
+  to: t.Optional(
+    t.String({
+      format: "date-time",
+      description: "End of the range (ISO 8601, exclusive), moved forward to the end of its hour or UTC day. Default: the end of the current period",
+    }),
+  ),
+  granularity: t.Optional(
+    oneOf(USAGE_GRANULARITIES, { description: "Period length: `hour` (at most 31 days) or `day` (UTC days, at most 366); default `day`" }),
+  ),
   groupBy: t.Optional(oneOf(USAGE_GROUPINGS, { description: "`reason` (default): each period by reason; `key`: each period also split per API key" })),
 });
 
@@ -136,7 +152,10 @@ const ReasonCounts = t.Record(t.String(), Int({ minimum: 0 }), {
 });
 
 const UsageFigures = {
-  requests: Int({ minimum: 0, description: "Data requests answered to a key of the organization, billed or not, and price watch events (reason `price-watch`)" }),
+  requests: Int({
+    minimum: 0,
+    description: "Data requests answered to a key of the organization, billed or not, and price watch events (reason `price-watch`)",
+  }),
   billedRequests: Int({ minimum: 0, description: "Requests that consumed credits (reason `fresh-offer`)" }),
   creditsConsumed: Int({ minimum: 0, description: "Credits debited: equal to the ledger's usage rows of the period" }),
   reasons: ReasonCounts,
@@ -153,7 +172,11 @@ export const UsageResponse = t.Object({
       start: Timestamp,
       end: Timestamp,
       ...UsageFigures,
-      keys: t.Optional(t.Array(t.Object({ keyId: t.Union([t.String(), t.Null()]), ...UsageFigures }), { description: "With `groupBy=key`: the keys that made requests in the period" })),
+      keys: t.Optional(
+        t.Array(t.Object({ keyId: t.Union([t.String(), t.Null()]), ...UsageFigures }), {
+          description: "With `groupBy=key`: the keys that made requests in the period",
+        }),
+      ),
     }),
     { description: "Every period of the range, oldest first, including those without requests" },
   ),

@@ -37,7 +37,13 @@ export function billingPageRoutes(services: Services) {
     {
       query: t.Object({ checkout: t.Optional(oneOf(["success", "canceled"])) }),
       response: { 200: HTML, 400: ProblemSchema, 500: ProblemSchema },
-      detail: { summary: "Landing page after a checkout or the portal", description: "HTML page; public.", tags: ["Billing pages"], operationId: "getBillingReturnPage", security: [] },
+      detail: {
+        summary: "Landing page after a checkout or the portal",
+        description: "HTML page; public.",
+        tags: ["Billing pages"],
+        operationId: "getBillingReturnPage",
+        security: [],
+      },
     },
   );
   if (payments.name !== "local") return routes;
@@ -55,13 +61,27 @@ export function billingPageRoutes(services: Services) {
       "/checkout/:id",
       async ({ params, principal, request }) => {
         const order = await ownOrder(principal.organizationId, params.id);
-        return html(checkoutPage({ order, organizationName: await organizationName(order.organizationId), language: requestLanguage(request), catalog: services.catalog, canPay: config.env === "development" }));
+        return html(
+          checkoutPage({
+            order,
+            organizationName: await organizationName(order.organizationId),
+            language: requestLanguage(request),
+            catalog: services.catalog,
+            canPay: config.env === "development",
+          }),
+        );
       },
       {
         auth: "session",
         params: t.Object({ id: t.String({ maxLength: 100 }) }),
         response: { 200: HTML, ...PAGE_ERRORS },
-        detail: { summary: "Local checkout page", description: "HTML page of the local payment provider for one order of the signed-in organization; 404 for any other order.", tags: ["Billing pages"], operationId: "getLocalCheckoutPage", security: SESSION },
+        detail: {
+          summary: "Local checkout page",
+          description: "HTML page of the local payment provider for one order of the signed-in organization; 404 for any other order.",
+          tags: ["Billing pages"],
+          operationId: "getLocalCheckoutPage",
+          security: SESSION,
+        },
       },
     )
     .post(
@@ -84,7 +104,13 @@ export function billingPageRoutes(services: Services) {
         parse: "none",
         params: t.Object({ id: t.String({ maxLength: 100 }) }),
         response: { 303: SeeOther("the order's successUrl, or back to the checkout page"), ...PAGE_ERRORS },
-        detail: { summary: "Pay a local order (development mode)", description: "Completes the order and redirects (303) to its successUrl; no body.", tags: ["Billing pages"], operationId: "payLocalOrder", security: SESSION },
+        detail: {
+          summary: "Pay a local order (development mode)",
+          description: "Completes the order and redirects (303) to its successUrl; no body.",
+          tags: ["Billing pages"],
+          operationId: "payLocalOrder",
+          security: SESSION,
+        },
       },
     )
     .get(
@@ -107,7 +133,13 @@ export function billingPageRoutes(services: Services) {
         auth: "session",
         params: t.Object({ id: t.String({ maxLength: 100 }) }),
         response: { 200: HTML, ...PAGE_ERRORS },
-        detail: { summary: "Printable local invoice", description: "HTML page of one invoice of the signed-in organization; 404 for any other invoice.", tags: ["Billing pages"], operationId: "getLocalInvoicePage", security: SESSION },
+        detail: {
+          summary: "Printable local invoice",
+          description: "HTML page of one invoice of the signed-in organization; 404 for any other invoice.",
+          tags: ["Billing pages"],
+          operationId: "getLocalInvoicePage",
+          security: SESSION,
+        },
       },
     )
     .get(
@@ -132,7 +164,13 @@ export function billingPageRoutes(services: Services) {
         auth: "session",
         query: t.Object({ return: ReturnParam }),
         response: { 200: HTML, ...PAGE_ERRORS },
-        detail: { summary: "Local billing portal", description: "HTML page listing the organization's subscriptions and invoices.", tags: ["Billing pages"], operationId: "getLocalBillingPortal", security: SESSION },
+        detail: {
+          summary: "Local billing portal",
+          description: "HTML page listing the organization's subscriptions and invoices.",
+          tags: ["Billing pages"],
+          operationId: "getLocalBillingPortal",
+          security: SESSION,
+        },
       },
     )
     .post(

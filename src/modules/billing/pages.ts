@@ -37,7 +37,8 @@ const TEXTS = {
     checkout: "Checkout",
     order: "order",
     total: "Total",
-    paidOn: (day: string) => `<span class="status paid">Paid</span> on ${day}. The credits are in your balance; the invoice is in the <a href="/billing/portal">billing portal</a>.`,
+    paidOn: (day: string) =>
+      `<span class="status paid">Paid</span> on ${day}. The credits are in your balance; the invoice is in the <a href="/billing/portal">billing portal</a>.`,
     pay: (total: string) => `Pay ${total}`,
     developmentPay: "Development mode: this button completes the order without taking any money.",
     awaitingPayment: "Awaiting payment",
@@ -81,7 +82,8 @@ const TEXTS = {
     checkout: "Paiement",
     order: "commande",
     total: "Total",
-    paidOn: (day: string) => `<span class="status paid">Payée</span> le ${day}. Les crédits sont sur votre solde ; la facture est dans le <a href="/billing/portal">portail de facturation</a>.`,
+    paidOn: (day: string) =>
+      `<span class="status paid">Payée</span> le ${day}. Les crédits sont sur votre solde ; la facture est dans le <a href="/billing/portal">portail de facturation</a>.`,
     pay: (total: string) => `Payer ${total}`,
     developmentPay: "Mode développement : ce bouton finalise la commande sans prélever d'argent.",
     awaitingPayment: "En attente de paiement",
@@ -146,7 +148,10 @@ export function checkoutPage(input: { order: Order; organizationName: string; ca
   const { order, language } = input;
   const text = TEXTS[language];
   const name = catalogName(input.catalog, order.itemName, language);
-  const what = order.kind === "pack" || order.interval === null ? text.credits(count(order.credits, language)) : text.creditsPer(count(order.credits, language), order.interval);
+  const what =
+    order.kind === "pack" || order.interval === null
+      ? text.credits(count(order.credits, language))
+      : text.creditsPer(count(order.credits, language), order.interval);
   const total = price(order.amount, order.currency, language);
   let action: string;
   if (order.status === "completed") {
@@ -157,7 +162,8 @@ export function checkoutPage(input: { order: Order; organizationName: string; ca
   } else {
     action = `<p><span class="status">${text.awaitingPayment}</span></p><p>${text.operatorCompletes} <code>price-service orders complete ${escapeHTML(order.id)}</code>.</p>`;
   }
-  const cancel = order.status === "pending" && order.cancelUrl ? `<p class="noprint"><a href="${escapeHTML(order.cancelUrl)}">${text.cancelAndGoBack}</a></p>` : "";
+  const cancel =
+    order.status === "pending" && order.cancelUrl ? `<p class="noprint"><a href="${escapeHTML(order.cancelUrl)}">${text.cancelAndGoBack}</a></p>` : "";
   return page(
     language,
     `${text.checkout} ${name}`,
@@ -171,7 +177,10 @@ export function invoicePage(input: { invoice: InvoiceRecord; organizationName: s
   const { invoice, language } = input;
   const text = TEXTS[language];
   const total = price(invoice.amount, invoice.currency, language);
-  const period = invoice.periodStart !== null && invoice.periodEnd !== null ? `<br><span class="muted">${text.period(day(invoice.periodStart), day(invoice.periodEnd))}</span>` : "";
+  const period =
+    invoice.periodStart !== null && invoice.periodEnd !== null
+      ? `<br><span class="muted">${text.period(day(invoice.periodStart), day(invoice.periodEnd))}</span>`
+      : "";
   return page(
     language,
     text.invoice(invoice.number),
@@ -189,7 +198,9 @@ ${invoice.paidAt !== null ? `<tr><th>${text.paid}</th><td>${day(invoice.paidAt)}
   );
 }
 
-export function portalPage(input: { organizationName: string; subscriptions: SubscriptionRecord[]; invoices: InvoiceRecord[]; returnUrl: string | null } & PageContext): string {
+export function portalPage(
+  input: { organizationName: string; subscriptions: SubscriptionRecord[]; invoices: InvoiceRecord[]; returnUrl: string | null } & PageContext,
+): string {
   const { language } = input;
   const text = TEXTS[language];
   const returnQuery = input.returnUrl ? `?return=${encodeURIComponent(input.returnUrl)}` : "";

@@ -57,7 +57,8 @@ export async function getBalance(deps: Pick<BillingDeps, "store" | "clock">, org
 function instant(value: string | undefined, name: string): number | undefined {
   if (value === undefined) return undefined;
   const ms = Date.parse(value);
-  if (Number.isNaN(ms)) throw new Problem("invalid-parameter", { detail: { en: `${name} must be an ISO 8601 date-time.`, fr: `${name} doit être une date ISO 8601.` } });
+  if (Number.isNaN(ms))
+    throw new Problem("invalid-parameter", { detail: { en: `${name} must be an ISO 8601 date-time.`, fr: `${name} doit être une date ISO 8601.` } });
   return ms;
 }
 
@@ -99,7 +100,12 @@ export function csvField(value: string | number | null): string {
  * store a page at a time while the client reads, so memory stays flat whatever the ledger's size.
  * Parameters are checked before the first byte, so a bad one is still a problem response.
  */
-export function streamTransactionsCSV(deps: Pick<BillingDeps, "store" | "catalog">, organizationId: string, query: TransactionsFilter, language: Language): ReadableStream<Uint8Array> {
+export function streamTransactionsCSV(
+  deps: Pick<BillingDeps, "store" | "catalog">,
+  organizationId: string,
+  query: TransactionsFilter,
+  language: Language,
+): ReadableStream<Uint8Array> {
   const first = transactionQuery(query, CSV_PAGE);
   const encoder = new TextEncoder();
   let after = first.after;
@@ -123,7 +129,12 @@ export function streamTransactionsCSV(deps: Pick<BillingDeps, "store" | "catalog
   });
 }
 
-export async function listInvoices(deps: Pick<BillingDeps, "payments">, organizationId: string, query: { limit?: number; cursor?: string }, language: Language) {
+export async function listInvoices(
+  deps: Pick<BillingDeps, "payments">,
+  organizationId: string,
+  query: { limit?: number; cursor?: string },
+  language: Language,
+) {
   const page = await deps.payments.listInvoices(organizationId, { limit: query.limit ?? 20, cursor: query.cursor });
   return {
     items: page.items.map((invoice) => ({
@@ -157,7 +168,12 @@ async function startCheckout(
   const defaultSuccess = payments.name === "local" ? `${config.publicUrl}/billing/checkout/${order.id}` : `${config.publicUrl}/billing/return?checkout=success`;
   const successUrl = urls.successUrl ?? defaultSuccess;
   const cancelUrl = urls.cancelUrl ?? `${config.publicUrl}/billing/return?checkout=canceled`;
-  const { checkoutUrl, providerRef } = await payments.startCheckout({ order, organizationName: await organizationName(store, order.organizationId), successUrl, cancelUrl });
+  const { checkoutUrl, providerRef } = await payments.startCheckout({
+    order,
+    organizationName: await organizationName(store, order.organizationId),
+    successUrl,
+    cancelUrl,
+  });
   await store.createOrder({ ...order, providerRef, successUrl, cancelUrl });
   return { status: 201, body: { checkoutId: order.id, checkoutUrl } };
 }
@@ -165,7 +181,11 @@ async function startCheckout(
 type Buyer = { organizationId: string; userId: string | null };
 
 /** A pending order for one catalog item, at the catalog's price now. */
-function newOrder(deps: BillingDeps, buyer: Buyer, item: Pick<NewOrder, "kind" | "itemId" | "itemName" | "credits" | "interval" | "validityDays" | "amount" | "currency">): NewOrder {
+function newOrder(
+  deps: BillingDeps,
+  buyer: Buyer,
+  item: Pick<NewOrder, "kind" | "itemId" | "itemName" | "credits" | "interval" | "validityDays" | "amount" | "currency">,
+): NewOrder {
   const now = deps.clock.now();
   return { id: newId("ord", now), ...buyer, ...item, provider: deps.payments.name, providerRef: null, successUrl: null, cancelUrl: null, createdAt: now };
 }
@@ -223,7 +243,9 @@ export async function completeLocalOrder(deps: { store: Store; clock: Clock }, o
   const order = await deps.store.getOrder(orderId);
   if (order === null) throw new Problem("not-found", { detail: { en: `No order ${orderId}.`, fr: `Aucune commande ${orderId}.` } });
   if (order.provider !== "local") {
-    throw new Problem("conflict", { detail: { en: "This order is paid through Stripe: its webhooks complete it.", fr: "Cette commande est payée via Stripe : ses webhooks la finalisent." } });
+    throw new Problem("conflict", {
+      detail: { en: "This order is paid through Stripe: its webhooks complete it.", fr: "Cette commande est payée via Stripe : ses webhooks la finalisent." },
+    });
   }
   const now = deps.clock.now();
   const periodEnd = order.kind === "subscription" ? firstPeriodEnd(now, order.interval ?? "month") : null;

@@ -32,7 +32,8 @@ function add(into: Figures, row: UsageTotal): void {
 
 function instant(value: string, name: string): number {
   const ms = Date.parse(value);
-  if (Number.isNaN(ms)) throw new Problem("invalid-parameter", { detail: { en: `${name} must be an ISO 8601 date-time.`, fr: `${name} doit être une date ISO 8601.` } });
+  if (Number.isNaN(ms))
+    throw new Problem("invalid-parameter", { detail: { en: `${name} must be an ISO 8601 date-time.`, fr: `${name} doit être une date ISO 8601.` } });
   return ms;
 }
 
@@ -92,7 +93,12 @@ export async function usageReport(
       const { keys: perKey, ...rest } = entry;
       const base = { start: toISO(start), end: toISO(start + period), ...rest };
       if (perKey === undefined) return base;
-      return { ...base, keys: [...perKey].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([keyId, keyFigures]) => ({ keyId: keyId === "" ? null : keyId, ...keyFigures })) };
+      return {
+        ...base,
+        keys: [...perKey]
+          .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+          .map(([keyId, keyFigures]) => ({ keyId: keyId === "" ? null : keyId, ...keyFigures })),
+      };
     }),
     ...(groupBy === "key" ? { keys: keys.flatMap((key) => (key === null ? [] : [{ id: key.id, name: key.name, keyPrefix: key.keyPrefix }])) } : {}),
   };

@@ -49,7 +49,11 @@ export interface DashboardAssets {
 
 const SHELL_TEXT: Record<Language, { title: string; noscript: string; loading: string }> = {
   en: { title: "price-service dashboard", noscript: "The dashboard needs JavaScript. The API itself works without it: see /docs.", loading: "Loading…" },
-  fr: { title: "Tableau de bord price-service", noscript: "Le tableau de bord a besoin de JavaScript. L'API elle-même fonctionne sans : voir /docs.", loading: "Chargement…" },
+  fr: {
+    title: "Tableau de bord price-service",
+    noscript: "Le tableau de bord a besoin de JavaScript. L'API elle-même fonctionne sans : voir /docs.",
+    loading: "Chargement…",
+  },
 };
 
 function shellHTML(language: Language, signInMode: SignInMode, scriptName: string, styleName: string): string {

@@ -7,7 +7,16 @@ import { assetResponse, DASHBOARD_CSP, dashboardAssets, type SignInMode } from "
 import { oidcSignInRoutes } from "./sign-in-routes";
 
 /** Every URL of the dashboard answers with the same shell page; the script renders the page of the URL. */
-export const DASHBOARD_PAGES = ["/dashboard", "/dashboard/sign-in", "/dashboard/keys", "/dashboard/billing", "/dashboard/webhooks", "/dashboard/products", "/dashboard/watches", "/dashboard/quickstart"] as const;
+export const DASHBOARD_PAGES = [
+  "/dashboard",
+  "/dashboard/sign-in",
+  "/dashboard/keys",
+  "/dashboard/billing",
+  "/dashboard/webhooks",
+  "/dashboard/products",
+  "/dashboard/watches",
+  "/dashboard/quickstart",
+] as const;
 
 const HTML = t.String({ description: "HTML page" });
 const PAGE_HEADERS = { "content-security-policy": DASHBOARD_CSP, "cache-control": "no-cache" };

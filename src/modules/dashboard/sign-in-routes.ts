@@ -64,7 +64,11 @@ export function oidcSignInRoutes(services: Services) {
         });
       },
       {
-        query: t.Object({ next: t.Optional(t.String({ maxLength: 200, description: "Dashboard page to land on after sign-in (default /dashboard)", examples: ["/dashboard/billing"] })) }),
+        query: t.Object({
+          next: t.Optional(
+            t.String({ maxLength: 200, description: "Dashboard page to land on after sign-in (default /dashboard)", examples: ["/dashboard/billing"] }),
+          ),
+        }),
         response: { 302: Redirect("the issuer's authorization endpoint"), 400: ProblemSchema, 500: ProblemSchema, 503: ProblemSchema },
         detail: {
           summary: "Start the browser sign-in (OIDC authorization code + PKCE)",

@@ -100,7 +100,9 @@ export function countRun(metrics: ServiceMetrics, sourceName: string, run: FeedR
 /** Refreshes the per-source freshness gauges of /metrics from the store (at scrape time). */
 export async function refreshFreshnessMetrics(metrics: ServiceMetrics, store: Store, now: number, freshnessWindowMs: number): Promise<void> {
   const statuses = await sourceStatuses(store, now, freshnessWindowMs);
-  metrics.feedLastSuccess.replace(statuses.map((s) => ({ labels: [s.source.name], value: s.source.lastSuccessAt === null ? 0 : s.source.lastSuccessAt / 1000 })));
+  metrics.feedLastSuccess.replace(
+    statuses.map((s) => ({ labels: [s.source.name], value: s.source.lastSuccessAt === null ? 0 : s.source.lastSuccessAt / 1000 })),
+  );
   metrics.feedOffers.replace(statuses.map((s) => ({ labels: [s.source.name], value: s.offers })));
   metrics.feedFreshOffers.replace(statuses.map((s) => ({ labels: [s.source.name], value: s.freshOffers })));
   metrics.feedFreshRatio.replace(statuses.map((s) => ({ labels: [s.source.name], value: s.freshRatio })));

@@ -23,7 +23,10 @@ const FEED_MEDIA_TYPES: Record<string, FeedFormat> = {
 
 const REFUSALS = {
   missing: { en: "A feed token is required: Authorization: Bearer ftk_….", fr: "Un jeton de flux est requis : Authorization: Bearer ftk_…." },
-  invalid: { en: "The feed token is invalid (API keys are not accepted here).", fr: "Le jeton de flux est invalide (les clés d'API ne sont pas acceptées ici)." },
+  invalid: {
+    en: "The feed token is invalid (API keys are not accepted here).",
+    fr: "Le jeton de flux est invalide (les clés d'API ne sont pas acceptées ici).",
+  },
   revoked: { en: "The feed token is revoked.", fr: "Le jeton de flux est révoqué." },
 } as const;
 
@@ -67,7 +70,8 @@ export function feedRoutes(services: Services) {
       async ({ request }) => {
         const credential = await authenticate(request, "push");
         const source = credential.sourceId === null ? null : await store.getFeedSource(credential.sourceId);
-        if (source === null || source.removedAt !== null) throw new Problem("unauthorized", { detail: REFUSALS.revoked, headers: { "www-authenticate": BEARER_CHALLENGE } });
+        if (source === null || source.removedAt !== null)
+          throw new Problem("unauthorized", { detail: REFUSALS.revoked, headers: { "www-authenticate": BEARER_CHALLENGE } });
         const mediaType = (request.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
         const format = FEED_MEDIA_TYPES[mediaType];
         if (format === undefined) {
@@ -80,11 +84,19 @@ export function feedRoutes(services: Services) {
         }
         const encoding = (request.headers.get("content-encoding") ?? "identity").trim().toLowerCase();
         if (encoding !== "identity" && encoding !== "gzip") {
-          throw new Problem("unsupported-media-type", { detail: { en: "Content-Encoding may be gzip or none.", fr: "Content-Encoding peut être gzip ou absent." } });
+          throw new Problem("unsupported-media-type", {
+            detail: { en: "Content-Encoding may be gzip or none.", fr: "Content-Encoding peut être gzip ou absent." },
+          });
         }
         const limit = config.feedBodyLimitBytes;
         const tooLarge = () =>
-          new Problem("payload-too-large", { detail: { en: `A feed body may be at most ${limit} bytes (FEED_BODY_LIMIT).`, fr: `Un corps de flux fait au plus ${limit} octets (FEED_BODY_LIMIT).` }, headers: { connection: "close" } });
+          new Problem("payload-too-large", {
+            detail: {
+              en: `A feed body may be at most ${limit} bytes (FEED_BODY_LIMIT).`,
+              fr: `Un corps de flux fait au plus ${limit} octets (FEED_BODY_LIMIT).`,
+            },
+            headers: { connection: "close" },
+          });
         // A declared length over the limit is refused before anything is read or written.
         if (encoding === "identity" && Number(request.headers.get("content-length") ?? 0) > limit) throw tooLarge();
 
@@ -96,11 +108,23 @@ export function feedRoutes(services: Services) {
           leaseOwner: null,
         });
         countRun(metrics, source.name, run);
-        logger.info("feed pushed", { sourceId: source.id, source: source.name, runId: run.id, status: run.status, recordsRead: run.recordsRead, offers: run.offers, rejected: run.rejectedCount });
+        logger.info("feed pushed", {
+          sourceId: source.id,
+          source: source.name,
+          runId: run.id,
+          status: run.status,
+          recordsRead: run.recordsRead,
+          offers: run.offers,
+          rejected: run.rejectedCount,
+        });
         // What was written before the body went wrong stays written; the problem carries the report.
-        if (error instanceof FeedTooLargeError) throw new Problem("payload-too-large", { detail: tooLarge().detail, extensions: { run: runJSON(run) }, headers: { connection: "close" } });
+        if (error instanceof FeedTooLargeError)
+          throw new Problem("payload-too-large", { detail: tooLarge().detail, extensions: { run: runJSON(run) }, headers: { connection: "close" } });
         if (error !== null) {
-          throw new Problem("invalid-body", { detail: { en: `The body could not be read: ${run.error}.`, fr: `Le corps n'a pas pu être lu : ${run.error}.` }, extensions: { run: runJSON(run) } });
+          throw new Problem("invalid-body", {
+            detail: { en: `The body could not be read: ${run.error}.`, fr: `Le corps n'a pas pu être lu : ${run.error}.` },
+            extensions: { run: runJSON(run) },
+          });
         }
         return runJSON(run);
       },
@@ -117,8 +141,15 @@ export function feedRoutes(services: Services) {
           requestBody: {
             required: true,
             content: {
-              "application/x-ndjson": { schema: { type: "string", description: "One feed record (JSON object) per line" }, example: '{"gtin":"4006381333931","merchantId":"shop-1","price":"1.99","currency":"EUR","availability":"in_stock","observedAt":"2026-01-01T12:00:00Z"}\n' },
-              "text/csv": { schema: { type: "string", description: "A header row naming the feed fields, then one record per row" }, example: "gtin,merchantId,price,currency,observedAt\n4006381333931,shop-1,1.99,EUR,2026-01-01T12:00:00Z\n" },
+              "application/x-ndjson": {
+                schema: { type: "string", description: "One feed record (JSON object) per line" },
+                example:
+                  '{"gtin":"4006381333931","merchantId":"shop-1","price":"1.99","currency":"EUR","availability":"in_stock","observedAt":"2026-01-01T12:00:00Z"}\n',
+              },
+              "text/csv": {
+                schema: { type: "string", description: "A header row naming the feed fields, then one record per row" },
+                example: "gtin,merchantId,price,currency,observedAt\n4006381333931,shop-1,1.99,EUR,2026-01-01T12:00:00Z\n",
+              },
             },
           },
         },
@@ -147,7 +178,8 @@ export function feedRoutes(services: Services) {
       "/api/v1/feeds/sources/:id/runs",
       async ({ params, query }) => {
         const source = await store.getFeedSource(params.id);
-        if (source === null) throw new Problem("not-found", { detail: { en: "No feed source has this id or name.", fr: "Aucune source de flux n'a cet identifiant ou ce nom." } });
+        if (source === null)
+          throw new Problem("not-found", { detail: { en: "No feed source has this id or name.", fr: "Aucune source de flux n'a cet identifiant ou ce nom." } });
         const page = await store.listFeedRuns(source.id, { limit: query.limit ?? 20, after: query.cursor });
         return { items: page.items.map(runJSON), nextCursor: page.nextCursor };
       },
@@ -158,7 +190,8 @@ export function feedRoutes(services: Services) {
         response: { 200: FeedRunPageSchema, ...CommonErrors, ...authErrors, 404: Problems(["not-found"]) },
         detail: {
           summary: "List a source's runs",
-          description: "The run reports of one source (by id or name), newest first: when, records read, products, offers, rejected lines with their line numbers, duration, error. Authenticated by a read feed token.",
+          description:
+            "The run reports of one source (by id or name), newest first: when, records read, products, offers, rejected lines with their line numbers, duration, error. Authenticated by a read feed token.",
           tags: ["Feeds"],
           operationId: "listFeedRuns",
           security: feedTokenSecurity,

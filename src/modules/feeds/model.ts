@@ -30,7 +30,10 @@ export const FeedSourceSchema = t.Object(
     id: t.String({ examples: ["src_0mwrd57q90000brqra5jtuxfe"] }),
     name: t.String({ examples: ["shop-a"] }),
     kind: t.Union([t.Literal("url"), t.Literal("directory"), t.Literal("push")]),
-    location: t.Union([t.String(), t.Null()], { description: "A URL source's scheme and host only (no user, password, path or query: they may carry a token); a directory source's directory; null for push sources" }),
+    location: t.Union([t.String(), t.Null()], {
+      description:
+        "A URL source's scheme and host only (no user, password, path or query: they may carry a token); a directory source's directory; null for push sources",
+    }),
     format: t.Union([t.Literal("ndjson"), t.Literal("csv"), t.Null()], { description: "null: from the content type or file name" }),
     intervalSeconds: t.Union([Int({ minimum: 1 }), t.Null()], { description: "Pull period; null for push sources" }),
     timeoutMs: Int({ minimum: 1 }),

@@ -40,7 +40,13 @@ function backoffMs(options: PullOptions, attempt: number): number {
  * was written, so a retry never imports half a body twice. 304 is a successful run that writes
  * nothing. The run is stored and the lease (if `leaseOwner`) released.
  */
-export async function pullURLSource(store: Store, clock: Clock, source: FeedSource, input: { trigger: FeedRunTrigger; leaseOwner: string | null }, options: PullOptions): Promise<FeedRun> {
+export async function pullURLSource(
+  store: Store,
+  clock: Clock,
+  source: FeedSource,
+  input: { trigger: FeedRunTrigger; leaseOwner: string | null },
+  options: PullOptions,
+): Promise<FeedRun> {
   const url = source.location!;
   const context: RunContext = { source, trigger: input.trigger, startedAt: clock.now(), file: null, attempts: 0 };
   const headers: Record<string, string> = {
@@ -50,7 +56,8 @@ export async function pullURLSource(store: Store, clock: Clock, source: FeedSour
   };
   if (source.etag !== null) headers["if-none-match"] = source.etag;
   if (source.lastModified !== null) headers["if-modified-since"] = source.lastModified;
-  const finish = (run: FeedRun, validators?: { etag: string | null; lastModified: string | null }) => finishRun(store, { run, leaseOwner: input.leaseOwner, validators });
+  const finish = (run: FeedRun, validators?: { etag: string | null; lastModified: string | null }) =>
+    finishRun(store, { run, leaseOwner: input.leaseOwner, validators });
 
   let lastError = "";
   for (let attempt = 1; attempt <= source.retries + 1; attempt++) {
@@ -80,14 +87,18 @@ export async function pullURLSource(store: Store, clock: Clock, source: FeedSour
     const contentType = response.headers.get("content-type");
     const body = limitedBody(response.body ?? new Blob([]).stream(), { limitBytes: options.bodyLimitBytes });
     const format = formatOf(source, new URL(url).pathname, contentType);
-    const onProgress = options.onProgress === undefined ? undefined : (report: Readonly<ImportReport>, bytes: number) => options.onProgress?.(url, report, bytes);
+    const onProgress =
+      options.onProgress === undefined ? undefined : (report: Readonly<ImportReport>, bytes: number) => options.onProgress?.(url, report, bytes);
     const { report, error } = await importForSource(store, clock, context, { stream: body, format, onProgress });
     if (error !== null) {
       const reason = signal.aborted ? `timed out after ${source.timeoutMs} ms while reading the body` : `reading the body failed: ${describeError(error)}`;
       return finish(runRecord(clock, context, { status: "failed", report, error: reason }));
     }
     // Validators are kept only from a complete 200, so a failed read is fetched whole next time.
-    return finish(runRecord(clock, context, { status: "ok", report }), { etag: response.headers.get("etag"), lastModified: response.headers.get("last-modified") });
+    return finish(runRecord(clock, context, { status: "ok", report }), {
+      etag: response.headers.get("etag"),
+      lastModified: response.headers.get("last-modified"),
+    });
   }
   return finish(runRecord(clock, context, { status: "failed", error: `${lastError} (${context.attempts} attempts)` }));
 }
@@ -125,7 +136,11 @@ export async function scanDirectorySource(
       if (info !== null) files.push({ name: entry.name, size: info.size, modifiedAt: Math.trunc(info.mtimeMs) });
     }
   } catch (error) {
-    const run = runRecord(clock, { source, trigger: input.trigger, startedAt }, { status: "failed", error: `cannot read the directory: ${describeError(error)}` });
+    const run = runRecord(
+      clock,
+      { source, trigger: input.trigger, startedAt },
+      { status: "failed", error: `cannot read the directory: ${describeError(error)}` },
+    );
     return [await finishRun(store, { run, leaseOwner: input.leaseOwner })];
   }
   files.sort((a, b) => a.modifiedAt - b.modifiedAt || (a.name < b.name ? -1 : 1));
@@ -133,20 +148,29 @@ export async function scanDirectorySource(
   const fresh = [];
   for (const file of files) if (!(await store.hasImportedFeedFile(source.id, file))) fresh.push(file);
   for (const [index, file] of fresh.entries()) {
-    if (input.leaseOwner !== null && index > 0 && !(await store.renewFeedLease({ id: source.id, owner: input.leaseOwner, now: clock.now(), leaseMs: input.leaseMs ?? 0 }))) break;
+    if (
+      input.leaseOwner !== null &&
+      index > 0 &&
+      !(await store.renewFeedLease({ id: source.id, owner: input.leaseOwner, now: clock.now(), leaseMs: input.leaseMs ?? 0 }))
+    )
+      break;
     const context: RunContext = { source, trigger: input.trigger, startedAt: clock.now(), file: file.name };
     // Only the last run of the scan releases the lease: the scan holds it until its last file is in.
     const leaseOwner = index === fresh.length - 1 ? input.leaseOwner : null;
     let outcome: { report?: ImportReport; error: unknown };
     try {
       const body = limitedBody(Bun.file(join(directory, file.name)).stream(), { limitBytes: options.bodyLimitBytes });
-      const onProgress = options.onProgress === undefined ? undefined : (report: Readonly<ImportReport>, bytes: number) => options.onProgress?.(file.name, report, bytes);
+      const onProgress =
+        options.onProgress === undefined ? undefined : (report: Readonly<ImportReport>, bytes: number) => options.onProgress?.(file.name, report, bytes);
       outcome = await importForSource(store, clock, context, { stream: body, format: formatOf(source, file.name), onProgress });
     } catch (error) {
       outcome = { error };
     }
     const { report, error } = outcome;
-    const run = error === null ? runRecord(clock, context, { status: "ok", report }) : runRecord(clock, context, { status: "failed", report, error: `reading ${file.name} failed: ${describeError(error)}` });
+    const run =
+      error === null
+        ? runRecord(clock, context, { status: "ok", report })
+        : runRecord(clock, context, { status: "failed", report, error: `reading ${file.name} failed: ${describeError(error)}` });
     runs.push(await finishRun(store, { run, leaseOwner, importedFile: error === null || isPermanentReadError(error) ? file : undefined }));
   }
   if (input.leaseOwner !== null && (fresh.length === 0 || runs.length < fresh.length)) await store.releaseFeedLease(source.id, input.leaseOwner);

@@ -110,7 +110,11 @@ export function limitedBody(body: ReadableStream<Uint8Array>, options: { limitBy
           head = concatBytes(head, value);
         }
         const whole = replayed(head, source);
-        inner = (head[0] === 0x1f && head[1] === 0x8b ? whole.pipeThrough(new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>) : whole).getReader();
+        inner = (
+          head[0] === 0x1f && head[1] === 0x8b
+            ? whole.pipeThrough(new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>)
+            : whole
+        ).getReader();
       }
       const { done, value } = await inner.read();
       if (done) return controller.close();

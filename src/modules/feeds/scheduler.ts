@@ -96,7 +96,16 @@ export class FeedScheduler {
             : [];
       for (const run of runs) {
         this.options.onRun?.(source, run);
-        const fields = { sourceId: source.id, source: source.name, runId: run.id, status: run.status, recordsRead: run.recordsRead, offers: run.offers, rejected: run.rejectedCount, durationMs: run.durationMs };
+        const fields = {
+          sourceId: source.id,
+          source: source.name,
+          runId: run.id,
+          status: run.status,
+          recordsRead: run.recordsRead,
+          offers: run.offers,
+          rejected: run.rejectedCount,
+          durationMs: run.durationMs,
+        };
         if (run.status === "failed") logger.warn("feed run failed", { ...fields, error: run.error });
         else logger.info("feed run", fields);
       }

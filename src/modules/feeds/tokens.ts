@@ -17,10 +17,20 @@ export interface CreatedFeedToken {
   clearToken: string;
 }
 
-export async function createFeedToken(store: Store, input: { scope: FeedTokenScope; sourceId: string | null; name: string; now: number }): Promise<CreatedFeedToken> {
+export async function createFeedToken(
+  store: Store,
+  input: { scope: FeedTokenScope; sourceId: string | null; name: string; now: number },
+): Promise<CreatedFeedToken> {
   const id = newId("ftk", input.now);
   const secret = encodeBase64urlNoPadding(crypto.getRandomValues(new Uint8Array(32)));
-  const token = await store.insertFeedToken({ id, sourceId: input.sourceId, scope: input.scope, name: input.name, secretHash: hashSecret(secret), createdAt: input.now });
+  const token = await store.insertFeedToken({
+    id,
+    sourceId: input.sourceId,
+    scope: input.scope,
+    name: input.name,
+    secretHash: hashSecret(secret),
+    createdAt: input.now,
+  });
   return { token, clearToken: `${id}.${secret}` };
 }
 

@@ -26,11 +26,15 @@ export function historyRoutes(services: Services) {
       // Documented here, checked by the handler after authentication (noValidate), so its problems carry meta.
       query: t.Object(
         {
-          from: text(`Start of the range (inclusive): ISO 8601 date or date-time with offset (default: ${DEFAULT_HISTORY_RANGE_DAYS} days before \`to\`)`, ["2026-10-01"]),
+          from: text(`Start of the range (inclusive): ISO 8601 date or date-time with offset (default: ${DEFAULT_HISTORY_RANGE_DAYS} days before \`to\`)`, [
+            "2026-10-01",
+          ]),
           to: text("End of the range (exclusive): ISO 8601 date or date-time with offset (default: now)", ["2026-11-01"]),
           merchant: text("Only this merchant's offer (a merchant id)", ["m-1"]),
           interval: t.Optional(t.UnionEnum(["change", "day"], { description: "`change` (default): every state; `day`: per UTC day and merchant" })),
-          limit: t.Optional(t.String({ pattern: "^[0-9]+$", description: `Points per page (1..${MAX_HISTORY_LIMIT}, default ${DEFAULT_HISTORY_LIMIT})`, examples: ["1000"] })),
+          limit: t.Optional(
+            t.String({ pattern: "^[0-9]+$", description: `Points per page (1..${MAX_HISTORY_LIMIT}, default ${DEFAULT_HISTORY_LIMIT})`, examples: ["1000"] }),
+          ),
           cursor: text("`data.nextCursor` of the previous page"),
           language: text("Response language: `en` or `fr` (default: Accept-Language, then `en`)", ["en"]),
         },

@@ -70,7 +70,10 @@ const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{
 
 const TEXTS = {
   language: { en: `language must be "en" or "fr".`, fr: `language doit valoir « en » ou « fr ».` },
-  idempotencyKey: { en: "Idempotency-Key must be 1 to 255 visible ASCII characters.", fr: "Idempotency-Key doit comporter de 1 à 255 caractères ASCII visibles." },
+  idempotencyKey: {
+    en: "Idempotency-Key must be 1 to 255 visible ASCII characters.",
+    fr: "Idempotency-Key doit comporter de 1 à 255 caractères ASCII visibles.",
+  },
   interval: { en: `interval must be "change" or "day".`, fr: `interval doit valoir « change » ou « day ».` },
   merchant: { en: "merchant must be a merchant id of 1 to 200 characters.", fr: "merchant doit être un identifiant de marchand de 1 à 200 caractères." },
   limit: { en: `limit must be a whole number from 1 to ${MAX_HISTORY_LIMIT}.`, fr: `limit doit être un nombre entier de 1 à ${MAX_HISTORY_LIMIT}.` },
@@ -192,7 +195,12 @@ export class PriceHistoryRequests {
   }
 
   /** The request's parameters, in the data endpoint's order: repeated ones, language, GTIN, then the range and the page. */
-  private async parse(request: Request, rawGtin: string, query: HistoryQueryString, invalid: (detail: Texts | undefined, slug?: "invalid-parameter" | "invalid-gtin") => Promise<Problem>): Promise<Ask> {
+  private async parse(
+    request: Request,
+    rawGtin: string,
+    query: HistoryQueryString,
+    invalid: (detail: Texts | undefined, slug?: "invalid-parameter" | "invalid-gtin") => Promise<Problem>,
+  ): Promise<Ask> {
     const repeated = repeatedQueryParameter(request.url);
     if (repeated !== null) throw await invalid(repeatedParameter(repeated));
     if (query.language !== undefined && !isLanguage(query.language)) throw await invalid(TEXTS.language);
@@ -244,16 +252,37 @@ export class PriceHistoryRequests {
    * Idempotency-Key in the debit's transaction) or release the reservation. Tracked as a look-up:
    * the credits it holds are given back before the server stops.
    */
-  private answer(credential: KeyCredential, ask: Ask, requestId: string, meta: (reason: HistoryReason, remaining: number, consumed?: number) => HistoryMetaValue, limitHeaders: Record<string, string>, recorder?: IdempotencyRecorder): Promise<{ answer: Answer; billed: boolean }> {
+  private answer(
+    credential: KeyCredential,
+    ask: Ask,
+    requestId: string,
+    meta: (reason: HistoryReason, remaining: number, consumed?: number) => HistoryMetaValue,
+    limitHeaders: Record<string, string>,
+    recorder?: IdempotencyRecorder,
+  ): Promise<{ answer: Answer; billed: boolean }> {
     return this.services.lookups.track(this.billedRead(credential, ask, requestId, meta, limitHeaders, recorder));
   }
 
-  private async billedRead(credential: KeyCredential, ask: Ask, requestId: string, meta: (reason: HistoryReason, remaining: number, consumed?: number) => HistoryMetaValue, limitHeaders: Record<string, string>, recorder?: IdempotencyRecorder): Promise<{ answer: Answer; billed: boolean }> {
+  private async billedRead(
+    credential: KeyCredential,
+    ask: Ask,
+    requestId: string,
+    meta: (reason: HistoryReason, remaining: number, consumed?: number) => HistoryMetaValue,
+    limitHeaders: Record<string, string>,
+    recorder?: IdempotencyRecorder,
+  ): Promise<{ answer: Answer; billed: boolean }> {
     const { store, clock, config, logger } = this.services;
     const organizationId = credential.organizationId;
     const cost = config.historyCreditCost;
     const available = () => store.availableCredits(organizationId, clock.now());
-    const reservation = await store.reserveCredits({ organizationId, amount: cost, keyId: credential.id, requestId, now: clock.now(), balance: credential.balance });
+    const reservation = await store.reserveCredits({
+      organizationId,
+      amount: cost,
+      keyId: credential.id,
+      requestId,
+      now: clock.now(),
+      balance: credential.balance,
+    });
     if (!reservation.ok) {
       const detail = reservation.keyLimit === undefined ? undefined : keyLimitReached(reservation.keyLimit, clock.now());
       throw new Problem("insufficient-credits", { detail, extensions: { meta: meta("insufficient-credits", reservation.available) }, headers: limitHeaders });
@@ -280,12 +309,16 @@ export class PriceHistoryRequests {
       }
       // The held credits are already out of the balance the reservation reported: this is the balance after the debit.
       const answer: Answer = { meta: meta("history", reservation.available, cost), data };
-      const idempotency = recorder === undefined ? undefined : { scope: recorder.scope, keyHash: recorder.keyHash, claimedAt: recorder.claimedAt, responseStatus: 200, responseBody: await recorder.seal(answer) };
+      const idempotency =
+        recorder === undefined
+          ? undefined
+          : { scope: recorder.scope, keyHash: recorder.keyHash, claimedAt: recorder.claimedAt, responseStatus: 200, responseBody: await recorder.seal(answer) };
       const usage: UsageRecord = { gtin: ask.gtin, description: `Price history ${ask.gtin}`, now: clock.now(), idempotency };
       held = !(await store.commitReservation(reservation.reservationId, usage));
       if (!held) return { answer, billed: true };
     } catch (error) {
-      if (error instanceof CreditsSpentMeanwhile) throw new Problem("insufficient-credits", { extensions: { meta: meta("insufficient-credits", error.available) }, headers: limitHeaders });
+      if (error instanceof CreditsSpentMeanwhile)
+        throw new Problem("insufficient-credits", { extensions: { meta: meta("insufficient-credits", error.available) }, headers: limitHeaders });
       if (!held) throw error;
       if (error instanceof DebitInDoubt) debitInDoubt = true;
       else logger.warn("price history answer failed", { requestId, error: String(error) });
@@ -293,13 +326,25 @@ export class PriceHistoryRequests {
     await release();
     if (debitInDoubt) logger.warn("debit in doubt", { requestId, organizationId });
     const remaining = await available().catch(() => 0);
-    throw new Problem("unavailable", { detail: debitInDoubt ? TEXTS.debitInDoubt : TEXTS.debitFailed, extensions: { meta: meta("unavailable", remaining) }, headers: { ...limitHeaders, "retry-after": "1" } });
+    throw new Problem("unavailable", {
+      detail: debitInDoubt ? TEXTS.debitInDoubt : TEXTS.debitFailed,
+      extensions: { meta: meta("unavailable", remaining) },
+      headers: { ...limitHeaders, "retry-after": "1" },
+    });
   }
 
   /** The page of records the request asks for. */
   private readPage(ask: Ask): Promise<Page<PriceDayRecord> | Page<PriceStateRecord>> {
     const { store, clock } = this.services;
-    const query: HistoryQuery = { gtin: ask.gtin, from: ask.from, to: ask.to, now: clock.now(), merchantId: ask.merchantId, limit: ask.limit, after: ask.after };
+    const query: HistoryQuery = {
+      gtin: ask.gtin,
+      from: ask.from,
+      to: ask.to,
+      now: clock.now(),
+      merchantId: ask.merchantId,
+      limit: ask.limit,
+      after: ask.after,
+    };
     return ask.interval === "day" ? store.priceDays(query) : store.priceStates(query);
   }
 
@@ -349,13 +394,19 @@ export class PriceHistoryRequests {
   }
 
   /** One request against the key's and the organization's rate limits, as on the data endpoint (shared buckets); a 429 carries the meta. */
-  private async rateLimit(set: RequestContext["set"], credential: KeyCredential, meta: (reason: HistoryReason, remaining: number) => HistoryMetaValue): Promise<Record<string, string>> {
+  private async rateLimit(
+    set: RequestContext["set"],
+    credential: KeyCredential,
+    meta: (reason: HistoryReason, remaining: number) => HistoryMetaValue,
+  ): Promise<Record<string, string>> {
     try {
       return admit(this.limits, credential, ONE_REQUEST, set);
     } catch (error) {
       if (!(error instanceof Problem)) throw error;
       const { store, clock } = this.services;
-      throw error.with({ extensions: { meta: meta("rate-limited", await store.availableCredits(credential.organizationId, clock.now(), credential.balance)) } });
+      throw error.with({
+        extensions: { meta: meta("rate-limited", await store.availableCredits(credential.organizationId, clock.now(), credential.balance)) },
+      });
     }
   }
 }

@@ -9,7 +9,18 @@ const MERCHANTS = [
   ["m-euro", "EuroShop"],
   ["m-fnac", "Librairie Fnac-like"],
 ] as const;
-const ITEMS = ["Wireless Mouse", "USB-C Cable", "Espresso Beans 1kg", "Fountain Pen", "LED Desk Lamp", "Notebook A5", "Headphones", "Water Bottle", "Phone Case", "Board Game"];
+const ITEMS = [
+  "Wireless Mouse",
+  "USB-C Cable",
+  "Espresso Beans 1kg",
+  "Fountain Pen",
+  "LED Desk Lamp",
+  "Notebook A5",
+  "Headphones",
+  "Water Bottle",
+  "Phone Case",
+  "Board Game",
+];
 const BRANDS = ["Acme", "Stabilo", "Logi", "Moleskine", null];
 const AVAILABILITY: Availability[] = ["in_stock", "in_stock", "in_stock", "out_of_stock", "preorder", "unknown"];
 const CONDITIONS: Condition[] = ["new", "new", "new", "used", "refurbished"];
@@ -111,6 +122,12 @@ export async function seedDemo(
     now: options.now,
   });
   await store.ensureSystemUser(options.now);
-  const created = await createApiKey(store, { organizationId: organization.id, name: "Demo key", createdBy: SYSTEM_USER_ID, keyPrefix: options.keyPrefix, now: options.now });
+  const created = await createApiKey(store, {
+    organizationId: organization.id,
+    name: "Demo key",
+    createdBy: SYSTEM_USER_ID,
+    keyPrefix: options.keyPrefix,
+    now: options.now,
+  });
   return { organizationId: organization.id, keyId: created.key.id, clearKey: created.clearKey, freshGTIN: demoGTIN(1).slice(1), products: options.products };
 }

@@ -50,10 +50,7 @@ describe("parseFeedRecord", () => {
   });
 
   test("an offer without optional fields gets unknown availability, new condition and no shipping or url", () => {
-    const result = parseFeedRecord(
-      { gtin: "96385074", merchantId: "shop-a", price: "3", currency: "EUR", observedAt: "2026-11-22T09:00:00Z" },
-      NOW,
-    );
+    const result = parseFeedRecord({ gtin: "96385074", merchantId: "shop-a", price: "3", currency: "EUR", observedAt: "2026-11-22T09:00:00Z" }, NOW);
     expect(result).toEqual({
       ok: true,
       record: {
@@ -196,8 +193,6 @@ describe("parseFeedRecord", () => {
   });
 
   test("a product-only record still checks its product fields", () => {
-    expect(errorOf({ gtin: "4006381333931", imageUrl: "data:image/png;base64,AAAA" })).toBe(
-      'imageUrl: "data:image/png;base64,AAAA" is not an http(s) URL',
-    );
+    expect(errorOf({ gtin: "4006381333931", imageUrl: "data:image/png;base64,AAAA" })).toBe('imageUrl: "data:image/png;base64,AAAA" is not an http(s) URL');
   });
 });

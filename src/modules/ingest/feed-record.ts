@@ -16,8 +16,7 @@ export const MAX_CLOCK_SKEW_MS = 60 * 1000;
 const QUOTED_VALUE_MAX_CHARS = 40;
 
 /** RFC 3339 / ISO 8601 extended date-time; the offset is required so the instant is unambiguous. */
-const ISO_TIMESTAMP =
-  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+-])(\d{2}):?(\d{2}))$/;
+const ISO_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+-])(\d{2}):?(\d{2}))$/;
 
 /**
  * Most feed URLs: http(s), a host of ASCII letters, digits and hyphens whose last label starts with a
@@ -147,12 +146,7 @@ function readAmount(raw: Record<string, unknown>, field: string, currency: strin
   return new InvalidField(`${field}: ${quote(value)} is not a decimal amount`);
 }
 
-function readChoice<T extends string>(
-  raw: Record<string, unknown>,
-  field: string,
-  choices: readonly T[],
-  fallback: T,
-): T | InvalidField {
+function readChoice<T extends string>(raw: Record<string, unknown>, field: string, choices: readonly T[], fallback: T): T | InvalidField {
   const value = readString(raw, field);
   if (value === undefined) return fallback;
   if (value instanceof InvalidField) return value;
@@ -198,10 +192,14 @@ function parseISOTimestampOnce(text: string): number | null {
 function parseISOTimestamp(value: string): number | null {
   const match = ISO_TIMESTAMP.exec(value);
   if (match === null) return null;
-  const [, years, months, days, hours, minutes, seconds = "0", fraction = "", , sign = "+", offsetHours = "0", offsetMinutes = "0"] =
-    match;
+  const [, years, months, days, hours, minutes, seconds = "0", fraction = "", , sign = "+", offsetHours = "0", offsetMinutes = "0"] = match;
   const [year, month, day, hour, minute, second] = [years, months, days, hours, minutes, seconds].map(Number) as [
-    number, number, number, number, number, number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
   ];
   const offset = { hours: Number(offsetHours), minutes: Number(offsetMinutes) };
   if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return null;

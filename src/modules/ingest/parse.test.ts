@@ -163,9 +163,7 @@ describe("readCSV", () => {
   });
 
   test("a duplicate column name rejects the file once, on the header line", async () => {
-    expect(await collect(readCSV(streamOf("gtin,price,price\n1,2,3\n4,5,6\n")))).toEqual([
-      { line: 1, error: 'header: duplicate column "price"' },
-    ]);
+    expect(await collect(readCSV(streamOf("gtin,price,price\n1,2,3\n4,5,6\n")))).toEqual([{ line: 1, error: 'header: duplicate column "price"' }]);
   });
 
   test("an empty input or a header alone yields nothing", async () => {

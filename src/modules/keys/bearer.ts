@@ -14,7 +14,10 @@ export function unauthorizedKey(detail: { en: string; fr: string }, extensions: 
   return new Problem("unauthorized", { detail, extensions, headers: UNAUTHORIZED_HEADERS });
 }
 
-const MISSING = { en: "An API key is required: send Authorization: Bearer <API_KEY>.", fr: "Une clé d'API est requise : envoyez Authorization: Bearer <API_KEY>." };
+const MISSING = {
+  en: "An API key is required: send Authorization: Bearer <API_KEY>.",
+  fr: "Une clé d'API est requise : envoyez Authorization: Bearer <API_KEY>.",
+};
 const INVALID = { en: "The API key is invalid.", fr: "La clé d'API est invalide." };
 const REVOKED = { en: "The API key is revoked.", fr: "La clé d'API est révoquée." };
 const ROTATED = { en: "The API key was rotated; use its replacement.", fr: "La clé d'API a été renouvelée ; utilisez la nouvelle clé." };

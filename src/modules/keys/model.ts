@@ -13,9 +13,13 @@ export const ApiKeySchema = t.Object(
     replacedBy: t.Union([t.String(), t.Null()], { description: "Id of the key that replaced this one by rotation" }),
     expiresAt: t.Union([Timestamp, t.Null()], { description: "From this instant the key is refused (401); null: it never expires" }),
     monthlyCreditLimit: t.Union([Int({ minimum: 0 }), t.Null()], {
-      description: "Credits the key may spend per calendar month (UTC); beyond it, 402 insufficient-credits until the 1st of next month. Null: only the organization's balance limits it",
+      description:
+        "Credits the key may spend per calendar month (UTC); beyond it, 402 insufficient-credits until the 1st of next month. Null: only the organization's balance limits it",
     }),
-    rateLimit: t.Union([Int({ minimum: 1 }), t.Null()], { description: "Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT. The organization's own limit applies to all of its keys together besides" }),
+    rateLimit: t.Union([Int({ minimum: 1 }), t.Null()], {
+      description:
+        "Requests per second on the data endpoint (bursts up to twice that); null: the service's RATE_LIMIT. The organization's own limit applies to all of its keys together besides",
+    }),
     creditsSpentThisMonth: Int({ minimum: 0, description: "Credits the key's billed look-ups spent in the current calendar month (UTC)" }),
   },
   { description: "An API key; its secret is never shown again after creation or rotation" },

@@ -28,7 +28,10 @@ export function parseKeyControls(input: KeyControlsInput, rules: { now: number; 
     const expiresAt = input.expiresAt === null ? null : Date.parse(input.expiresAt);
     if (expiresAt !== null && !(expiresAt > rules.now)) {
       throw new Problem("unprocessable-body", {
-        detail: { en: "expiresAt must be a date-time in the future (or null for no expiry).", fr: "expiresAt doit être une date future (ou null pour aucune expiration)." },
+        detail: {
+          en: "expiresAt must be a date-time in the future (or null for no expiry).",
+          fr: "expiresAt doit être une date future (ou null pour aucune expiration).",
+        },
       });
     }
     controls.expiresAt = expiresAt;
@@ -74,7 +77,10 @@ export async function createApiKey(
   return { key: await store.insertApiKey({ ...row, name: input.name, ...controls }), clearKey };
 }
 
-const KEY_NOT_FOUND = { en: "No API key with this id exists in your organization.", fr: "Aucune clé d'API avec cet identifiant n'existe dans votre organisation." };
+const KEY_NOT_FOUND = {
+  en: "No API key with this id exists in your organization.",
+  fr: "Aucune clé d'API avec cet identifiant n'existe dans votre organisation.",
+};
 
 function notActive(status: string): Problem {
   return new Problem("invalid-key-state", {
@@ -140,7 +146,10 @@ export async function updateKeyControls(store: Store, input: { organizationId: s
 
 /** The keys as the API shows them, with what each spent in `now`'s calendar month (UTC). */
 export async function keysJSON(store: Store, keys: ApiKeyRecord[], now: number): Promise<Array<ReturnType<typeof keyJSON>>> {
-  const spending = await store.monthlySpending(keys.map((key) => key.id), utcMonth(now));
+  const spending = await store.monthlySpending(
+    keys.map((key) => key.id),
+    utcMonth(now),
+  );
   return keys.map((key) => keyJSON(key, spending.get(key.id) ?? 0));
 }
 

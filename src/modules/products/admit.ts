@@ -1,7 +1,15 @@
 import type { KeyCredential } from "../../db/store";
 import type { Services } from "../../services";
 import { Problem } from "../../http/problem";
-import { closestToLimit, keyRateLimitPolicy, organizationRateLimitPolicy, rateLimitHeaders, rateLimitPolicyHeader, type RateLimiter, type RateLimitPolicy } from "../../http/rate-limit";
+import {
+  closestToLimit,
+  keyRateLimitPolicy,
+  organizationRateLimitPolicy,
+  rateLimitHeaders,
+  rateLimitPolicyHeader,
+  type RateLimiter,
+  type RateLimitPolicy,
+} from "../../http/rate-limit";
 import type { Texts } from "../../http/validation";
 import type { Clock } from "../../lib/clock";
 import type { Lookup } from "./parse";
@@ -21,7 +29,12 @@ export function priceRateLimits(services: Services): PriceRateLimits {
   const { rateLimiter, clock, config } = services;
   const organizationPolicy = organizationRateLimitPolicy(config.organizationRateLimit);
   const policies = [rateLimiter.policy, organizationPolicy];
-  return { rateLimiter, clock, organizationPolicy, policyHeaders: { requests: rateLimitPolicyHeader(policies), items: rateLimitPolicyHeader(policies, "items") } };
+  return {
+    rateLimiter,
+    clock,
+    organizationPolicy,
+    policyHeaders: { requests: rateLimitPolicyHeader(policies), items: rateLimitPolicyHeader(policies, "items") },
+  };
 }
 
 /** What admission needs of a request: how many items it counts and whether it is a batch. */
@@ -58,7 +71,9 @@ export function admit(limits: PriceRateLimits, key: KeyCredential, lookup: Admis
 function rateLimited(refusal: { policy: RateLimitPolicy; retryAfterSeconds: number; items: number; unit: Unit; organizationWide: boolean }): Texts {
   const { policy, retryAfterSeconds, items } = refusal;
   const what = refusal.unit === "items" ? { en: "GTINs", fr: "GTIN" } : { en: "requests", fr: "requêtes" };
-  const whose = refusal.organizationWide ? { en: " for all of the organization's keys together", fr: " pour toutes les clés de l'organisation ensemble" } : { en: "", fr: "" };
+  const whose = refusal.organizationWide
+    ? { en: " for all of the organization's keys together", fr: " pour toutes les clés de l'organisation ensemble" }
+    : { en: "", fr: "" };
   const asked = refusal.unit === "items" ? { en: ` (this batch has ${items})`, fr: ` (ce lot en compte ${items})` } : { en: "", fr: "" };
   return {
     en: `Rate limit of ${policy.limit} ${what.en} per ${policy.windowSeconds} s${whose.en} exceeded${asked.en}; retry in ${retryAfterSeconds} s.`,

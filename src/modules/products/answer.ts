@@ -8,7 +8,7 @@ import { nextUTCMonthStart, toISO } from "../../lib/clock";
 import { joinUTF8 } from "../../lib/utf8";
 import { normalizeGTIN } from "./gtin";
 import { ITEM_REASONS, type BatchItemValue, type BatchMetaValue, type ItemReason, type PriceDataValue, type PriceMetaValue, type Reason } from "./model";
-import type { BatchLookup, Lookup, } from "./parse";
+import type { BatchLookup, Lookup } from "./parse";
 import type { PriceLookupDeps, PriceLookupResult } from "./service";
 
 const DEBIT_FAILED = {
@@ -49,7 +49,13 @@ export function priceLookupDeps(services: Services): PriceLookupDeps {
 }
 
 /** The call of a single look-up (`rawGtin` given) or of a batch. */
-export function priceCall(services: Services, deps: PriceLookupDeps, key: KeyCredential, context: { request: Request; set: { headers: Record<string, unknown> } }, rawGtin?: string): PriceCall {
+export function priceCall(
+  services: Services,
+  deps: PriceLookupDeps,
+  key: KeyCredential,
+  context: { request: Request; set: { headers: Record<string, unknown> } },
+  rawGtin?: string,
+): PriceCall {
   const gtin = rawGtin === undefined ? "" : (normalizeGTIN(rawGtin) ?? rawGtin);
   const requestId = String(context.set.headers["x-request-id"]);
   return { services, deps, key, request: context.request, route: rawGtin === undefined ? "batch" : "single", requestId, startedAt: performance.now(), gtin };
@@ -71,7 +77,16 @@ export function batchMeta(source: MetaSource, creditsRemaining: number, creditsC
   const reasons = Object.fromEntries(ITEM_REASONS.map((reason) => [reason, 0])) as Record<ItemReason, number>;
   for (const item of items) reasons[item.reason] += 1;
   const responseTimeMs = Math.round(performance.now() - source.startedAt);
-  return { requestId: source.requestId, facet: "product.price", billable: creditsConsumed > 0, creditsConsumed, creditsRemaining, responseTimeMs, itemCount: items.length, reasons };
+  return {
+    requestId: source.requestId,
+    facet: "product.price",
+    billable: creditsConsumed > 0,
+    creditsConsumed,
+    creditsRemaining,
+    responseTimeMs,
+    itemCount: items.length,
+    reasons,
+  };
 }
 
 /** The `meta` of a problem that answers the whole request. */
@@ -90,7 +105,11 @@ function refusalOf(call: PriceCall, result: PriceLookupResult, headers: Record<s
   if (result.status === 200) return null;
   const meta = problemMeta(call, result.status === 402 ? "insufficient-credits" : "unavailable", result.creditsRemaining);
   if (result.status === 503) {
-    return new Problem("unavailable", { detail: result.debitInDoubt ? DEBIT_IN_DOUBT : DEBIT_FAILED, extensions: { meta }, headers: { ...headers, "retry-after": "1" } });
+    return new Problem("unavailable", {
+      detail: result.debitInDoubt ? DEBIT_IN_DOUBT : DEBIT_FAILED,
+      extensions: { meta },
+      headers: { ...headers, "retry-after": "1" },
+    });
   }
   const detail = result.keyLimit === undefined ? undefined : keyLimitReached(result.keyLimit, call.services.clock.now());
   return new Problem("insufficient-credits", { detail, extensions: { meta }, headers });
@@ -155,7 +174,8 @@ function answerBytes(answer: PriceAnswer, result: PriceLookupResult): Uint8Array
   answer.data.forEach((item, index) => {
     const separator = index === 0 ? "" : ",";
     if (!("data" in item)) parts.push(separator + JSON.stringify(item));
-    else parts.push(`${separator}{"input":${JSON.stringify(item.input)},"gtin":"${item.gtin}","reason":"${item.reason}","data":`, dataJSON.get(item.gtin)!, "}");
+    else
+      parts.push(`${separator}{"input":${JSON.stringify(item.input)},"gtin":"${item.gtin}","reason":"${item.reason}","data":`, dataJSON.get(item.gtin)!, "}");
   });
   parts.push("]}");
   return joinUTF8(parts);

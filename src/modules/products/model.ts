@@ -4,7 +4,19 @@ import { IdempotencyKeyHeader } from "../../http/idempotency";
 import { Int, MoneySchema, ProblemSchema, problemExample, problemsWithMeta, Timestamp } from "../../http/model";
 import type { ProblemSlug } from "../../http/problem";
 
-export const REASONS = ["fresh-offer", "invalid-gtin", "product-not-found", "no-data", "stale-data", "insufficient-credits", "unauthorized", "invalid-parameter", "rate-limited", "idempotency-conflict", "unavailable"] as const;
+export const REASONS = [
+  "fresh-offer",
+  "invalid-gtin",
+  "product-not-found",
+  "no-data",
+  "stale-data",
+  "insufficient-credits",
+  "unauthorized",
+  "invalid-parameter",
+  "rate-limited",
+  "idempotency-conflict",
+  "unavailable",
+] as const;
 export type Reason = (typeof REASONS)[number];
 
 export const PriceMeta = t.Object({
@@ -59,30 +71,30 @@ const EXAMPLE_META = {
 const euros = (amount: number) => ({ amount, currency: "EUR", formatted: `€${(amount / 100).toFixed(2)}` });
 
 const envelopeOptions = {
-    description: "Fresh offers (`fresh-offer`, billed), or none (`no-data`, `stale-data`, not billed)",
-    examples: [
-      {
-        meta: EXAMPLE_META,
-        data: {
-          product: { gtin: "04006381333931", title: "Faber-Castell pencil", brand: "Faber-Castell", imageUrl: null },
-          offers: [
-            {
-              merchant: { id: "m-1", name: "Papeterie Centrale" },
-              price: euros(129),
-              shipping: euros(490),
-              availability: "in_stock",
-              availabilityLabel: "In stock",
-              condition: "new",
-              url: "https://shop.example/pencil",
-              observedAt: "2026-11-22T09:12:00.000Z",
-            },
-          ],
-          summary: { offerCount: 1, lowestPrice: euros(129), highestPrice: euros(129) },
-          lastObservedAt: "2026-11-22T09:12:00.000Z",
-        },
+  description: "Fresh offers (`fresh-offer`, billed), or none (`no-data`, `stale-data`, not billed)",
+  examples: [
+    {
+      meta: EXAMPLE_META,
+      data: {
+        product: { gtin: "04006381333931", title: "Faber-Castell pencil", brand: "Faber-Castell", imageUrl: null },
+        offers: [
+          {
+            merchant: { id: "m-1", name: "Papeterie Centrale" },
+            price: euros(129),
+            shipping: euros(490),
+            availability: "in_stock",
+            availabilityLabel: "In stock",
+            condition: "new",
+            url: "https://shop.example/pencil",
+            observedAt: "2026-11-22T09:12:00.000Z",
+          },
+        ],
+        summary: { offerCount: 1, lowestPrice: euros(129), highestPrice: euros(129) },
+        lastObservedAt: "2026-11-22T09:12:00.000Z",
       },
-    ],
-  };
+    },
+  ],
+};
 
 export const PriceEnvelope = t.Object({ meta: PriceMeta, data: PriceData }, envelopeOptions);
 /**
@@ -188,7 +200,17 @@ export const BatchEnvelope = t.Object(
         meta: EXAMPLE_BATCH_META,
         data: [
           { input: "4006381333931", gtin: "04006381333931", reason: "fresh-offer", data: envelopeOptions.examples[0]!.data },
-          { input: "123", gtin: "123", reason: "invalid-gtin", problem: { type: "http://localhost:8080/problems/invalid-gtin", title: "Invalid GTIN", status: 400, detail: "The GTIN must be 8, 12, 13 or 14 digits with a valid check digit." } },
+          {
+            input: "123",
+            gtin: "123",
+            reason: "invalid-gtin",
+            problem: {
+              type: "http://localhost:8080/problems/invalid-gtin",
+              title: "Invalid GTIN",
+              status: 400,
+              detail: "The GTIN must be 8, 12, 13 or 14 digits with a valid check digit.",
+            },
+          },
         ],
       },
     ],
@@ -197,17 +219,34 @@ export const BatchEnvelope = t.Object(
 
 /** Problem details of the batch look-up: its meta, with the reason that refused the whole batch. */
 export function BatchProblem(slugs: ProblemSlug[]) {
-  const reasonOf: Partial<Record<ProblemSlug, Reason>> = { "invalid-body": "invalid-parameter", "unprocessable-body": "invalid-parameter", conflict: "idempotency-conflict" };
-  return t.Composite([ProblemSchema, t.Object({ meta: t.Composite([BatchMeta, t.Object({ reason: t.UnionEnum(REASONS, { description: "Why the whole batch was refused" }) })]) })], {
-    additionalProperties: true,
-    description: `Problem details with the request's billing meta: ${slugs.join(", ")}`,
-    examples: slugs.map((slug) =>
-      problemExample(slug, {
-        meta: { ...EXAMPLE_BATCH_META, billable: false, creditsConsumed: 0, itemCount: 0, reasons: { ...EXAMPLE_BATCH_META.reasons, "fresh-offer": 0, "invalid-gtin": 0 }, reason: reasonOf[slug] ?? slug },
-      }),
-    ),
-    "x-problem-types": slugs,
-  });
+  const reasonOf: Partial<Record<ProblemSlug, Reason>> = {
+    "invalid-body": "invalid-parameter",
+    "unprocessable-body": "invalid-parameter",
+    conflict: "idempotency-conflict",
+  };
+  return t.Composite(
+    [
+      ProblemSchema,
+      t.Object({ meta: t.Composite([BatchMeta, t.Object({ reason: t.UnionEnum(REASONS, { description: "Why the whole batch was refused" }) })]) }),
+    ],
+    {
+      additionalProperties: true,
+      description: `Problem details with the request's billing meta: ${slugs.join(", ")}`,
+      examples: slugs.map((slug) =>
+        problemExample(slug, {
+          meta: {
+            ...EXAMPLE_BATCH_META,
+            billable: false,
+            creditsConsumed: 0,
+            itemCount: 0,
+            reasons: { ...EXAMPLE_BATCH_META.reasons, "fresh-offer": 0, "invalid-gtin": 0 },
+            reason: reasonOf[slug] ?? slug,
+          },
+        }),
+      ),
+      "x-problem-types": slugs,
+    },
+  );
 }
 
 export type BatchMetaValue = typeof BatchMeta.static;

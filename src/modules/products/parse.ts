@@ -8,7 +8,10 @@ import { normalizeGTIN } from "./gtin";
 import { MAX_BATCH_GTINS, type Reason } from "./model";
 
 const BAD_LANGUAGE = { en: `language must be "en" or "fr".`, fr: `language doit valoir « en » ou « fr ».` };
-const BAD_IDEMPOTENCY_KEY = { en: "Idempotency-Key must be 1 to 255 visible ASCII characters.", fr: "Idempotency-Key doit comporter de 1 à 255 caractères ASCII visibles." };
+const BAD_IDEMPOTENCY_KEY = {
+  en: "Idempotency-Key must be 1 to 255 visible ASCII characters.",
+  fr: "Idempotency-Key doit comporter de 1 à 255 caractères ASCII visibles.",
+};
 const BAD_GTIN_LIST = {
   en: `gtins must be a list of 1 to ${MAX_BATCH_GTINS} GTINs (strings).`,
   fr: `gtins doit être une liste de 1 à ${MAX_BATCH_GTINS} GTIN (chaînes de caractères).`,

@@ -108,9 +108,17 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
   const { store, clock, creditCost } = deps;
   const organizationId = input.credential.organizationId;
   // Nothing well-formed to look up (a batch of invalid GTINs only): nothing to reserve either.
-  if (input.gtins.length === 0) return { status: 200, items: [], creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
+  if (input.gtins.length === 0)
+    return { status: 200, items: [], creditsConsumed: 0, creditsRemaining: await store.availableCredits(organizationId, clock.now()) };
   const reserved = creditCost * input.gtins.length;
-  const reservation = await store.reserveCredits({ organizationId, amount: reserved, keyId: input.credential.id, requestId: input.requestId, now: clock.now(), balance: input.credential.balance });
+  const reservation = await store.reserveCredits({
+    organizationId,
+    amount: reserved,
+    keyId: input.credential.id,
+    requestId: input.requestId,
+    now: clock.now(),
+    balance: input.credential.balance,
+  });
   if (!reservation.ok) {
     return { status: 402, items: [], creditsConsumed: 0, creditsRemaining: reservation.available, keyLimit: reservation.keyLimit };
   }
@@ -135,7 +143,8 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
     }
     const consumed = creditCost * freshCount;
     // The partial commit: what the items that are not fresh held goes back first, then the rest is debited.
-    if (consumed < reserved && !(await store.shrinkReservation(reservation.reservationId, consumed, clock.now()))) throw new Error("reservation no longer held");
+    if (consumed < reserved && !(await store.shrinkReservation(reservation.reservationId, consumed, clock.now())))
+      throw new Error("reservation no longer held");
     // The held credits are already out of the available balance the reservation reported, so this is the balance after the debit.
     const result: PriceLookupResult = { status: 200, items, creditsConsumed: consumed, creditsRemaining: reservation.available + reserved - consumed };
     const idempotency = await input.recordAnswer?.(result);
@@ -159,10 +168,18 @@ async function lookUp(deps: PriceLookupDeps, input: LookupInput): Promise<PriceL
   // the balance is computed from, so giving its hold back never counts them twice.
   await giveBack(store, clock, reservation.reservationId);
   const creditsRemaining = await store.availableCredits(organizationId, clock.now()).catch(() => 0);
-  return debitInDoubt ? { status: 503, items: [], creditsConsumed: 0, creditsRemaining, debitInDoubt } : { status: 503, items: [], creditsConsumed: 0, creditsRemaining };
+  return debitInDoubt
+    ? { status: 503, items: [], creditsConsumed: 0, creditsRemaining, debitInDoubt }
+    : { status: 503, items: [], creditsConsumed: 0, creditsRemaining };
 }
 
-function answerOf(deps: PriceLookupDeps, gtin: string, found: { product: ProductRecord; offers: OfferRecord[] } | null, language: Language, now: number): ItemOutcome {
+function answerOf(
+  deps: PriceLookupDeps,
+  gtin: string,
+  found: { product: ProductRecord; offers: OfferRecord[] } | null,
+  language: Language,
+  now: number,
+): ItemOutcome {
   if (found === null) return { gtin, reason: "product-not-found", data: null, dataJSON: null };
   let answers = preparedAnswers.get(found);
   let answer = answers?.[language];
@@ -175,7 +192,13 @@ function answerOf(deps: PriceLookupDeps, gtin: string, found: { product: Product
 }
 
 function prepareAnswer(found: { product: ProductRecord; offers: OfferRecord[] }, language: Language, now: number, freshnessWindowMs: number): PreparedAnswer {
-  const prepared = (reason: PreparedAnswer["reason"], data: PriceDataValue, validUntil: number): PreparedAnswer => ({ reason, data, dataJSON: Buffer.from(JSON.stringify(data)), computedAt: now, validUntil });
+  const prepared = (reason: PreparedAnswer["reason"], data: PriceDataValue, validUntil: number): PreparedAnswer => ({
+    reason,
+    data,
+    dataJSON: Buffer.from(JSON.stringify(data)),
+    computedAt: now,
+    validUntil,
+  });
   if (found.offers.length === 0) return prepared("no-data", priceData(found.product, [], null, language), Infinity);
   const fresh = found.offers.filter((offer) => now - offer.observedAt <= freshnessWindowMs);
   const lastObservedAt = Math.max(...(fresh.length > 0 ? fresh : found.offers).map((offer) => offer.observedAt));

@@ -29,33 +29,62 @@ export function systemRoutes(services: Services) {
   return new Elysia({ name: "system" })
     .get("/healthz", () => ({ status: "ok" as const }), {
       response: { 200: t.Object({ status: t.Literal("ok") }, { description: "The process is up" }), 500: Problems(["internal"]) },
-      detail: { summary: "Process is up", description: "Liveness: 200 while the process answers; it does not touch the database.", tags: ["Operations"], operationId: "getHealth" },
+      detail: {
+        summary: "Process is up",
+        description: "Liveness: 200 while the process answers; it does not touch the database.",
+        tags: ["Operations"],
+        operationId: "getHealth",
+      },
     })
     .get(
       "/readyz",
       async () => {
-        if (!(await services.store.isReachable())) throw new Problem("unavailable", { detail: { en: "The database is not reachable.", fr: "La base de données est injoignable." } });
+        if (!(await services.store.isReachable()))
+          throw new Problem("unavailable", { detail: { en: "The database is not reachable.", fr: "La base de données est injoignable." } });
         return { status: "ready" as const, database: services.store.dialect };
       },
       {
-        response: { 200: t.Object({ status: t.Literal("ready"), database: t.String({ examples: ["sqlite"] }) }, { description: "The database answers" }), 500: Problems(["internal"]), 503: Problems(["unavailable"]) },
-        detail: { summary: "Database is reachable", description: "Readiness: 200 when the database answers, 503 `unavailable` otherwise.", tags: ["Operations"], operationId: "getReadiness" },
+        response: {
+          200: t.Object({ status: t.Literal("ready"), database: t.String({ examples: ["sqlite"] }) }, { description: "The database answers" }),
+          500: Problems(["internal"]),
+          503: Problems(["unavailable"]),
+        },
+        detail: {
+          summary: "Database is reachable",
+          description: "Readiness: 200 when the database answers, 503 `unavailable` otherwise.",
+          tags: ["Operations"],
+          operationId: "getReadiness",
+        },
       },
     )
-    .get("/metrics", async ({ set }) => {
-      set.headers["content-type"] = METRICS_CONTENT_TYPE;
-      // The feed gauges need the database; when it does not answer, the rest of the metrics still do.
-      await refreshFreshnessMetrics(services.metrics, services.store, services.clock.now(), services.config.freshnessWindowMs).catch((error: unknown) =>
-        services.logger.warn("feed freshness metrics not refreshed", { error: String(error) }),
-      );
-      return services.metrics.registry.render();
-    }, {
-      response: {
-        200: t.String({ contentMediaType: METRICS_CONTENT_TYPE, description: "Prometheus text exposition format", examples: ['price_service_http_requests_total{method="GET",route="/api/v1/products/:gtin/price",status="200",reason="fresh-offer"} 42\n'] }),
-        500: Problems(["internal"]),
+    .get(
+      "/metrics",
+      async ({ set }) => {
+        set.headers["content-type"] = METRICS_CONTENT_TYPE;
+        // The feed gauges need the database; when it does not answer, the rest of the metrics still do.
+        await refreshFreshnessMetrics(services.metrics, services.store, services.clock.now(), services.config.freshnessWindowMs).catch((error: unknown) =>
+          services.logger.warn("feed freshness metrics not refreshed", { error: String(error) }),
+        );
+        return services.metrics.registry.render();
       },
-      detail: { summary: "Prometheus metrics", description: "Requests by route, status and billing reason; latency histograms; credits debited; store timings; per feed source its runs, last success and share of fresh offers. Scrape it from inside your network.", tags: ["Operations"], operationId: "getMetrics" },
-    })
+      {
+        response: {
+          200: t.String({
+            contentMediaType: METRICS_CONTENT_TYPE,
+            description: "Prometheus text exposition format",
+            examples: ['price_service_http_requests_total{method="GET",route="/api/v1/products/:gtin/price",status="200",reason="fresh-offer"} 42\n'],
+          }),
+          500: Problems(["internal"]),
+        },
+        detail: {
+          summary: "Prometheus metrics",
+          description:
+            "Requests by route, status and billing reason; latency histograms; credits debited; store timings; per feed source its runs, last success and share of fresh offers. Scrape it from inside your network.",
+          tags: ["Operations"],
+          operationId: "getMetrics",
+        },
+      },
+    )
     .get(
       "/problems/:slug",
       ({ params }) => {
@@ -65,7 +94,12 @@ export function systemRoutes(services: Services) {
       {
         params: t.Object({ slug: t.String({ examples: ["insufficient-credits"], description: "A problem type slug" }) }),
         response: { 200: t.String({ contentMediaType: "text/html", description: "HTML page" }), 404: Problems(["not-found"]), 500: Problems(["internal"]) },
-        detail: { summary: "Human page for a problem type", description: "The HTML page a problem's `type` URI leads to, in English and French.", tags: ["Operations"], operationId: "getProblemType" },
+        detail: {
+          summary: "Human page for a problem type",
+          description: "The HTML page a problem's `type` URI leads to, in English and French.",
+          tags: ["Operations"],
+          operationId: "getProblemType",
+        },
       },
     );
 }

@@ -35,7 +35,12 @@ export class WatchEvaluator {
     const total: WatchBatchResult = { changes: 0, events: 0, paused: 0, resumed: 0 };
     const limit = this.deps.batch ?? WATCH_BATCH;
     for (let batch = 0; batch < BATCHES_PER_TICK; batch++) {
-      const result = await this.deps.store.runWatchEvaluation({ now: this.deps.clock.now(), limit, creditCost: this.deps.creditCost, freshnessWindowMs: this.deps.freshnessWindowMs });
+      const result = await this.deps.store.runWatchEvaluation({
+        now: this.deps.clock.now(),
+        limit,
+        creditCost: this.deps.creditCost,
+        freshnessWindowMs: this.deps.freshnessWindowMs,
+      });
       total.changes += result.changes;
       total.events += result.events;
       total.paused += result.paused;

@@ -49,7 +49,13 @@ export function watchRoutes(services: Services) {
       {
         auth: "sessionOrKey",
         body: CreateWatchBody,
-        response: { 201: WatchSchema, ...errors, 400: Problems(["invalid-gtin", "invalid-parameter", "invalid-body"]), 422: Problems(["unprocessable-body"]), 409: Problems(["conflict"]) },
+        response: {
+          201: WatchSchema,
+          ...errors,
+          400: Problems(["invalid-gtin", "invalid-parameter", "invalid-body"]),
+          422: Problems(["unprocessable-body"]),
+          409: Problems(["conflict"]),
+        },
         detail: {
           summary: "Watch a product's price",
           description:
@@ -72,7 +78,13 @@ export function watchRoutes(services: Services) {
         auth: "sessionOrKey",
         params: WatchParams,
         response: { 200: WatchSchema, ...errors, 404: ProblemSchema },
-        detail: { summary: "Read a price watch", description: "404 for an unknown id or a watch of another organization.", tags: [TAG], operationId: "getWatch", security },
+        detail: {
+          summary: "Read a price watch",
+          description: "404 for an unknown id or a watch of another organization.",
+          tags: [TAG],
+          operationId: "getWatch",
+          security,
+        },
       },
     )
     .delete(
@@ -86,7 +98,13 @@ export function watchRoutes(services: Services) {
         auth: "sessionOrKey",
         params: WatchParams,
         response: { 204: t.Void({ description: "Deleted; it sends nothing more" }), ...errors, 404: ProblemSchema },
-        detail: { summary: "Delete a price watch", description: "404 for an unknown id or a watch of another organization.", tags: [TAG], operationId: "deleteWatch", security },
+        detail: {
+          summary: "Delete a price watch",
+          description: "404 for an unknown id or a watch of another organization.",
+          tags: [TAG],
+          operationId: "deleteWatch",
+          security,
+        },
       },
     );
 }

@@ -46,7 +46,9 @@ export const WatchListQuery = t.Object({
 
 const WatchState = t.Object({
   merchant: t.Union([t.String(), t.Null()], { description: "The merchant whose offer this is (the best one for a watch without a merchant)" }),
-  price: t.Union([t.Object({ amount: Int(), currency: t.String() }), t.Null()], { description: "Minor units; null when there is no offer (no fresh offer for a watch without a merchant)" }),
+  price: t.Union([t.Object({ amount: Int(), currency: t.String() }), t.Null()], {
+    description: "Minor units; null when there is no offer (no fresh offer for a watch without a merchant)",
+  }),
   availability: t.Union([t.String(), t.Null()]),
   observedAt: t.Union([Timestamp, t.Null()]),
 });

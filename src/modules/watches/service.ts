@@ -5,7 +5,10 @@ import { newId } from "../../lib/ids";
 import { Problem } from "../../http/problem";
 import { normalizeGTIN } from "../products/gtin";
 
-const WATCH_NOT_FOUND = { en: "No price watch of your organization has this id.", fr: "Aucune surveillance de prix de votre organisation n'a cet identifiant." };
+const WATCH_NOT_FOUND = {
+  en: "No price watch of your organization has this id.",
+  fr: "Aucune surveillance de prix de votre organisation n'a cet identifiant.",
+};
 
 export function watchJSON(watch: PriceWatch) {
   return {
@@ -36,7 +39,10 @@ export async function createWatch(store: Store, input: CreateWatchInput, rules: 
   if (gtin === null) throw new Problem("invalid-gtin");
   if ((input.trigger === "below") !== (input.below !== undefined)) {
     throw new Problem("unprocessable-body", {
-      detail: { en: "below is required with the trigger \"below\", and only with it.", fr: "below est requis avec le déclencheur « below », et seulement avec lui." },
+      detail: {
+        en: 'below is required with the trigger "below", and only with it.',
+        fr: "below est requis avec le déclencheur « below », et seulement avec lui.",
+      },
     });
   }
   // Merchant ids are stored as feeds give them, trimmed (src/modules/ingest/feed-record.ts).
@@ -47,7 +53,10 @@ export async function createWatch(store: Store, input: CreateWatchInput, rules: 
   );
   if (!created.ok) {
     throw new Problem("conflict", {
-      detail: { en: `Your organization has reached its limit of ${created.limit} price watches; delete one first.`, fr: `Votre organisation a atteint sa limite de ${created.limit} surveillances de prix ; supprimez-en une d'abord.` },
+      detail: {
+        en: `Your organization has reached its limit of ${created.limit} price watches; delete one first.`,
+        fr: `Votre organisation a atteint sa limite de ${created.limit} surveillances de prix ; supprimez-en une d'abord.`,
+      },
       extensions: { limit: created.limit },
     });
   }

@@ -101,7 +101,13 @@ export class WebhookDispatcher {
   private async claimFreeSlots(): Promise<Array<Promise<void>>> {
     const free = DELIVERY_POOL_SIZE - this.inFlight.size;
     if (free <= 0 || this.draining) return [];
-    const claimed = await this.deps.store.claimWebhookDeliveries({ owner: this.owner, now: this.deps.clock.now(), leaseMs: LEASE_MS, limit: free, ...DELIVERY_LIMITS });
+    const claimed = await this.deps.store.claimWebhookDeliveries({
+      owner: this.owner,
+      now: this.deps.clock.now(),
+      leaseMs: LEASE_MS,
+      limit: free,
+      ...DELIVERY_LIMITS,
+    });
     return claimed.map((delivery) => this.track(this.send(delivery)));
   }
 
@@ -124,7 +130,15 @@ export class WebhookDispatcher {
     const now = this.deps.clock.now();
     const pause = RETRY_SCHEDULE_MS[delivery.attempts];
     const nextAttemptAt = result.delivered || pause === undefined ? null : now + pause;
-    await this.deps.store.finishWebhookDelivery({ endpointId: delivery.endpointId, eventId: delivery.eventId, owner: this.owner, now, ...result, nextAttemptAt, disableAfterMs: DISABLE_AFTER_MS });
+    await this.deps.store.finishWebhookDelivery({
+      endpointId: delivery.endpointId,
+      eventId: delivery.eventId,
+      owner: this.owner,
+      now,
+      ...result,
+      nextAttemptAt,
+      disableAfterMs: DISABLE_AFTER_MS,
+    });
     if (!result.delivered) {
       this.deps.logger.warn("webhook delivery failed", {
         endpointId: delivery.endpointId,

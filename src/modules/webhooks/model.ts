@@ -9,7 +9,9 @@ export const WebhookEndpointSchema = t.Object(
     id: t.String({ examples: ["whe_0mwrd57q90000brqra5jtuxfe"] }),
     url: t.String({ format: "uri", examples: ["https://hooks.example.com/price-service"] }),
     eventTypes: t.Array(EventType, { examples: [["credits.low", "credits.depleted"]] }),
-    status: t.Union([t.Literal("enabled"), t.Literal("disabled")], { description: "disabled after a day of failed deliveries; nothing is sent to a disabled endpoint" }),
+    status: t.Union([t.Literal("enabled"), t.Literal("disabled")], {
+      description: "disabled after a day of failed deliveries; nothing is sent to a disabled endpoint",
+    }),
     failingSince: t.Union([Timestamp, t.Null()], { description: "First failed attempt since the last successful one" }),
     disabledAt: t.Union([Timestamp, t.Null()]),
     createdAt: Timestamp,
@@ -19,13 +21,21 @@ export const WebhookEndpointSchema = t.Object(
 
 export const EndpointWithSecretSchema = t.Object({
   endpoint: WebhookEndpointSchema,
-  secret: t.String({ description: "The Standard Webhooks signing secret (whsec_…), shown only in this response", examples: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"] }),
+  secret: t.String({
+    description: "The Standard Webhooks signing secret (whsec_…), shown only in this response",
+    examples: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+  }),
 });
 
 export const EndpointPageSchema = pageOf(WebhookEndpointSchema);
 
 export const CreateEndpointBody = t.Object({
-  url: t.String({ minLength: 1, maxLength: 2000, description: "An https URL (plain http only to networks in OUTBOUND_ALLOWED_NETWORKS, or in development mode)", examples: ["https://hooks.example.com/price-service"] }),
+  url: t.String({
+    minLength: 1,
+    maxLength: 2000,
+    description: "An https URL (plain http only to networks in OUTBOUND_ALLOWED_NETWORKS, or in development mode)",
+    examples: ["https://hooks.example.com/price-service"],
+  }),
   eventTypes: t.Array(EventType, { minItems: 1, maxItems: WEBHOOK_EVENT_TYPES.length, uniqueItems: true }),
 });
 
@@ -42,7 +52,9 @@ export const DeliverySchema = t.Object(
   {
     eventId: t.String({ description: "The event's id, sent as `webhook-id` (the same on every attempt)", examples: ["msg_0mwrd57q90000brqra5jtuxfe"] }),
     eventType: t.String({ examples: ["credits.low"] }),
-    state: t.Union([t.Literal("pending"), t.Literal("delivered"), t.Literal("failed")], { description: "failed: every retry failed, or the endpoint was disabled" }),
+    state: t.Union([t.Literal("pending"), t.Literal("delivered"), t.Literal("failed")], {
+      description: "failed: every retry failed, or the endpoint was disabled",
+    }),
     attempts: Int({ minimum: 0 }),
     lastStatus: t.Union([Int(), t.Null()], { description: "HTTP status of the last attempt; null when none came (refused address, network error, time-out)" }),
     lastResponse: t.Union([t.String(), t.Null()], { description: "The first 256 bytes of the last response body, or what went wrong" }),

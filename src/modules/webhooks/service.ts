@@ -10,7 +10,10 @@ import { newWebhookSecret } from "./signature";
 /** After a rotation the previous secret still signs this long, so receivers can switch over. */
 export const PREVIOUS_SECRET_VALIDITY_MS = 24 * 3_600_000;
 
-const ENDPOINT_NOT_FOUND = { en: "No webhook endpoint of your organization has this id.", fr: "Aucun point de terminaison webhook de votre organisation n'a cet identifiant." };
+const ENDPOINT_NOT_FOUND = {
+  en: "No webhook endpoint of your organization has this id.",
+  fr: "Aucun point de terminaison webhook de votre organisation n'a cet identifiant.",
+};
 
 function invalidURL(en: string, fr: string): Problem {
   return new Problem("unprocessable-body", { detail: { en, fr } });
@@ -28,7 +31,8 @@ export function checkWebhookURL(raw: string, rules: { policy: AddressPolicy; dev
   } catch {
     throw invalidURL("url must be an absolute https URL.", "url doit être une URL https absolue.");
   }
-  if (url.username !== "" || url.password !== "") throw invalidURL("url may not carry a user name or password.", "url ne peut pas contenir d'identifiant ni de mot de passe.");
+  if (url.username !== "" || url.password !== "")
+    throw invalidURL("url may not carry a user name or password.", "url ne peut pas contenir d'identifiant ni de mot de passe.");
   const address = literalAddress(url.hostname);
   if (address !== null && !rules.policy.isAllowed(address)) {
     throw invalidURL(
@@ -49,15 +53,31 @@ export async function endpointOfOrganization(store: Store, organizationId: strin
   return endpoint;
 }
 
-export async function createWebhookEndpoint(store: Store, input: { organizationId: string; url: string; eventTypes: string[]; now: number }): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+export async function createWebhookEndpoint(
+  store: Store,
+  input: { organizationId: string; url: string; eventTypes: string[]; now: number },
+): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
   const secret = newWebhookSecret();
-  const endpoint = await store.createWebhookEndpoint({ id: newId("whe", input.now), organizationId: input.organizationId, url: input.url, eventTypes: input.eventTypes, secret, createdAt: input.now });
+  const endpoint = await store.createWebhookEndpoint({
+    id: newId("whe", input.now),
+    organizationId: input.organizationId,
+    url: input.url,
+    eventTypes: input.eventTypes,
+    secret,
+    createdAt: input.now,
+  });
   return { endpoint, secret };
 }
 
-export async function rotateWebhookSecret(store: Store, input: { organizationId: string; id: string; now: number }): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+export async function rotateWebhookSecret(
+  store: Store,
+  input: { organizationId: string; id: string; now: number },
+): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
   const secret = newWebhookSecret();
-  const endpoint = await store.rotateWebhookSecret(input.organizationId, input.id, { secret, previousSecretExpiresAt: input.now + PREVIOUS_SECRET_VALIDITY_MS });
+  const endpoint = await store.rotateWebhookSecret(input.organizationId, input.id, {
+    secret,
+    previousSecretExpiresAt: input.now + PREVIOUS_SECRET_VALIDITY_MS,
+  });
   if (endpoint === null) throw new Problem("not-found", { detail: ENDPOINT_NOT_FOUND });
   return { endpoint, secret };
 }
@@ -89,15 +109,21 @@ export async function sendTestEvent(store: Store, limiter: MemoryRateLimiter, in
   if (!decision.allowed) {
     const limit = `${TEST_EVENT_POLICY.limit} test events per minute`;
     throw new Problem("rate-limited", {
-      detail: { en: `Your organization may send ${limit}; retry later.`, fr: `Votre organisation peut envoyer ${TEST_EVENT_POLICY.limit} événements de test par minute ; réessayez plus tard.` },
+      detail: {
+        en: `Your organization may send ${limit}; retry later.`,
+        fr: `Votre organisation peut envoyer ${TEST_EVENT_POLICY.limit} événements de test par minute ; réessayez plus tard.`,
+      },
       headers: rateLimitHeaders([{ ...decision, policy: TEST_EVENT_POLICY }]),
     });
   }
   if (endpoint.status === "disabled") {
-    throw new Problem("conflict", { detail: { en: "The endpoint is disabled: nothing is sent to it.", fr: "Le point de terminaison est désactivé : rien ne lui est envoyé." } });
+    throw new Problem("conflict", {
+      detail: { en: "The endpoint is disabled: nothing is sent to it.", fr: "Le point de terminaison est désactivé : rien ne lui est envoyé." },
+    });
   }
   const eventId = newId("msg", input.now);
-  if (!(await store.sendTestWebhookEvent(input.organizationId, input.id, { eventId, now: input.now }))) throw new Problem("not-found", { detail: ENDPOINT_NOT_FOUND });
+  if (!(await store.sendTestWebhookEvent(input.organizationId, input.id, { eventId, now: input.now })))
+    throw new Problem("not-found", { detail: ENDPOINT_NOT_FOUND });
   return eventId;
 }
 

@@ -7,7 +7,11 @@ describe("signWebhook", () => {
     const secret = newWebhookSecret();
     const body = JSON.stringify({ type: "credits.low", timestamp: "2026-11-22T10:00:00.000Z", data: { balance: 9 } });
     const timestamp = Math.floor(Date.now() / 1000);
-    const headers = { "webhook-id": "msg_1", "webhook-timestamp": String(timestamp), "webhook-signature": signWebhook({ id: "msg_1", timestamp, body, secrets: [secret] }) };
+    const headers = {
+      "webhook-id": "msg_1",
+      "webhook-timestamp": String(timestamp),
+      "webhook-signature": signWebhook({ id: "msg_1", timestamp, body, secrets: [secret] }),
+    };
     expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(body));
   });
 
@@ -15,7 +19,11 @@ describe("signWebhook", () => {
     const [current, previous] = [newWebhookSecret(), newWebhookSecret()];
     const body = '{"type":"key.created"}';
     const timestamp = Math.floor(Date.now() / 1000);
-    const headers = { "webhook-id": "msg_2", "webhook-timestamp": String(timestamp), "webhook-signature": signWebhook({ id: "msg_2", timestamp, body, secrets: [current, previous] }) };
+    const headers = {
+      "webhook-id": "msg_2",
+      "webhook-timestamp": String(timestamp),
+      "webhook-signature": signWebhook({ id: "msg_2", timestamp, body, secrets: [current, previous] }),
+    };
     expect(new Webhook(current).verify(body, headers)).toEqual({ type: "key.created" });
     expect(new Webhook(previous).verify(body, headers)).toEqual({ type: "key.created" });
     expect(() => new Webhook(current).verify('{"type":"key.revoked"}', headers)).toThrow();

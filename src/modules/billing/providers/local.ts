@@ -62,7 +62,14 @@ export class LocalProvider implements PaymentProvider {
           periodEnd: period.end,
           grant: periodGrant({ name: subscription.planName, credits: subscription.creditsPerPeriod }, period.end),
           invoice: orderInvoice(
-            { kind: "subscription", itemName: subscription.planName, credits: subscription.creditsPerPeriod, interval: subscription.interval, amount: subscription.amount, currency: subscription.currency },
+            {
+              kind: "subscription",
+              itemName: subscription.planName,
+              credits: subscription.creditsPerPeriod,
+              interval: subscription.interval,
+              amount: subscription.amount,
+              currency: subscription.currency,
+            },
             period,
           ),
           now,

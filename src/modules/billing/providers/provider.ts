@@ -26,7 +26,12 @@ export interface WebhookOutcome {
 export interface PaymentProvider {
   readonly name: ProviderName;
   /** Opens the checkout of a new (not yet stored) order: where to send the customer, and the provider's id for it. */
-  startCheckout(input: { order: NewOrder; organizationName: string; successUrl: string; cancelUrl: string }): Promise<{ checkoutUrl: string; providerRef: string | null }>;
+  startCheckout(input: {
+    order: NewOrder;
+    organizationName: string;
+    successUrl: string;
+    cancelUrl: string;
+  }): Promise<{ checkoutUrl: string; providerRef: string | null }>;
   /** A URL of the billing portal for the organization. */
   portalUrl(input: { organizationId: string; organizationName: string; returnUrl: string }): Promise<string>;
   /** Newest first; `cursor` is a nextCursor this provider returned. */

@@ -18,7 +18,10 @@ export interface StripeProviderDeps {
   logger: Logger;
 }
 
-const UNAVAILABLE = { en: "The payment provider is unavailable; try again shortly.", fr: "Le prestataire de paiement est indisponible ; réessayez dans un instant." };
+const UNAVAILABLE = {
+  en: "The payment provider is unavailable; try again shortly.",
+  fr: "Le prestataire de paiement est indisponible ; réessayez dans un instant.",
+};
 const BAD_SIGNATURE = { en: "The Stripe-Signature header does not verify this payload.", fr: "L'en-tête Stripe-Signature ne vérifie pas ce contenu." };
 const INVALID_CURSOR = { en: "cursor is not a nextCursor of this list.", fr: "cursor n'est pas un nextCursor de cette liste." };
 
@@ -66,7 +69,10 @@ export class StripeProvider implements PaymentProvider {
     const existing = await this.deps.store.getStripeCustomerId(organizationId);
     if (existing !== null) return existing;
     const customer = await callStripe(this.deps.logger, "customers.create", () =>
-      this.deps.stripe.customers.create({ name: organizationName, metadata: { organizationId } }, { idempotencyKey: `price-service-customer-${organizationId}` }),
+      this.deps.stripe.customers.create(
+        { name: organizationName, metadata: { organizationId } },
+        { idempotencyKey: `price-service-customer-${organizationId}` },
+      ),
     );
     return this.deps.store.setStripeCustomerId(organizationId, customer.id);
   }
@@ -96,10 +102,19 @@ export class StripeProvider implements PaymentProvider {
             ...common,
             mode: "subscription",
             line_items: [
-              { quantity: 1, price_data: { ...priceData, recurring: { interval: order.interval ?? "month" }, product_data: { name: `${order.itemName} (${order.credits} credits per ${order.interval})` } } },
+              {
+                quantity: 1,
+                price_data: {
+                  ...priceData,
+                  recurring: { interval: order.interval ?? "month" },
+                  product_data: { name: `${order.itemName} (${order.credits} credits per ${order.interval})` },
+                },
+              },
             ],
             // invoice.paid carries these, so each period is granted without looking anything up.
-            subscription_data: { metadata: { ...metadata, planName: order.itemName, creditsPerPeriod: String(order.credits), amountPerPeriod: String(order.amount) } },
+            subscription_data: {
+              metadata: { ...metadata, planName: order.itemName, creditsPerPeriod: String(order.credits), amountPerPeriod: String(order.amount) },
+            },
           };
     const session = await callStripe(this.deps.logger, "checkout.sessions.create", () =>
       this.deps.stripe.checkout.sessions.create(params, { idempotencyKey: `price-service-checkout-${order.id}` }),
@@ -193,7 +208,8 @@ export class StripeProvider implements PaymentProvider {
       now,
       event: { id: event.id, type: event.type },
       grant: order.kind === "pack" ? packGrant(order, now) : null,
-      payment: order.kind === "pack" && paymentIntent !== null ? { ref: paymentIntent, amount: session.amount_total ?? order.amount, currency: order.currency } : null,
+      payment:
+        order.kind === "pack" && paymentIntent !== null ? { ref: paymentIntent, amount: session.amount_total ?? order.amount, currency: order.currency } : null,
       subscription: null,
       invoice: null,
     });
@@ -219,7 +235,8 @@ export class StripeProvider implements PaymentProvider {
     const plan = this.deps.catalog.plans.find((candidate) => candidate.id === metadata.itemId);
     const perPeriod = wholeNumber(metadata.creditsPerPeriod) ?? plan?.creditsPerPeriod;
     const pricePerPeriod = wholeNumber(metadata.amountPerPeriod) ?? plan?.price.amount;
-    if (perPeriod === undefined || perPeriod < 1 || pricePerPeriod === undefined) return this.ignore(event, "no credits or price per period on the subscription");
+    if (perPeriod === undefined || perPeriod < 1 || pricePerPeriod === undefined)
+      return this.ignore(event, "no credits or price per period on the subscription");
     // Credits follow the money: less than the period's price (a discount, the customer's balance)
     // grants the same share of the period's credits, never more than one period.
     const credits = invoice.amount_paid >= pricePerPeriod ? perPeriod : Number((BigInt(perPeriod) * BigInt(invoice.amount_paid)) / BigInt(pricePerPeriod));
@@ -259,7 +276,11 @@ export class StripeProvider implements PaymentProvider {
    * only move forward, final dispute states stay), so all refs but the last take it without the
    * event, and the last records the event: a redelivery after a failure in between repeats them all.
    */
-  private async reverse(event: Stripe.Event, paymentIntent: string, apply: (ref: string, event: ProviderEvent | null) => Promise<{ applied: boolean }>): Promise<boolean> {
+  private async reverse(
+    event: Stripe.Event,
+    paymentIntent: string,
+    apply: (ref: string, event: ProviderEvent | null) => Promise<{ applied: boolean }>,
+  ): Promise<boolean> {
     const refs = await this.paymentRefs(paymentIntent);
     for (const ref of refs.slice(0, -1)) await apply(ref, null);
     return (await apply(refs[refs.length - 1]!, { id: event.id, type: event.type })).applied;
@@ -287,7 +308,12 @@ export class StripeProvider implements PaymentProvider {
   private async onDispute(event: Stripe.Event, dispute: Stripe.Dispute): Promise<boolean> {
     const paymentIntent = idOf(dispute.payment_intent);
     if (paymentIntent === null) return this.ignore(event, "dispute without a payment intent");
-    const status = event.type === "charge.dispute.funds_reinstated" ? "won" : event.type === "charge.dispute.funds_withdrawn" ? "open" : (DISPUTE_STATUS[dispute.status] ?? null);
+    const status =
+      event.type === "charge.dispute.funds_reinstated"
+        ? "won"
+        : event.type === "charge.dispute.funds_withdrawn"
+          ? "open"
+          : (DISPUTE_STATUS[dispute.status] ?? null);
     if (status === null) return this.ignore(event, "an inquiry withdraws no money");
     return this.reverse(event, paymentIntent, (ref, providerEvent) =>
       this.deps.store.disputePayment({ event: providerEvent, ref, dispute: { id: dispute.id, amount: dispute.amount, status }, now: this.deps.clock.now() }),

@@ -20,7 +20,13 @@ export function checkoutRoutes(services: Services) {
       async ({ principal, body, headers, set }) => {
         const result = await runIdempotent(
           services.store,
-          { key: headers["idempotency-key"], organizationId: principal.organizationId, route: "POST /billing/checkout/pack", body: body ?? null, now: services.clock.now() },
+          {
+            key: headers["idempotency-key"],
+            organizationId: principal.organizationId,
+            route: "POST /billing/checkout/pack",
+            body: body ?? null,
+            now: services.clock.now(),
+          },
           () => startPackCheckout(services, buyer(principal), body),
         );
         return applyIdempotentResult(set, result);
@@ -44,7 +50,13 @@ export function checkoutRoutes(services: Services) {
       async ({ principal, body, headers, set }) => {
         const result = await runIdempotent(
           services.store,
-          { key: headers["idempotency-key"], organizationId: principal.organizationId, route: "POST /billing/checkout/subscription", body: body ?? null, now: services.clock.now() },
+          {
+            key: headers["idempotency-key"],
+            organizationId: principal.organizationId,
+            route: "POST /billing/checkout/subscription",
+            body: body ?? null,
+            now: services.clock.now(),
+          },
           () => startSubscriptionCheckout(services, buyer(principal), body),
         );
         return applyIdempotentResult(set, result);

@@ -14,6 +14,12 @@ export function invoicesRoute(services: Services) {
       auth: "sessionOrKey",
       query: InvoicesQuery,
       response: { 200: pageOf(InvoiceSchema), ...READ_ERRORS },
-      detail: { summary: "Invoices of the payment provider, newest first", description: "Paged with `limit` and `cursor`. Session cookie or API key.", tags: ["Billing"], operationId: "listBillingInvoices", security: SESSION_OR_KEY },
+      detail: {
+        summary: "Invoices of the payment provider, newest first",
+        description: "Paged with `limit` and `cursor`. Session cookie or API key.",
+        tags: ["Billing"],
+        operationId: "listBillingInvoices",
+        security: SESSION_OR_KEY,
+      },
     });
 }

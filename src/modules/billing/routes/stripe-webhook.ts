@@ -10,7 +10,10 @@ export function stripeWebhookRoutes(services: Services) {
     "/api/v1/webhooks/stripe",
     async ({ request }) => {
       const { payments } = services;
-      if (payments.receiveWebhook === undefined) throw new Problem("not-found", { detail: { en: "Stripe is not the payment provider of this service.", fr: "Stripe n'est pas le prestataire de paiement de ce service." } });
+      if (payments.receiveWebhook === undefined)
+        throw new Problem("not-found", {
+          detail: { en: "Stripe is not the payment provider of this service.", fr: "Stripe n'est pas le prestataire de paiement de ce service." },
+        });
       // The signature covers the exact bytes Stripe sent: read them raw, never a re-serialized parse.
       return payments.receiveWebhook(await request.text(), request.headers.get("stripe-signature"));
     },

@@ -135,7 +135,11 @@ export interface WebhookDelivery {
 }
 
 /** Calls `/api/v1<path>` with the session (or `apiKey`); resolves to the JSON body (null for 204), rejects with an APIError. */
-export async function call<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, options: { body?: unknown; idempotencyKey?: string; apiKey?: string } = {}): Promise<T> {
+export async function call<T>(
+  method: "GET" | "POST" | "PATCH" | "DELETE",
+  path: string,
+  options: { body?: unknown; idempotencyKey?: string; apiKey?: string } = {},
+): Promise<T> {
   const headers: Record<string, string> = { accept: "application/json", "accept-language": language() };
   if (options.body !== undefined) headers["content-type"] = "application/json";
   if (options.idempotencyKey !== undefined) headers["idempotency-key"] = options.idempotencyKey;
@@ -143,7 +147,12 @@ export async function call<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path:
   if (options.apiKey !== undefined) headers.authorization = `Bearer ${options.apiKey}`;
   let response: Response;
   try {
-    response = await fetch(`/api/v1${path}`, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body), credentials: options.apiKey === undefined ? "same-origin" : "omit" });
+    response = await fetch(`/api/v1${path}`, {
+      method,
+      headers,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      credentials: options.apiKey === undefined ? "same-origin" : "omit",
+    });
   } catch {
     throw new APIError(0, null);
   }

@@ -13,7 +13,10 @@ const TOP = 12;
  * A bar chart of `days`. `summary` names the chart for screen readers (role="img"); each bar has a
  * tooltip `label(day)`. The page puts the same numbers in a table beside it.
  */
-export function usageChart(days: DailyUsage[], texts: { summary: string; label: (entry: DailyUsage) => string; axisDay: (day: Date) => string; axisNumber: (value: number) => string }): SVGSVGElement {
+export function usageChart(
+  days: DailyUsage[],
+  texts: { summary: string; label: (entry: DailyUsage) => string; axisDay: (day: Date) => string; axisNumber: (value: number) => string },
+): SVGSVGElement {
   const top = niceCeiling(Math.max(0, ...days.map((entry) => entry.credits)));
   const plotWidth = WIDTH - LEFT;
   const plotHeight = HEIGHT - TOP - BOTTOM;
@@ -33,13 +36,21 @@ export function usageChart(days: DailyUsage[], texts: { summary: string; label: 
     const height = Math.max(entry.credits > 0 ? 1 : 0, (entry.credits / top) * plotHeight);
     return s(
       "rect",
-      { class: "bar", x: (LEFT + index * slot + slot * 0.15).toFixed(1), y: (TOP + plotHeight - height).toFixed(1), width: (slot * 0.7).toFixed(1), height: height.toFixed(1) },
+      {
+        class: "bar",
+        x: (LEFT + index * slot + slot * 0.15).toFixed(1),
+        y: (TOP + plotHeight - height).toFixed(1),
+        width: (slot * 0.7).toFixed(1),
+        height: height.toFixed(1),
+      },
       s("title", {}, texts.label(entry)),
     );
   });
   const labelAt = (index: number, anchor: string) => {
     const entry = days[index];
-    return entry === undefined ? null : s("text", { class: "axis", x: (LEFT + index * slot + slot / 2).toFixed(1), y: HEIGHT - 8, "text-anchor": anchor }, texts.axisDay(entry.day));
+    return entry === undefined
+      ? null
+      : s("text", { class: "axis", x: (LEFT + index * slot + slot / 2).toFixed(1), y: HEIGHT - 8, "text-anchor": anchor }, texts.axisDay(entry.day));
   };
   return s(
     "svg",

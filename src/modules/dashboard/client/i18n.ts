@@ -26,7 +26,8 @@ const en = {
   signInTitle: "Sign in",
   signInIntro: "Manage your API keys, credits and invoices.",
   signInOIDC: "Sign in with your identity provider",
-  signInDevNote: "Development mode: no identity provider is configured, so anyone can sign in with just an email address. Never run this mode on a public network.",
+  signInDevNote:
+    "Development mode: no identity provider is configured, so anyone can sign in with just an email address. Never run this mode on a public network.",
   email: "Email address",
   signInButton: "Sign in",
   signInOff: "Sign-in is not configured on this service: the operator must set OIDC_ISSUER and OIDC_CLIENT_ID.",
@@ -40,7 +41,8 @@ const en = {
   "signInError.unavailable": "The identity provider cannot be reached right now. Please try again shortly.",
 
   keysTitle: "API keys",
-  keysIntro: "Data requests carry a key in the Authorization header. Use one key per environment, rotate production keys at least every 90 days, and revoke a key at once if it may have leaked.",
+  keysIntro:
+    "Data requests carry a key in the Authorization header. Use one key per environment, rotate production keys at least every 90 days, and revoke a key at once if it may have leaked.",
   createTitle: "Create a key",
   keyName: "Key name",
   keyNameHint: "For example production or staging (1 to 100 characters).",
@@ -76,7 +78,8 @@ const en = {
   perSecond: "{n} requests/s",
   editControls: "Edit limits",
   controlsTitle: "Limits of the key “{name}”",
-  controlsHint: "Leave a field empty for no limit of its own. A monthly limit counts credits per calendar month (UTC) and applies at once, even below what the key already spent.",
+  controlsHint:
+    "Leave a field empty for no limit of its own. A monthly limit counts credits per calendar month (UTC) and applies at once, even below what the key already spent.",
   fieldExpiresAt: "Expires at (your local time)",
   fieldMonthlyLimit: "Monthly credit limit",
   fieldRateLimit: "Rate limit (requests per second)",
@@ -164,7 +167,8 @@ const en = {
 
   navWebhooks: "Webhooks",
   hooksTitle: "Webhooks",
-  hooksIntro: "The service POSTs events to your HTTPS endpoints, signed the Standard Webhooks way: verify each request with the endpoint's secret (for example with the standardwebhooks package) and de-duplicate on webhook-id. Failed deliveries are retried for about a day.",
+  hooksIntro:
+    "The service POSTs events to your HTTPS endpoints, signed the Standard Webhooks way: verify each request with the endpoint's secret (for example with the standardwebhooks package) and de-duplicate on webhook-id. Failed deliveries are retried for about a day.",
   thresholdTitle: "Low-credit alert",
   thresholdLabel: "Send credits.low when the balance falls below",
   thresholdHint: "In credits; leave empty for no alert. credits.depleted is sent at 0 whatever this says.",
@@ -208,7 +212,8 @@ const en = {
 
   navWatches: "Price watches",
   watchesTitle: "Price watches",
-  watchesIntro: "Your organization is told by a price.changed webhook event when the price of a watched product moves. Each event costs credits; without credits the watches are paused and resume once credits arrive. Add a watch from a product's page or with the API.",
+  watchesIntro:
+    "Your organization is told by a price.changed webhook event when the price of a watched product moves. Each event costs credits; without credits the watches are paused and resume once credits arrive. Add a watch from a product's page or with the API.",
   watchesCaption: "Price watches of {organization}, newest first",
   colProduct: "Product",
   colTrigger: "Trigger",
@@ -280,7 +285,8 @@ const fr: Record<MessageKey, string> = {
   signInTitle: "Connexion",
   signInIntro: "Gérez vos clés d'API, vos crédits et vos factures.",
   signInOIDC: "Se connecter avec votre fournisseur d'identité",
-  signInDevNote: "Mode développement : aucun fournisseur d'identité n'est configuré, n'importe qui peut donc se connecter avec une simple adresse e-mail. N'utilisez jamais ce mode sur un réseau public.",
+  signInDevNote:
+    "Mode développement : aucun fournisseur d'identité n'est configuré, n'importe qui peut donc se connecter avec une simple adresse e-mail. N'utilisez jamais ce mode sur un réseau public.",
   email: "Adresse e-mail",
   signInButton: "Se connecter",
   signInOff: "La connexion n'est pas configurée sur ce service : l'opérateur doit définir OIDC_ISSUER et OIDC_CLIENT_ID.",
@@ -294,13 +300,15 @@ const fr: Record<MessageKey, string> = {
   "signInError.unavailable": "Le fournisseur d'identité est injoignable pour le moment. Réessayez dans un instant.",
 
   keysTitle: "Clés d'API",
-  keysIntro: "Les requêtes de données portent une clé dans l'en-tête Authorization. Utilisez une clé par environnement, renouvelez les clés de production au moins tous les 90 jours et révoquez aussitôt une clé qui a pu fuiter.",
+  keysIntro:
+    "Les requêtes de données portent une clé dans l'en-tête Authorization. Utilisez une clé par environnement, renouvelez les clés de production au moins tous les 90 jours et révoquez aussitôt une clé qui a pu fuiter.",
   createTitle: "Créer une clé",
   keyName: "Nom de la clé",
   keyNameHint: "Par exemple production ou recette (1 à 100 caractères).",
   createButton: "Créer la clé",
   secretTitle: "Secret de la clé « {name} »",
-  secretWarning: "Copiez ce secret maintenant et conservez-le en lieu sûr. Il n'est affiché que cette fois et ne pourra plus être retrouvé ; si vous le perdez, renouvelez la clé.",
+  secretWarning:
+    "Copiez ce secret maintenant et conservez-le en lieu sûr. Il n'est affiché que cette fois et ne pourra plus être retrouvé ; si vous le perdez, renouvelez la clé.",
   secretLabel: "Clé secrète",
   secretDone: "Je l'ai conservée",
   keysCaption: "Clés de {organization}",
@@ -330,7 +338,8 @@ const fr: Record<MessageKey, string> = {
   perSecond: "{n} requêtes/s",
   editControls: "Modifier les limites",
   controlsTitle: "Limites de la clé « {name} »",
-  controlsHint: "Laissez un champ vide pour ne pas fixer de limite propre. La limite mensuelle compte les crédits par mois civil (UTC) et s'applique aussitôt, même en dessous de ce que la clé a déjà dépensé.",
+  controlsHint:
+    "Laissez un champ vide pour ne pas fixer de limite propre. La limite mensuelle compte les crédits par mois civil (UTC) et s'applique aussitôt, même en dessous de ce que la clé a déjà dépensé.",
   fieldExpiresAt: "Expire le (heure locale)",
   fieldMonthlyLimit: "Limite mensuelle de crédits",
   fieldRateLimit: "Limite de débit (requêtes par seconde)",
@@ -405,9 +414,11 @@ const fr: Record<MessageKey, string> = {
   noInvoices: "Aucune facture pour l'instant.",
 
   quickTitle: "Démarrage rapide",
-  quickIntro: "Appelez l'API de prix avec l'une de vos clés. Le tableau de bord n'affiche jamais un secret deux fois : gardez le vôtre dans une variable d'environnement.",
+  quickIntro:
+    "Appelez l'API de prix avec l'une de vos clés. Le tableau de bord n'affiche jamais un secret deux fois : gardez le vôtre dans une variable d'environnement.",
   quickKey: "Clé",
-  quickStep1: "Placez la clé dans une variable d'environnement : lancez ceci, puis collez le secret complet copié lors de sa création ou de son renouvellement.",
+  quickStep1:
+    "Placez la clé dans une variable d'environnement : lancez ceci, puis collez le secret complet copié lors de sa création ou de son renouvellement.",
   quickStep2: "Consultez les offres de prix d'un produit par son GTIN :",
   quickStep3: "Consultez votre solde de crédits avec la même clé :",
   quickComment: "collez le secret complet de « {name} » (il commence par {prefix}), puis appuyez sur Entrée",
@@ -418,7 +429,8 @@ const fr: Record<MessageKey, string> = {
 
   navWebhooks: "Webhooks",
   hooksTitle: "Webhooks",
-  hooksIntro: "Le service envoie des événements en POST à vos points de terminaison HTTPS, signés selon Standard Webhooks : vérifiez chaque requête avec le secret du point de terminaison (par exemple avec le paquet standardwebhooks) et dédoublonnez sur webhook-id. Les envois échoués sont retentés pendant environ un jour.",
+  hooksIntro:
+    "Le service envoie des événements en POST à vos points de terminaison HTTPS, signés selon Standard Webhooks : vérifiez chaque requête avec le secret du point de terminaison (par exemple avec le paquet standardwebhooks) et dédoublonnez sur webhook-id. Les envois échoués sont retentés pendant environ un jour.",
   thresholdTitle: "Alerte de crédits bas",
   thresholdLabel: "Envoyer credits.low quand le solde passe sous",
   thresholdHint: "En crédits ; laissez vide pour aucune alerte. credits.depleted est envoyé à 0 quoi qu'il en soit.",
@@ -443,7 +455,8 @@ const fr: Record<MessageKey, string> = {
   hookTestSent: "Événement de test mis en file pour {url}.",
   hookRotate: "Renouveler le secret",
   hookRotateTitle: "Renouveler le secret de {url} ?",
-  hookRotateText: "Un nouveau secret est affiché une fois. Pendant 24 heures les requêtes sont signées avec les deux, le temps de mettre à jour votre récepteur.",
+  hookRotateText:
+    "Un nouveau secret est affiché une fois. Pendant 24 heures les requêtes sont signées avec les deux, le temps de mettre à jour votre récepteur.",
   hookDelete: "Supprimer",
   hookDeleteTitle: "Supprimer {url} ?",
   hookDeleteText: "Plus rien ne lui est envoyé, et son journal d'envois est supprimé.",
@@ -462,7 +475,8 @@ const fr: Record<MessageKey, string> = {
 
   navWatches: "Surveillances de prix",
   watchesTitle: "Surveillances de prix",
-  watchesIntro: "Votre organisation est prévenue par un événement webhook price.changed quand le prix d'un produit surveillé bouge. Chaque événement coûte des crédits ; sans crédits, les surveillances sont suspendues et reprennent dès que des crédits arrivent. Ajoutez une surveillance depuis la page d'un produit ou avec l'API.",
+  watchesIntro:
+    "Votre organisation est prévenue par un événement webhook price.changed quand le prix d'un produit surveillé bouge. Chaque événement coûte des crédits ; sans crédits, les surveillances sont suspendues et reprennent dès que des crédits arrivent. Ajoutez une surveillance depuis la page d'un produit ou avec l'API.",
   watchesCaption: "Surveillances de prix de {organization}, les plus récentes d'abord",
   colProduct: "Produit",
   colTrigger: "Déclencheur",
@@ -482,7 +496,8 @@ const fr: Record<MessageKey, string> = {
   watchDeleted: "Surveillance de {gtin} supprimée.",
   navProducts: "Produits",
   productsTitle: "Produits",
-  productsIntro: "Ces consultations utilisent l'une de vos clés d'API (gardée dans la mémoire de cette page seulement) et sont facturées comme toute requête à l'API.",
+  productsIntro:
+    "Ces consultations utilisent l'une de vos clés d'API (gardée dans la mémoire de cette page seulement) et sont facturées comme toute requête à l'API.",
   productsKeyLabel: "Clé d'API",
   productsGtinLabel: "GTIN",
   productsBilledNote: "Facturé : coûte des crédits quand des offres fraîches sont trouvées.",

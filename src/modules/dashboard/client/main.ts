@@ -51,7 +51,11 @@ const context: PageContext = {
     }
     if (error instanceof APIError) {
       const problem = error.problem;
-      replace(alert, h("p", {}, problem === null ? t("networkError") : problem.detail), problem?.requestId ? h("p", { class: "muted" }, t("requestId", { id: problem.requestId })) : null);
+      replace(
+        alert,
+        h("p", {}, problem === null ? t("networkError") : problem.detail),
+        problem?.requestId ? h("p", { class: "muted" }, t("requestId", { id: problem.requestId })) : null,
+      );
     } else {
       replace(alert, h("p", {}, error instanceof Error ? error.message : String(error)));
     }
@@ -88,7 +92,12 @@ function renderHeader(active: string): void {
       // A full load, so nothing of this session (a secret on screen) stays in memory.
       location.assign("/dashboard/sign-in?signed-out=1");
     });
-    account = h("div", { class: "account" }, h("span", { class: "muted" }, t("signedInAs", { name: user.name, organization: user.organization.name })), signOut);
+    account = h(
+      "div",
+      { class: "account" },
+      h("span", { class: "muted" }, t("signedInAs", { name: user.name, organization: user.organization.name })),
+      signOut,
+    );
   }
   const links = Object.entries(PAGES).filter(([, page]) => page.nav !== undefined && user !== null);
   replace(
@@ -143,7 +152,18 @@ async function show(options: { focus: boolean }): Promise<void> {
 // Links inside the dashboard change the page without a reload; others (docs, checkout) load normally.
 document.addEventListener("click", (event) => {
   const link = (event.target as Element).closest?.("a");
-  if (link === null || link === undefined || link.getAttribute("href")?.startsWith("#") || event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+  if (
+    link === null ||
+    link === undefined ||
+    link.getAttribute("href")?.startsWith("#") ||
+    event.defaultPrevented ||
+    event.button !== 0 ||
+    event.metaKey ||
+    event.ctrlKey ||
+    event.shiftKey ||
+    event.altKey
+  )
+    return;
   const target = new URL(link.href, location.href);
   if (target.origin !== location.origin || PAGES[target.pathname] === undefined || link.target !== "") return;
   event.preventDefault();

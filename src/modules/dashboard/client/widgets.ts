@@ -36,7 +36,17 @@ export function pagedTable<T>(options: {
     "table",
     {},
     h("caption", { id: captionId }, options.caption),
-    h("thead", {}, h("tr", {}, ...options.columns.map((column) => (typeof column === "string" ? h("th", { scope: "col" }, column) : h("th", { scope: "col", class: "num" }, column.label))))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        ...options.columns.map((column) =>
+          typeof column === "string" ? h("th", { scope: "col" }, column) : h("th", { scope: "col", class: "num" }, column.label),
+        ),
+      ),
+    ),
     body,
   );
   const previous = h("button", { type: "button", class: "secondary", disabled: true }, t("previous"));
@@ -92,7 +102,12 @@ export function confirmAction(options: { title: string; text: string; confirm: s
       { method: "dialog" },
       h("h2", { id: titleId }, options.title),
       h("p", { id: textId }, options.text),
-      h("div", { class: "actions" }, h("button", { value: "cancel", class: "secondary", autofocus: true }, t("cancel")), h("button", { value: "confirm", class: "danger" }, options.confirm)),
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { value: "cancel", class: "secondary", autofocus: true }, t("cancel")),
+        h("button", { value: "confirm", class: "danger" }, options.confirm),
+      ),
     ),
   );
   document.body.append(dialog);
@@ -131,7 +146,15 @@ export function secretPanel(options: {
   onDone: () => void;
 }): void {
   const { region, secret, ids, text } = options;
-  const field = h("input", { id: ids.field, class: "secret", readonly: true, value: secret, spellcheck: "false", autocomplete: "off", "aria-describedby": ids.warning });
+  const field = h("input", {
+    id: ids.field,
+    class: "secret",
+    readonly: true,
+    value: secret,
+    spellcheck: "false",
+    autocomplete: "off",
+    "aria-describedby": ids.warning,
+  });
   const copy = h("button", { type: "button" }, t("copy"));
   copy.addEventListener("click", async () => options.announce(t((await copyText(secret, field)) ? "copied" : "copyFailed")));
   const done = h("button", { type: "button", class: "secondary" }, t("secretDone"));

@@ -10,20 +10,24 @@ import { NO_STORE, TAG, security, sessionErrors } from "./common";
 export function readEndpointRoute(services: Services) {
   const { store } = services;
 
-  return new Elysia({ name: "webhooks.read" })
-    .use(authPlugin(services))
-    .get(
-      "/:id",
-      async ({ params, principal, set }) => {
-        const { organizationId } = sessionPrincipal(principal);
-        Object.assign(set.headers, NO_STORE);
-        return endpointJSON(await endpointOfOrganization(store, organizationId, params.id));
+  return new Elysia({ name: "webhooks.read" }).use(authPlugin(services)).get(
+    "/:id",
+    async ({ params, principal, set }) => {
+      const { organizationId } = sessionPrincipal(principal);
+      Object.assign(set.headers, NO_STORE);
+      return endpointJSON(await endpointOfOrganization(store, organizationId, params.id));
+    },
+    {
+      auth: "session",
+      params: EndpointParams,
+      response: { 200: WebhookEndpointSchema, ...sessionErrors, 404: ProblemSchema },
+      detail: {
+        summary: "Read a webhook endpoint",
+        description: "404 for an unknown id or an endpoint of another organization. Session cookie only.",
+        tags: [TAG],
+        operationId: "getWebhookEndpoint",
+        security,
       },
-      {
-        auth: "session",
-        params: EndpointParams,
-        response: { 200: WebhookEndpointSchema, ...sessionErrors, 404: ProblemSchema },
-        detail: { summary: "Read a webhook endpoint", description: "404 for an unknown id or an endpoint of another organization. Session cookie only.", tags: [TAG], operationId: "getWebhookEndpoint", security },
-      },
-    );
+    },
+  );
 }

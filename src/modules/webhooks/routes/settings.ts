@@ -20,7 +20,13 @@ export function webhookSettingsRoutes(services: Services) {
       {
         auth: "session",
         response: { 200: WebhookSettingsSchema, ...sessionErrors },
-        detail: { summary: "Read the organization's webhook settings", description: "The low-credit threshold of `credits.low`. Session cookie only.", tags: [TAG], operationId: "getWebhookSettings", security },
+        detail: {
+          summary: "Read the organization's webhook settings",
+          description: "The low-credit threshold of `credits.low`. Session cookie only.",
+          tags: [TAG],
+          operationId: "getWebhookSettings",
+          security,
+        },
       },
     )
     .patch(
@@ -28,7 +34,11 @@ export function webhookSettingsRoutes(services: Services) {
       async ({ body, principal, set }) => {
         const session = sessionPrincipal(principal);
         await store.setLowCreditThreshold(session.organizationId, body.lowCreditThreshold);
-        logger.info("low-credit threshold changed", { organizationId: session.organizationId, userId: session.userId, lowCreditThreshold: body.lowCreditThreshold });
+        logger.info("low-credit threshold changed", {
+          organizationId: session.organizationId,
+          userId: session.userId,
+          lowCreditThreshold: body.lowCreditThreshold,
+        });
         Object.assign(set.headers, NO_STORE);
         return { lowCreditThreshold: body.lowCreditThreshold };
       },

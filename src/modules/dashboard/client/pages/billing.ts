@@ -67,13 +67,17 @@ async function showBalance(body: HTMLElement): Promise<void> {
 }
 
 async function showUsage(body: HTMLElement): Promise<void> {
-  const report = await call<UsageReport>("GET", withQuery("/customer/billing/usage", { granularity: "day", from: windowStart(new Date(), USAGE_DAYS).toISOString() }));
+  const report = await call<UsageReport>(
+    "GET",
+    withQuery("/customer/billing/usage", { granularity: "day", from: windowStart(new Date(), USAGE_DAYS).toISOString() }),
+  );
   const days = usageFromReport(report.periods);
   const total = report.totals.creditsConsumed;
   const busiest = days.reduce((best, entry) => (entry.credits > best.credits ? entry : best), days[0]!);
   // The report's days are UTC days: their dates are shown as such, in the reader's language.
   const formatDay = (day: Date) => new Intl.DateTimeFormat(language(), { dateStyle: "medium", timeZone: "UTC" }).format(day);
-  const summary = total === 0 ? t("usageNone") : t("usageSummary", { total: formatNumber(total), day: formatDay(busiest.day), peak: formatNumber(busiest.credits) });
+  const summary =
+    total === 0 ? t("usageNone") : t("usageSummary", { total: formatNumber(total), day: formatDay(busiest.day), peak: formatNumber(busiest.credits) });
   const dayLabel = new Intl.DateTimeFormat(language(), { day: "numeric", month: "short", timeZone: "UTC" });
   const chart = usageChart(days, {
     summary,
@@ -89,11 +93,29 @@ async function showUsage(body: HTMLElement): Promise<void> {
       "table",
       {},
       h("caption", {}, t("usageCaption")),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, t("colDay")), h("th", { scope: "col", class: "num" }, t("colRequests")), h("th", { scope: "col", class: "num" }, t("colCredits")))),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          h("th", { scope: "col" }, t("colDay")),
+          h("th", { scope: "col", class: "num" }, t("colRequests")),
+          h("th", { scope: "col", class: "num" }, t("colCredits")),
+        ),
+      ),
       h(
         "tbody",
         {},
-        ...days.map((entry) => h("tr", {}, h("th", { scope: "row" }, formatDay(entry.day)), h("td", { class: "num" }, formatNumber(entry.requests)), h("td", { class: "num" }, formatNumber(entry.credits)))),
+        ...days.map((entry) =>
+          h(
+            "tr",
+            {},
+            h("th", { scope: "row" }, formatDay(entry.day)),
+            h("td", { class: "num" }, formatNumber(entry.requests)),
+            h("td", { class: "num" }, formatNumber(entry.credits)),
+          ),
+        ),
       ),
     ),
   );
@@ -129,7 +151,13 @@ async function showOffers(context: PageContext, packs: HTMLElement, plans: HTMLE
           { class: "card" },
           h("h3", {}, pack.name),
           h("p", { class: "price" }, pack.price.formatted),
-          h("p", { class: "muted" }, t("packCredits", { n: formatNumber(pack.credits) }), ", ", pack.validityDays === null ? t("neverExpire") : t("validFor", { n: pack.validityDays })),
+          h(
+            "p",
+            { class: "muted" },
+            t("packCredits", { n: formatNumber(pack.credits) }),
+            ", ",
+            pack.validityDays === null ? t("neverExpire") : t("validFor", { n: pack.validityDays }),
+          ),
           buy,
         );
       }),

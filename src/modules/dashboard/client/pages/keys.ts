@@ -58,7 +58,14 @@ function controlFields(key: APIKey | null) {
   const limitId = uniqueId("limit");
   const rateId = uniqueId("rate");
   const expires = h("input", { id: expiresId, type: "datetime-local", value: key?.expiresAt == null ? "" : localInputValue(key.expiresAt) });
-  const limit = h("input", { id: limitId, type: "number", min: 0, step: 1, inputmode: "numeric", value: key?.monthlyCreditLimit == null ? "" : String(key.monthlyCreditLimit) });
+  const limit = h("input", {
+    id: limitId,
+    type: "number",
+    min: 0,
+    step: 1,
+    inputmode: "numeric",
+    value: key?.monthlyCreditLimit == null ? "" : String(key.monthlyCreditLimit),
+  });
   const rate = h("input", { id: rateId, type: "number", min: 1, step: 1, inputmode: "numeric", value: key?.rateLimit == null ? "" : String(key.rateLimit) });
   return {
     elements: [field(expiresId, t("fieldExpiresAt"), expires), field(limitId, t("fieldMonthlyLimit"), limit), field(rateId, t("fieldRateLimit"), rate)],
@@ -86,7 +93,12 @@ function editControls(key: APIKey): Promise<Record<string, string | number | nul
       h("h2", { id: titleId }, t("controlsTitle", { name: key.name })),
       h("p", { class: "muted hint" }, t("controlsHint")),
       ...controls.elements,
-      h("div", { class: "actions" }, h("button", { value: "cancel", class: "secondary", formnovalidate: true }, t("cancel")), h("button", { value: "save" }, t("save"))),
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { value: "cancel", class: "secondary", formnovalidate: true }, t("cancel")),
+        h("button", { value: "save" }, t("save")),
+      ),
     ),
   );
   document.body.append(dialog);
@@ -106,7 +118,8 @@ function keyRow(context: PageContext, key: APIKey, table: PagedTable, region: HT
     const rotate = h("button", { type: "button", class: "secondary small" }, t("rotate"), srOnly(` ${key.name} (${key.keyPrefix})`));
     const revoke = h("button", { type: "button", class: "danger small" }, t("revoke"), srOnly(` ${key.name} (${key.keyPrefix})`));
     rotate.addEventListener("click", async () => {
-      if (!(await confirmAction({ title: t("rotateTitle", { name: key.name }), text: t("rotateText", { prefix: key.keyPrefix }), confirm: t("rotate") }))) return;
+      if (!(await confirmAction({ title: t("rotateTitle", { name: key.name }), text: t("rotateText", { prefix: key.keyPrefix }), confirm: t("rotate") })))
+        return;
       try {
         const rotated = await call<CreatedKey>("POST", `/customer/api-keys/${encodeURIComponent(key.id)}/rotate`);
         shownSecret = { name: rotated.key.name, clearKey: rotated.clearKey };
@@ -118,7 +131,8 @@ function keyRow(context: PageContext, key: APIKey, table: PagedTable, region: HT
       }
     });
     revoke.addEventListener("click", async () => {
-      if (!(await confirmAction({ title: t("revokeTitle", { name: key.name }), text: t("revokeText", { prefix: key.keyPrefix }), confirm: t("revoke") }))) return;
+      if (!(await confirmAction({ title: t("revokeTitle", { name: key.name }), text: t("revokeText", { prefix: key.keyPrefix }), confirm: t("revoke") })))
+        return;
       try {
         await call<APIKey>("POST", `/customer/api-keys/${encodeURIComponent(key.id)}/revoke`);
         context.announce(t("revoked", { name: key.name }));
@@ -161,7 +175,15 @@ export async function renderKeys(context: PageContext, root: HTMLElement): Promi
   // Always in the page, so screen readers announce the secret when it is put inside.
   const secretRegion = h("div", { "aria-live": "polite" });
   // The pattern refuses a name of spaces only, which the API would trim to nothing.
-  const name = h("input", { id: "key-name", name: "name", required: true, maxlength: 100, pattern: ".*\\S.*", autocomplete: "off", "aria-describedby": "key-name-hint" });
+  const name = h("input", {
+    id: "key-name",
+    name: "name",
+    required: true,
+    maxlength: 100,
+    pattern: ".*\\S.*",
+    autocomplete: "off",
+    "aria-describedby": "key-name-hint",
+  });
   const submit = h("button", { type: "submit" }, t("createButton"));
   const createControls = controlFields(null);
   const form = h(
@@ -187,7 +209,10 @@ export async function renderKeys(context: PageContext, root: HTMLElement): Promi
     submit.disabled = true;
     try {
       // One key per submit, even if the request is retried.
-      const created = await call<CreatedKey>("POST", "/customer/api-keys", { body: { name: name.value, ...createControls.values() }, idempotencyKey: newIdempotencyKey() });
+      const created = await call<CreatedKey>("POST", "/customer/api-keys", {
+        body: { name: name.value, ...createControls.values() },
+        idempotencyKey: newIdempotencyKey(),
+      });
       shownSecret = { name: created.key.name, clearKey: created.clearKey };
       form.reset();
       await table.reload();

@@ -109,7 +109,11 @@ function productPanel(context: PageContext, answer: PriceAnswer): HTMLElement {
           "table",
           {},
           h("caption", {}, t("productsOffersCaption", { title: product.title })),
-          h("thead", {}, h("tr", {}, ...[t("colMerchant"), t("colPrice"), t("colShipping"), t("colAvailability")].map((label) => h("th", { scope: "col" }, label)))),
+          h(
+            "thead",
+            {},
+            h("tr", {}, ...[t("colMerchant"), t("colPrice"), t("colShipping"), t("colAvailability")].map((label) => h("th", { scope: "col" }, label))),
+          ),
           h(
             "tbody",
             {},
@@ -136,14 +140,20 @@ function productPanel(context: PageContext, answer: PriceAnswer): HTMLElement {
 }
 
 function historyPanel(context: PageContext, gtin: string): HTMLElement {
-  const range = h("select", { id: "history-range", "aria-labelledby": "history-title", "aria-describedby": "history-note" }, ...RANGES.map((days) => h("option", { value: days, selected: days === 30 }, t("historyDays", { n: days }))));
+  const range = h(
+    "select",
+    { id: "history-range", "aria-labelledby": "history-title", "aria-describedby": "history-note" },
+    ...RANGES.map((days) => h("option", { value: days, selected: days === 30 }, t("historyDays", { n: days }))),
+  );
   const show = h("button", { type: "button" }, t("historyShow"));
   const output = h("div", { class: "stack", id: "history-output" });
   show.addEventListener("click", async () => {
     show.disabled = true;
     try {
       const from = new Date(Date.now() - Number(range.value) * DAY_MS).toISOString();
-      const answer = await dataCall<HistoryAnswer>(`/products/${encodeURIComponent(gtin)}/price/history?interval=day&limit=${HISTORY_LIMIT}&from=${encodeURIComponent(from)}`);
+      const answer = await dataCall<HistoryAnswer>(
+        `/products/${encodeURIComponent(gtin)}/price/history?interval=day&limit=${HISTORY_LIMIT}&from=${encodeURIComponent(from)}`,
+      );
       replace(output, ...historyView(answer));
     } catch (error) {
       replace(output);
@@ -172,13 +182,21 @@ function historyView(answer: HistoryAnswer): Node[] {
   const days = [...new Set(points.map((point) => point.day))].sort();
   const lowest = points.reduce((low, point) => (point.lastPrice.amount < low.amount ? point.lastPrice : low), points[0]!.lastPrice);
   const highest = points.reduce((high, point) => (point.lastPrice.amount > high.amount ? point.lastPrice : high), points[0]!.lastPrice);
-  const summary = t("historyChart", { from: formatDate(days[0]!), to: formatDate(days[days.length - 1]!), merchants: merchants.length, lowest: lowest.formatted, highest: highest.formatted });
+  const summary = t("historyChart", {
+    from: formatDate(days[0]!),
+    to: formatDate(days[days.length - 1]!),
+    merchants: merchants.length,
+    lowest: lowest.formatted,
+    highest: highest.formatted,
+  });
   return [
     priceChart(points, days, merchants, colour, { summary, lowest, highest }),
     h(
       "ul",
       { class: "legend", "aria-label": t("colMerchant") },
-      ...merchants.map(([id, name]) => h("li", {}, s("svg", { width: 14, height: 14, "aria-hidden": "true" }, s("rect", { width: 14, height: 14, fill: colour.get(id)! })), ` ${name}`)),
+      ...merchants.map(([id, name]) =>
+        h("li", {}, s("svg", { width: 14, height: 14, "aria-hidden": "true" }, s("rect", { width: 14, height: 14, fill: colour.get(id)! })), ` ${name}`),
+      ),
     ),
     h(
       "details",
@@ -188,7 +206,11 @@ function historyView(answer: HistoryAnswer): Node[] {
         "table",
         {},
         h("caption", {}, t("historyTitle")),
-        h("thead", {}, h("tr", {}, ...[t("colDay"), t("colMerchant"), t("colLowest"), t("colHighest"), t("colLast")].map((label) => h("th", { scope: "col" }, label)))),
+        h(
+          "thead",
+          {},
+          h("tr", {}, ...[t("colDay"), t("colMerchant"), t("colLowest"), t("colHighest"), t("colLast")].map((label) => h("th", { scope: "col" }, label))),
+        ),
         h(
           "tbody",
           {},
@@ -216,7 +238,13 @@ const BOTTOM = 28;
 const TOP = 12;
 
 /** An inline SVG line chart: x the days, y the last price of the day; one polyline per merchant. */
-function priceChart(points: DayPoint[], days: string[], merchants: Array<[string, string]>, colour: Map<string, string>, texts: { summary: string; lowest: Money; highest: Money }): SVGSVGElement {
+function priceChart(
+  points: DayPoint[],
+  days: string[],
+  merchants: Array<[string, string]>,
+  colour: Map<string, string>,
+  texts: { summary: string; lowest: Money; highest: Money },
+): SVGSVGElement {
   const low = texts.lowest.amount;
   const span = Math.max(1, texts.highest.amount - low);
   const plotWidth = WIDTH - LEFT - 8;
@@ -228,7 +256,13 @@ function priceChart(points: DayPoint[], days: string[], merchants: Array<[string
     const own = points.filter((point) => point.merchant.id === id);
     return s(
       "polyline",
-      { class: "line", fill: "none", stroke: colour.get(id)!, "stroke-width": 2, points: own.map((point) => `${x(point.day).toFixed(1)},${y(point.lastPrice.amount).toFixed(1)}`).join(" ") },
+      {
+        class: "line",
+        fill: "none",
+        stroke: colour.get(id)!,
+        "stroke-width": 2,
+        points: own.map((point) => `${x(point.day).toFixed(1)},${y(point.lastPrice.amount).toFixed(1)}`).join(" "),
+      },
       s("title", {}, name),
     );
   });
@@ -236,7 +270,12 @@ function priceChart(points: DayPoint[], days: string[], merchants: Array<[string
   return s(
     "svg",
     { class: "chart", viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", "aria-label": texts.summary, preserveAspectRatio: "xMidYMid meet" },
-    s("g", { class: "grid" }, s("line", { x1: LEFT, x2: WIDTH, y1: y(low), y2: y(low) }), s("line", { x1: LEFT, x2: WIDTH, y1: y(texts.highest.amount), y2: y(texts.highest.amount) })),
+    s(
+      "g",
+      { class: "grid" },
+      s("line", { x1: LEFT, x2: WIDTH, y1: y(low), y2: y(low) }),
+      s("line", { x1: LEFT, x2: WIDTH, y1: y(texts.highest.amount), y2: y(texts.highest.amount) }),
+    ),
     axisText({ x: LEFT - 6, y: y(texts.highest.amount) + 4, "text-anchor": "end" }, texts.highest.formatted),
     axisText({ x: LEFT - 6, y: y(low) + 4, "text-anchor": "end" }, texts.lowest.formatted),
     ...lines,

@@ -44,7 +44,13 @@ function watchRow(context: PageContext, watch: PriceWatch, table: PagedTable): H
   return h(
     "tr",
     { "data-watch-id": watch.id },
-    h("th", { scope: "row" }, h("code", {}, watch.gtin), h("br"), h("span", { class: "muted" }, watch.merchant === null ? t("watchAllMerchants") : t("watchMerchant", { merchant: watch.merchant }))),
+    h(
+      "th",
+      { scope: "row" },
+      h("code", {}, watch.gtin),
+      h("br"),
+      h("span", { class: "muted" }, watch.merchant === null ? t("watchAllMerchants") : t("watchMerchant", { merchant: watch.merchant })),
+    ),
     h("td", {}, triggerText(watch)),
     h("td", {}, status, reason),
     h("td", {}, watch.lastTriggeredAt === null ? t("never") : formatDateTime(watch.lastTriggeredAt)),

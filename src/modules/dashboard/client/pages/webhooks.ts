@@ -79,7 +79,13 @@ function deliveryLog(context: PageContext, endpoint: WebhookEndpoint): HTMLEleme
   return h("section", { class: "panel", "aria-label": t("logCaption", { url: endpoint.url }) }, table.element);
 }
 
-function endpointRow(context: PageContext, endpoint: WebhookEndpoint, table: PagedTable, secretRegion: HTMLElement, logRegion: HTMLElement): HTMLTableRowElement {
+function endpointRow(
+  context: PageContext,
+  endpoint: WebhookEndpoint,
+  table: PagedTable,
+  secretRegion: HTMLElement,
+  logRegion: HTMLElement,
+): HTMLTableRowElement {
   const label = srOnly(` ${endpoint.url}`);
   const test = h("button", { type: "button", class: "secondary small", disabled: endpoint.status === "disabled" }, t("hookTest"), label.cloneNode(true));
   const log = h("button", { type: "button", class: "secondary small" }, t("hookLog"), label.cloneNode(true));
@@ -141,7 +147,15 @@ export async function renderWebhooks(context: PageContext, root: HTMLElement): P
   context.heading(t("hooksTitle"));
   const secretRegion = h("div", { "aria-live": "polite" });
   const logRegion = h("div");
-  const url = h("input", { id: "hook-url", type: "url", required: true, maxlength: 2000, placeholder: "https://", autocomplete: "off", "aria-describedby": "hook-url-hint" });
+  const url = h("input", {
+    id: "hook-url",
+    type: "url",
+    required: true,
+    maxlength: 2000,
+    placeholder: "https://",
+    autocomplete: "off",
+    "aria-describedby": "hook-url-hint",
+  });
   const boxes = EVENT_TYPES.map((type) => {
     const id = uniqueId("event");
     return { type, box: h("input", { id, type: "checkbox", value: type, checked: type.startsWith("credits.") }), id };
@@ -154,7 +168,12 @@ export async function renderWebhooks(context: PageContext, root: HTMLElement): P
     h("label", { for: "hook-url" }, t("hookURL")),
     h("p", { id: "hook-url-hint", class: "muted hint" }, t("hookURLHint")),
     url,
-    h("fieldset", {}, h("legend", {}, t("hookEvents")), ...boxes.map(({ box, id, type }) => h("div", {}, box, " ", h("label", { for: id }, h("code", {}, type))))),
+    h(
+      "fieldset",
+      {},
+      h("legend", {}, t("hookEvents")),
+      ...boxes.map(({ box, id, type }) => h("div", {}, box, " ", h("label", { for: id }, h("code", {}, type)))),
+    ),
     h("div", {}, submit),
   );
   const table = pagedTable<WebhookEndpoint>({
