@@ -187,6 +187,30 @@ export function operations(world: World): Operation[] {
     world.trace.push(`purchase ${bought.orderId} of ${credits} credits by ${organization.id}`);
   };
 
+  /** A checkout completed after the provider reported its pack refunded in full: the credits must not stay. */
+  const lateCheckout = async () => {
+    await purchase();
+    const target = world.purchases.at(-1)!;
+    target.refunded = target.amount;
+    const n = ++world.sequence;
+    const charge = {
+      id: `ch_${target.paymentIntent}`,
+      object: "charge",
+      payment_intent: target.paymentIntent,
+      amount: target.amount,
+      amount_refunded: target.amount,
+      refunded: true,
+      currency: "eur",
+    };
+    world.injected("provider disorder");
+    world.trace.push(`refund of ${target.orderId} delivered before its checkout`);
+    await world.deliver(world.pick(world.alive()), target.orderId, {
+      id: `evt_refund_${n}`,
+      payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge),
+    });
+    for (const event of target.pending.splice(0)) await world.deliver(world.pick(world.alive()), target.orderId, event);
+  };
+
   /** A refund (full or partial) or a dispute of a purchase; a dispute opened may later be won (funds reinstated). */
   const reverse = async () => {
     const candidates = world.purchases.filter((candidate) => candidate.refunded < candidate.amount && candidate.dispute !== "won");
@@ -394,6 +418,7 @@ export function operations(world: World): Operation[] {
     ],
     [4, "purchase", purchase],
     [4, "refund or dispute", reverse],
+    [faults.providerDisorder ? 1 : 0, "late checkout", lateCheckout],
     [6, "deliver event", deliverEvent],
     [2, "renewal", renewal],
     [1, "rotate key", rotate],
