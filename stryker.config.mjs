@@ -26,7 +26,7 @@ const MONEY_TESTS = [
 ];
 
 // The pure rules' unit tests run first: they fail in milliseconds.
-const UNIT_TESTS = "bun test --bail src/db/ledger src/modules/billing";
+const UNIT_TESTS = "bun test --bail src/db/ledger src/modules/billing src/http/idempotency.test.ts";
 
 const POSTGRES_TESTS = [
   "test/billing/held-in-memory.postgres.test.ts",

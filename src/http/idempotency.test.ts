@@ -158,3 +158,36 @@ describe("withIdempotency", () => {
     expect(await store.deleteExpiredIdempotencyRecords(NOW + IDEMPOTENCY_TTL_MS + 1000)).toBe(1);
   });
 });
+
+describe("the request hash behind an Idempotency-Key", () => {
+  test("key order and absent members do not matter; nested objects are read the same way", () => {
+    expect(hashRequestBody({ b: 1, a: { d: [1, 2], c: "x" } })).toBe(hashRequestBody({ a: { c: "x", d: [1, 2] }, b: 1 }));
+    expect(hashRequestBody({ a: 1, b: undefined })).toBe(hashRequestBody({ a: 1 }));
+    for (const order of [
+      ["c", "a", "b"],
+      ["b", "c", "a"],
+      ["a", "c", "b"],
+      ["b", "a", "c"],
+      ["c", "b", "a"],
+    ]) {
+      expect(hashRequestBody(Object.fromEntries(order.map((key) => [key, key])))).toBe(hashRequestBody({ a: "a", b: "b", c: "c" }));
+    }
+  });
+
+  test("what a request asks for does matter: values, their types, array order, null against absent", () => {
+    const hashes = [
+      { gtins: ["1", "2"] },
+      { gtins: ["2", "1"] },
+      { gtins: "1,2" },
+      { gtins: [1, 2] },
+      { gtins: ["1", "2"], language: "fr" },
+      { gtins: ["1", "2"], language: null },
+      { gtins: [["1", "2"]] },
+      { gtins: { 0: "1", 1: "2" } },
+      null,
+      [],
+      {},
+    ].map(hashRequestBody);
+    expect(new Set(hashes).size).toBe(hashes.length);
+  });
+});
