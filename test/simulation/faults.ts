@@ -1,14 +1,16 @@
 // The simulation's faults as operations: an instance crashes, a write inside the money transactions
 // fails, PostgreSQL ends connections (or stays away a while), another connection holds the SQLite
 // write lock, a second `serve` tries to start on the SQLite file.
+import { openDebitConnection } from "../../src/db/postgres-client";
 import type { PostgresStore } from "../../src/db/postgres-store";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { lockDatabaseForServing } from "../../src/db/sqlite-serve-lock";
 import type { Store } from "../../src/db/store";
 import { queryRows, testApplicationName } from "../support/context";
+import { startCommitAnswerLoss } from "../support/postgres-relay";
 import { stripeEvent } from "../billing/stripe-stand-in";
 import { FRESH, MISSING, STALE, STALLING, type LookUpShape, type Purchase } from "./model";
-import type { Operation } from "./operations";
+import { buyPack, type Operation } from "./operations";
 import type { World } from "./world";
 
 /** A trigger that makes ledger inserts fail while the sim_faults row says so. */
@@ -140,6 +142,30 @@ export function faultOperations(world: World): Operation[] {
       },
     ],
     [
+      faults.connectionLost ? 2 : 0,
+      "commit answer lost",
+      async () => {
+        // A debit whose COMMIT PostgreSQL takes but whose answer never comes back, the database then
+        // away for 1 s: forced through a relay on the instance's debit connection, not left to timing.
+        // With the 0.5 s patience of two seeds in three the look-up answers 503 in doubt, else its
+        // retried debit finds its own ledger row.
+        const instance = world.pick(world.alive());
+        const store = instance.inner as unknown as { debitConnection: ReturnType<typeof openDebitConnection> };
+        const relay = await startCommitAnswerLoss(world.database.url, 1_000);
+        const connection = openDebitConnection(relay.url);
+        const original = store.debitConnection;
+        store.debitConnection = connection;
+        world.injected("commit answer lost");
+        const request = freshLookUp(instance);
+        world.trace.push(`  look-up #${request.id} with its debit's COMMIT answer to be lost`);
+        await request.settled;
+        store.debitConnection = original;
+        world.trace.push(`  ${relay.commitsCut()} COMMIT answer(s) lost`);
+        relay.close();
+        await connection.end({ timeout: 1 }).catch(() => {});
+      },
+    ],
+    [
       faults.lockHeld ? 2 : 0,
       "lock held",
       async () => {
@@ -231,7 +257,12 @@ export function faultOperations(world: World): Operation[] {
         const paid: Purchase[] = [];
         for (const purchase of world.purchases)
           if (purchase.refunded === 0 && purchase.dispute === "none" && (await observer.hasPayment(purchase.paymentIntent))) paid.push(purchase);
-        if (paid.length === 0) return;
+        // None paid yet: one is bought and paid now.
+        if (paid.length === 0) {
+          const bought = await buyPack(world, world.pick(world.organizations));
+          for (const event of bought.pending.splice(0)) await world.deliver(world.pick(world.alive()), bought.orderId, event);
+          paid.push(bought);
+        }
         world.injected("refund during a stall");
         const target = world.pick(paid);
         const instance = world.pick(world.alive());

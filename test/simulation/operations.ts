@@ -142,50 +142,7 @@ export function operations(world: World): Operation[] {
       .catch((error: unknown) => world.trace.push(`  grant failed: ${error}`));
   };
 
-  const purchase = async () => {
-    const organization = world.pick(world.organizations);
-    const n = ++world.sequence;
-    const credits = 3 + Math.floor(world.random() * 8);
-    const bought: Purchase = {
-      organizationId: organization.id,
-      orderId: newId("ord", START + n),
-      sessionId: `cs_sim_${n}`,
-      paymentIntent: `pi_sim_${n}`,
-      credits,
-      amount: credits * 100,
-      pending: [],
-      refunded: 0,
-      dispute: "none",
-    };
-    // Valid 30 days, so its credits are spent before those that never expire (and refunds meet held credits).
-    await world.observer.createOrder({
-      ...packOrder({
-        id: bought.orderId,
-        organizationId: organization.id,
-        credits,
-        amount: bought.amount,
-        now: world.first.clock.now(),
-        provider: "stripe",
-        providerRef: bought.sessionId,
-      }),
-      validityDays: 30,
-    });
-    const session = {
-      id: bought.sessionId,
-      object: "checkout.session",
-      mode: "payment",
-      client_reference_id: bought.orderId,
-      payment_intent: bought.paymentIntent,
-      amount_total: bought.amount,
-      currency: "eur",
-      payment_status: "paid",
-      status: "complete",
-      metadata: { orderId: bought.orderId, organizationId: organization.id },
-    };
-    bought.pending.push({ id: `evt_paid_${n}`, payload: stripeEvent(`evt_paid_${n}`, "checkout.session.completed", session) });
-    world.purchases.push(bought);
-    world.trace.push(`purchase ${bought.orderId} of ${credits} credits by ${organization.id}`);
-  };
+  const purchase = async () => void (await buyPack(world, world.pick(world.organizations)));
 
   /** A checkout completed after the provider reported its pack refunded in full: the credits must not stay. */
   const lateCheckout = async () => {
@@ -445,4 +402,50 @@ export async function addWatch(world: World, organization: SimOrganization): Pro
   );
   if (created.ok) organization.watches.push(created.watch.id);
   world.trace.push(created.ok ? `watch ${created.watch.id} (${trigger}) for ${organization.id}` : `watch refused: limit ${created.limit}`);
+}
+
+/** A pack ordered through Stripe checkout; its `checkout.session.completed` is queued, not delivered. */
+export async function buyPack(world: World, organization: SimOrganization): Promise<Purchase> {
+  const n = ++world.sequence;
+  const credits = 3 + Math.floor(world.random() * 8);
+  const bought: Purchase = {
+    organizationId: organization.id,
+    orderId: newId("ord", START + n),
+    sessionId: `cs_sim_${n}`,
+    paymentIntent: `pi_sim_${n}`,
+    credits,
+    amount: credits * 100,
+    pending: [],
+    refunded: 0,
+    dispute: "none",
+  };
+  // Valid 30 days, so its credits are spent before those that never expire (and refunds meet held credits).
+  await world.observer.createOrder({
+    ...packOrder({
+      id: bought.orderId,
+      organizationId: organization.id,
+      credits,
+      amount: bought.amount,
+      now: world.first.clock.now(),
+      provider: "stripe",
+      providerRef: bought.sessionId,
+    }),
+    validityDays: 30,
+  });
+  const session = {
+    id: bought.sessionId,
+    object: "checkout.session",
+    mode: "payment",
+    client_reference_id: bought.orderId,
+    payment_intent: bought.paymentIntent,
+    amount_total: bought.amount,
+    currency: "eur",
+    payment_status: "paid",
+    status: "complete",
+    metadata: { orderId: bought.orderId, organizationId: organization.id },
+  };
+  bought.pending.push({ id: `evt_paid_${n}`, payload: stripeEvent(`evt_paid_${n}`, "checkout.session.completed", session) });
+  world.purchases.push(bought);
+  world.trace.push(`purchase ${bought.orderId} of ${credits} credits by ${organization.id}`);
+  return bought;
 }
