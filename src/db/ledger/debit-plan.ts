@@ -66,66 +66,66 @@ export function planHeldDebits(debits: HeldDebit[], locked: LockedState): DebitP
     queue.push(debit);
     byOrganization.set(debit.organizationId, queue);
   }
-  const granted: Array<HeldDebit & { bucketId: string | null }> = [];
+  const granted: HeldDebit[] = [];
   for (const [organizationId, queue] of [...byOrganization].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    const supply = locked.buckets.filter((bucket) => bucket.organizationId === organizationId).map((bucket) => ({ id: bucket.id, free: bucket.remaining }));
-    const spendable = supply.reduce((sum, bucket) => sum + bucket.free, 0);
-    let demanded = 0;
-    let given = 0;
-    const grants: typeof granted = [];
-    for (const debit of queue) {
-      demanded += debit.amount;
-      if (supply.length === 0 || demanded > spendable) continue;
-      // The ledger row names a bucket when the look-up's credits all came from one.
-      grants.push({ ...debit, bucketId: soleBucket(supply, given, debit.amount) });
-      given += debit.amount;
-    }
-    for (const debit of queue.slice(grants.length)) plan.spent.push({ reservationId: debit.reservationId, available: Math.max(0, spendable - given) });
-    if (grants.length === 0) continue;
-    for (const part of takeInOrder(supply, given)) plan.buckets.push({ id: part.bucketId, amount: part.amount });
-    const organization = locked.organizations.get(organizationId);
-    if (organization === undefined) throw new Error(`organization ${organizationId} was not locked`);
-    const after = organization.ledgerBalance - given;
-    plan.organizations.push({ id: organizationId, amount: given });
-    plan.crossings.push({
-      organizationId,
-      before: organization.ledgerBalance,
-      after,
-      threshold: organization.lowCreditThreshold,
-      createdAt: Math.max(...grants.map((debit) => debit.createdAt)),
-    });
-    let later = 0;
-    for (const debit of grants.toReversed()) {
-      plan.ledger.push({
-        id: debit.transactionId,
-        organizationId,
-        amount: -debit.amount,
-        balanceAfter: after + later,
-        bucketId: debit.bucketId,
-        keyId: debit.keyId,
-        requestId: debit.requestId,
-        gtin: debit.gtin,
-        description: debit.description,
-        createdAt: debit.createdAt,
-      });
-      later += debit.amount;
-    }
-    granted.push(...grants);
+    granted.push(...planOrganization(plan, organizationId, queue, locked));
   }
   plan.ledger.reverse();
   plan.committed = granted.map((debit) => debit.reservationId);
+  tallyUsage(plan, granted, locked);
+  plan.crossings = plan.crossings.filter((crossing) => balanceEventTypes(crossing.before, crossing.after, crossing.threshold).length > 0);
+  return plan;
+}
+
+/**
+ * One organization's part of the plan: its look-ups granted in order while its spendable credits
+ * cover them, the buckets they empty, its sum's move and crossing, and its ledger rows (pushed last
+ * row first, the caller reverses). Returns the granted look-ups.
+ */
+function planOrganization(plan: DebitPlan, organizationId: string, queue: HeldDebit[], locked: LockedState): HeldDebit[] {
+  const supply = locked.buckets.filter((bucket) => bucket.organizationId === organizationId).map((bucket) => ({ id: bucket.id, free: bucket.remaining }));
+  const spendable = supply.reduce((sum, bucket) => sum + bucket.free, 0);
+  let demanded = 0;
+  let given = 0;
+  const grants: Array<HeldDebit & { bucketId: string | null }> = [];
+  for (const debit of queue) {
+    demanded += debit.amount;
+    if (supply.length === 0 || demanded > spendable) continue;
+    // The ledger row names a bucket when the look-up's credits all came from one.
+    grants.push({ ...debit, bucketId: soleBucket(supply, given, debit.amount) });
+    given += debit.amount;
+  }
+  for (const debit of queue.slice(grants.length)) plan.spent.push({ reservationId: debit.reservationId, available: Math.max(0, spendable - given) });
+  if (grants.length === 0) return [];
+  for (const part of takeInOrder(supply, given)) plan.buckets.push({ id: part.bucketId, amount: part.amount });
+  const organization = locked.organizations.get(organizationId);
+  if (organization === undefined) throw new Error(`organization ${organizationId} was not locked`);
+  const after = organization.ledgerBalance - given;
+  plan.organizations.push({ id: organizationId, amount: given });
+  plan.crossings.push({
+    organizationId,
+    before: organization.ledgerBalance,
+    after,
+    threshold: organization.lowCreditThreshold,
+    createdAt: Math.max(...grants.map((debit) => debit.createdAt)),
+  });
+  let later = 0;
+  for (const debit of grants.toReversed()) {
+    const { transactionId: id, amount, bucketId, keyId, requestId, gtin, description, createdAt } = debit;
+    plan.ledger.push({ id, organizationId, amount: -amount, balanceAfter: after + later, bucketId, keyId, requestId, gtin, description, createdAt });
+    later += amount;
+  }
+  return grants;
+}
+
+/** The usage counters (per hour and per UTC day) and the key lines' monthly spending of the granted look-ups, in one row order. */
+function tallyUsage(plan: DebitPlan, granted: HeldDebit[], locked: LockedState): void {
   const counters = new Map<string, DebitPlan["counters"][number]>();
   const spending = new Map<string, DebitPlan["spending"][number]>();
   for (const debit of granted) {
     for (const periodMs of [HOUR_MS, DAY_MS]) {
-      const counter = {
-        organizationId: debit.organizationId,
-        periodMs,
-        periodStart: debit.createdAt - (debit.createdAt % periodMs),
-        keyId: debit.keyId ?? "",
-        requests: 0,
-        credits: 0,
-      };
+      const periodStart = debit.createdAt - (debit.createdAt % periodMs);
+      const counter = { organizationId: debit.organizationId, periodMs, periodStart, keyId: debit.keyId ?? "", requests: 0, credits: 0 };
       const key = JSON.stringify([counter.organizationId, counter.periodMs, counter.periodStart, counter.keyId]);
       const total = counters.get(key) ?? counter;
       total.requests += debit.items;
@@ -144,8 +144,6 @@ export function planHeldDebits(debits: HeldDebit[], locked: LockedState): DebitP
     compare([a.organizationId, a.periodMs, a.periodStart, a.keyId], [b.organizationId, b.periodMs, b.periodStart, b.keyId]),
   );
   plan.spending = [...spending.values()].sort((a, b) => compare([a.line, a.month], [b.line, b.month]));
-  plan.crossings = plan.crossings.filter((crossing) => balanceEventTypes(crossing.before, crossing.after, crossing.threshold).length > 0);
-  return plan;
 }
 
 function compare(a: Array<string | number>, b: Array<string | number>): number {

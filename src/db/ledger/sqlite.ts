@@ -23,6 +23,16 @@ export interface SQLiteLedgerDeps {
 }
 
 export function sqliteLedgerPort(deps: SQLiteLedgerDeps): LedgerPort {
+  return { ...orderSteps(deps), ...invoiceAndPaymentSteps(deps), ...bucketSteps(deps) };
+}
+
+/** The port's steps of provider events, orders, grants and subscriptions, and the ledger's one writer. */
+function orderSteps(
+  deps: SQLiteLedgerDeps,
+): Pick<
+  LedgerPort,
+  "claimEvent" | "lockPayment" | "getOrder" | "completePendingOrder" | "insertBucket" | "appendLedger" | "emit" | "insertPayment" | "insertSubscription"
+> {
   const { db } = deps;
   return {
     claimEvent(event, now) {
@@ -59,6 +69,15 @@ export function sqliteLedgerPort(deps: SQLiteLedgerDeps): LedgerPort {
         .run();
     },
     insertSubscription: (subscription) => db.insert(subscriptions).values(subscription).returning().get(),
+  };
+}
+
+/** The port's steps of invoices, subscription periods, payments and their reversals. */
+function invoiceAndPaymentSteps(
+  deps: SQLiteLedgerDeps,
+): Pick<LedgerPort, "insertInvoice" | "advancePeriod" | "getPayment" | "getReversal" | "putReversal" | "setPaymentRefund"> {
+  const { db } = deps;
+  return {
     // Numbers have no gaps: the sequence is read inside the write lock.
     insertInvoice(organizationId, input, now): InvoiceRecord {
       const sequence =
@@ -89,6 +108,13 @@ export function sqliteLedgerPort(deps: SQLiteLedgerDeps): LedgerPort {
     },
     setPaymentRefund: (ref, refunded) =>
       void db.update(payments).set({ refundedAmount: refunded.amount, refundedCredits: refunded.credits }).where(eq(payments.ref, ref)).run(),
+  };
+}
+
+/** The port's steps on a payment's bucket: expiry first, then what it can give up and its adjustment. */
+function bucketSteps(deps: SQLiteLedgerDeps): Pick<LedgerPort, "writeOffExpired" | "settlementBucket" | "adjustBucket"> {
+  const { db } = deps;
+  return {
     writeOffExpired: (organizationId, now) => deps.writeOffExpired(organizationId, now),
     settlementBucket(_, bucketId, now) {
       const bucket = db

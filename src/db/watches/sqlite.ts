@@ -1,5 +1,5 @@
 import type { Database } from "bun:sqlite";
-import { planHeldDebits } from "../ledger/debit-plan";
+import { type DebitPlan, type LockedState, planHeldDebits } from "../ledger/debit-plan";
 import { page } from "../rows";
 import { SQLiteWebhooks } from "../webhooks/sqlite";
 import { USAGE_PERIODS_MS, type Page } from "../store";
@@ -75,6 +75,8 @@ function toWatchRow(row: WatchDatabaseRow): WatchRow {
  * `spendableBuckets` is the store's own: an organization's unexpired buckets in FEFO order, less
  * what requests in flight of this process hold, so a watch event never takes held credits.
  */
+type Evaluated = ReturnType<typeof evaluateWatches>;
+
 export class SQLiteWatches {
   private readonly webhooks: SQLiteWebhooks;
 
@@ -189,67 +191,81 @@ export class SQLiteWatches {
           this.statement(`${WATCH_SELECT} WHERE gtin IN (SELECT value FROM json_each(?1)) ORDER BY id`).all(JSON.stringify(gtins)) as WatchDatabaseRow[]
         ).map(toWatchRow);
         const { fired, moved } = evaluateWatches(watches, this.offersOf(gtins), input);
-        let pausedCount = 0;
-        let events = 0;
-        if (fired.length > 0) {
-          const organizations = [...new Set(fired.map((watch) => watch.watch.organizationId))].sort();
-          const sums = new Map<string, { ledgerBalance: number; lowCreditThreshold: number | null }>();
-          const buckets: Array<{ id: string; organizationId: string; remaining: number }> = [];
-          for (const organizationId of organizations) {
-            sums.set(
-              organizationId,
-              this.statement("SELECT ledger_balance AS ledgerBalance, low_credit_threshold AS lowCreditThreshold FROM organizations WHERE id = ?1").get(
-                organizationId,
-              ) as { ledgerBalance: number; lowCreditThreshold: number | null },
-            );
-            for (const bucket of this.spendableBuckets(organizationId, input.now)) buckets.push({ id: bucket.id, organizationId, remaining: bucket.free });
-          }
-          const plan = planHeldDebits(
-            fired.map((watch) => watch.debit),
-            { buckets, organizations: sums, keys: new Map() },
-          );
-          for (const bucket of plan.buckets) this.statement("UPDATE credit_buckets SET remaining = remaining - ?2 WHERE id = ?1").run(bucket.id, bucket.amount);
-          for (const organization of plan.organizations)
-            this.statement("UPDATE organizations SET ledger_balance = ledger_balance - ?2 WHERE id = ?1").run(organization.id, organization.amount);
-          for (const row of plan.ledger) {
-            this.statement(
-              `INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-             VALUES (?1, ?2, 'usage', ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9)`,
-            ).run(row.id, row.organizationId, row.amount, row.balanceAfter, row.bucketId, row.requestId, row.gtin, row.description, row.createdAt);
-          }
-          for (const counter of plan.counters) {
-            if (!USAGE_PERIODS_MS.includes(counter.periodMs as (typeof USAGE_PERIODS_MS)[number])) continue;
-            this.statement(
-              `INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits) VALUES (?1, ?2, ?3, '', ?4, ?5, ?6)
-             ON CONFLICT (organization_id, period_ms, period_start, key_id, reason) DO UPDATE SET requests = requests + excluded.requests, credits = credits + excluded.credits`,
-            ).run(counter.organizationId, counter.periodMs, counter.periodStart, WATCH_USAGE_REASON, counter.requests, counter.credits);
-          }
-          for (const crossing of plan.crossings) {
-            const types = balanceEventTypes(crossing.before, crossing.after, crossing.threshold);
-            this.webhooks.emit(
-              types.map((type) => ({
-                id: newId("msg", crossing.createdAt),
-                organizationId: crossing.organizationId,
-                type,
-                data: balanceEventData(type, crossing.organizationId, crossing.after, crossing.threshold),
-                createdAt: crossing.createdAt,
-              })),
-            );
-          }
-          const settled = settleWatches(fired, new Set(plan.committed), input.now);
-          this.webhooks.emit(settled.events);
-          events = settled.events.length;
-          moved.push(...settled.updates);
-          for (const organizationId of settled.unpaid) {
-            pausedCount += this.statement(
-              "UPDATE price_watches SET status = 'paused', paused_reason = 'insufficient-credits' WHERE organization_id = ?1 AND status = 'active'",
-            ).run(organizationId).changes;
-          }
-        }
+        const charged = fired.length > 0 ? this.chargeFired(fired, input) : { events: 0, paused: 0, updates: [] };
+        moved.push(...charged.updates);
         for (const update of moved) this.writeState(update);
-        return { changes: changes.length, events, paused: pausedCount, resumed };
+        return { changes: changes.length, events: charged.events, paused: charged.paused, resumed };
       })
       .immediate();
+  }
+
+  /** Charges the watches that fired (their debits, balance events and notifications), and pauses those whose organization could not pay. */
+  private chargeFired(fired: Evaluated["fired"], input: WatchBatchInput): { events: number; paused: number; updates: Evaluated["moved"] } {
+    const plan = planHeldDebits(
+      fired.map((watch) => watch.debit),
+      this.lockedState([...new Set(fired.map((watch) => watch.watch.organizationId))].sort(), input.now),
+    );
+    this.writeWatchDebits(plan);
+    for (const crossing of plan.crossings) {
+      const types = balanceEventTypes(crossing.before, crossing.after, crossing.threshold);
+      this.webhooks.emit(
+        types.map((type) => ({
+          id: newId("msg", crossing.createdAt),
+          organizationId: crossing.organizationId,
+          type,
+          data: balanceEventData(type, crossing.organizationId, crossing.after, crossing.threshold),
+          createdAt: crossing.createdAt,
+        })),
+      );
+    }
+    const settled = settleWatches(fired, new Set(plan.committed), input.now);
+    this.webhooks.emit(settled.events);
+    let paused = 0;
+    for (const organizationId of settled.unpaid) {
+      paused += this.statement(
+        "UPDATE price_watches SET status = 'paused', paused_reason = 'insufficient-credits' WHERE organization_id = ?1 AND status = 'active'",
+      ).run(organizationId).changes;
+    }
+    return { events: settled.events.length, paused, updates: settled.updates };
+  }
+
+  /** The organizations' sums and spendable buckets (less what requests of this process hold), as the debit planner reads them. */
+  private lockedState(organizations: string[], now: number): LockedState {
+    const sums = new Map<string, { ledgerBalance: number; lowCreditThreshold: number | null }>();
+    const buckets: LockedState["buckets"] = [];
+    for (const organizationId of organizations) {
+      sums.set(
+        organizationId,
+        this.statement("SELECT ledger_balance AS ledgerBalance, low_credit_threshold AS lowCreditThreshold FROM organizations WHERE id = ?1").get(
+          organizationId,
+        ) as {
+          ledgerBalance: number;
+          lowCreditThreshold: number | null;
+        },
+      );
+      for (const bucket of this.spendableBuckets(organizationId, now)) buckets.push({ id: bucket.id, organizationId, remaining: bucket.free });
+    }
+    return { buckets, organizations: sums, keys: new Map() };
+  }
+
+  /** The planned debits of fired watches: buckets, ledger sums, usage rows and usage counters. */
+  private writeWatchDebits(plan: DebitPlan): void {
+    for (const bucket of plan.buckets) this.statement("UPDATE credit_buckets SET remaining = remaining - ?2 WHERE id = ?1").run(bucket.id, bucket.amount);
+    for (const organization of plan.organizations)
+      this.statement("UPDATE organizations SET ledger_balance = ledger_balance - ?2 WHERE id = ?1").run(organization.id, organization.amount);
+    for (const row of plan.ledger) {
+      this.statement(
+        `INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
+             VALUES (?1, ?2, 'usage', ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9)`,
+      ).run(row.id, row.organizationId, row.amount, row.balanceAfter, row.bucketId, row.requestId, row.gtin, row.description, row.createdAt);
+    }
+    for (const counter of plan.counters) {
+      if (!USAGE_PERIODS_MS.includes(counter.periodMs as (typeof USAGE_PERIODS_MS)[number])) continue;
+      this.statement(
+        `INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits) VALUES (?1, ?2, ?3, '', ?4, ?5, ?6)
+             ON CONFLICT (organization_id, period_ms, period_start, key_id, reason) DO UPDATE SET requests = requests + excluded.requests, credits = credits + excluded.credits`,
+      ).run(counter.organizationId, counter.periodMs, counter.periodStart, WATCH_USAGE_REASON, counter.requests, counter.credits);
+    }
   }
 
   private writeState(update: WatchUpdate): void {
