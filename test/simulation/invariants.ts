@@ -99,10 +99,11 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
         violation(`look-up #${request.id} answered creditsRemaining ${answer.creditsRemaining}`);
     }
     // A retry while the first request with its Idempotency-Key still runs (stalled, holding the
-    // claim) is answered 409, unless the claim was abandoned (60 s passed since the first was sent).
-    // A 401 (a retired key) or a 503 (the database away) comes before the claim.
+    // claim) is answered 409, unless the claim was abandoned (60 s passed since the first was sent)
+    // by the time the retry could have claimed it: a retry still on its way when the clock moves on
+    // may take the claim over. A 401 (a retired key) or a 503 (the database away) comes before the claim.
     for (const first of request.stillBlockedBy) {
-      if (request.sentAt - first.sentAt >= IDEMPOTENCY_ABANDONED_MS) continue;
+      if (request.answeredAt - first.sentAt >= IDEMPOTENCY_ABANDONED_MS) continue;
       if (answer.status !== 409 && answer.status !== 401 && answer.status !== 503)
         violation(`retry #${request.id} (Idempotency-Key ${request.idempotencyKey}) answered ${answer.status} while #${first.id} with the same key still ran`);
     }

@@ -174,8 +174,9 @@ export interface SentRequest {
   /** Set when the instance answered. */
   answer: Answer | null;
   settled: Promise<void>;
-  /** The simulated time that had passed (World.elapsed) when it was sent. */
+  /** The simulated time that had passed (World.elapsed) when it was sent, and when it was answered. */
   sentAt: number;
+  answeredAt: number;
   /** Requests with the same Idempotency-Key stalled inside their work (holding its claim) when this one was sent. */
   blockedBy: SentRequest[];
   /** Those of them still running, on a live instance, when this one was answered. */

@@ -149,6 +149,7 @@ export class World {
       answer: null,
       settled: Promise.resolve(),
       sentAt: this.elapsed,
+      answeredAt: Number.NaN,
       blockedBy,
       stillBlockedBy: [],
     };
@@ -191,6 +192,7 @@ export class World {
           freshItems: new Set(items.filter((item) => item.reason === "fresh-offer").map((item) => item.gtin)).size,
         };
         request.answer = answer;
+        request.answeredAt = this.elapsed;
         request.stillBlockedBy = request.blockedBy.filter((other) => other.answer === null && other.instance.alive);
         this.trace.push(
           `  answer #${request.id} ${response.status} consumed=${answer.creditsConsumed} remaining=${answer.creditsRemaining ?? "-"} ${answer.requestId}${answer.replayed ? " (replayed)" : ""}${answer.debitInDoubt ? " (debit in doubt)" : ""}`,
