@@ -59,8 +59,8 @@ describe("GET /problems/{slug}", () => {
     expect(await response.text()).toContain(PROBLEMS[slug as keyof typeof PROBLEMS].title);
   });
 
-  test("an unknown slug answers 404 not-found", async () => {
-    const response = await context.request("/problems/no-such-thing");
+  test.each(["no-such-thing", "constructor", "toString", "__proto__", "hasOwnProperty"])("an unknown slug (%s) answers 404 not-found", async (slug) => {
+    const response = await context.request(`/problems/${slug}`);
     expect(response.status).toBe(404);
     expect(response.headers.get("content-type")).toBe("application/problem+json");
   });

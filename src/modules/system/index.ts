@@ -88,7 +88,8 @@ export function systemRoutes(services: Services) {
     .get(
       "/problems/:slug",
       ({ params }) => {
-        if (!(params.slug in PROBLEMS)) throw new Problem("not-found");
+        // Own keys only: "constructor" or "toString" are not problem types.
+        if (!Object.hasOwn(PROBLEMS, params.slug)) throw new Problem("not-found");
         return new Response(problemPage(params.slug as ProblemSlug), { headers: HTML_HEADERS });
       },
       {
