@@ -88,7 +88,7 @@ function extractGlobals(args: string[]): Globals {
     else if (arg === "--verbose") globals.verbose = true;
     else if (arg === "--help" || arg === "-h") globals.help = true;
     else if (arg === "--version") globals.version = true;
-    else if (flag in GLOBAL_FLAGS) {
+    else if (Object.hasOwn(GLOBAL_FLAGS, flag)) {
       const value = inline ?? args[++index];
       if (value === undefined) throw new UsageError(`${flag} needs a value`);
       globals.env[GLOBAL_FLAGS[flag]!] = value;
