@@ -101,6 +101,21 @@ describe("GET /api/v1/products/{gtin}/price", () => {
     });
   });
 
+  test("offers age out between two look-ups: each answer holds only the offers fresh at its time, and none fresh is stale-data", async () => {
+    const first = await json(await price(FRESH));
+    expect(first.data.offers.map((o: any) => o.merchant.id)).toEqual(["m-a", "m-b"]);
+    // m-a (2 h old) passes the 24 h window; m-b (1 h old) is still in it.
+    context.clock.advance(22 * HOUR + 1000);
+    const second = await json(await price(FRESH));
+    expect(second.meta).toMatchObject({ reason: "fresh-offer", creditsConsumed: 1 });
+    expect(second.data.offers.map((o: any) => o.merchant.id)).toEqual(["m-b"]);
+    context.clock.advance(HOUR);
+    const third = await json(await price(FRESH));
+    expect(third.meta).toMatchObject({ reason: "stale-data", billable: false, creditsConsumed: 0 });
+    expect(third.data.offers).toEqual([]);
+    expect(await available()).toBe(8);
+  });
+
   describe("when there is no usable data", () => {
     test("a product with no offers answers 200 no-data with empty offers and bills nothing", async () => {
       const response = await price(EMPTY);
