@@ -108,6 +108,20 @@ const order: Order = {
 const credits = { source: "pack" as const, type: "purchase" as const, amount: 1000, expiresAt: null, description: "1000 credits" };
 const invoice = { description: "1000 credits", amount: 1000, currency: "EUR", periodStart: null, periodEnd: null };
 
+/** A 1000-credit invoice paid (payment `in_1`, event `evt_1`) for org_1. */
+function paidInvoice(fake: ReturnType<typeof fakeLedger>) {
+  return runSync(
+    applyPaidGrant({
+      event: { id: "evt_1", type: "invoice.paid" },
+      organizationId: "org_1",
+      grant: credits,
+      payment: { ref: "in_1", amount: 1000, currency: "EUR" },
+      now: 3,
+    }),
+    fake.port,
+  );
+}
+
 describe("completing an order", () => {
   test("grants, records the payment and invoices once; a second completion writes nothing", () => {
     const fake = fakeLedger();
@@ -280,16 +294,7 @@ describe("paid grants and renewals", () => {
 describe("reversals", () => {
   test("a refund claws back its share once, and an older report changes nothing", () => {
     const fake = fakeLedger();
-    runSync(
-      applyPaidGrant({
-        event: { id: "evt_1", type: "invoice.paid" },
-        organizationId: "org_1",
-        grant: credits,
-        payment: { ref: "in_1", amount: 1000, currency: "EUR" },
-        now: 3,
-      }),
-      fake.port,
-    );
+    paidInvoice(fake);
     const refund = (amount: number) =>
       runSync(reversePayment({ event: null, ref: "in_1", report: { refundedAmount: amount }, description: "Refund", now: 4 }), fake.port);
     expect(refund(500)).toEqual({ applied: true, clawedBack: 500, reinstated: 0, organizationId: "org_1" });
@@ -300,16 +305,7 @@ describe("reversals", () => {
 
   test("a redelivered report changes nothing; a dispute won gives back what it took, as an adjustment", () => {
     const fake = fakeLedger();
-    runSync(
-      applyPaidGrant({
-        event: { id: "evt_1", type: "invoice.paid" },
-        organizationId: "org_1",
-        grant: credits,
-        payment: { ref: "in_1", amount: 1000, currency: "EUR" },
-        now: 3,
-      }),
-      fake.port,
-    );
+    paidInvoice(fake);
     const dispute = (id: string, status: "open" | "won") =>
       runSync(
         reversePayment({
@@ -332,16 +328,7 @@ describe("reversals", () => {
 
   test("a refund of credits already spent takes nothing and writes no ledger row", () => {
     const fake = fakeLedger();
-    const granted = runSync(
-      applyPaidGrant({
-        event: { id: "evt_1", type: "invoice.paid" },
-        organizationId: "org_1",
-        grant: credits,
-        payment: { ref: "in_1", amount: 1000, currency: "EUR" },
-        now: 3,
-      }),
-      fake.port,
-    );
+    const granted = paidInvoice(fake);
     fake.buckets.set(granted.bucket!.id, { ...fake.buckets.get(granted.bucket!.id)!, remaining: 0 });
     expect(runSync(reversePayment({ event: null, ref: "in_1", report: { refundedAmount: 1000 }, description: "Refund", now: 4 }), fake.port)).toEqual({
       applied: true,
@@ -354,16 +341,7 @@ describe("reversals", () => {
 
   test("a report that leaves the credits claimed as they were writes no ledger row", () => {
     const fake = fakeLedger();
-    runSync(
-      applyPaidGrant({
-        event: { id: "evt_1", type: "invoice.paid" },
-        organizationId: "org_1",
-        grant: credits,
-        payment: { ref: "in_1", amount: 1000, currency: "EUR" },
-        now: 3,
-      }),
-      fake.port,
-    );
+    paidInvoice(fake);
     runSync(reversePayment({ event: null, ref: "in_1", report: { refundedAmount: 1000 }, description: "Refund", now: 4 }), fake.port);
     const lost = runSync(
       reversePayment({ event: null, ref: "in_1", report: { dispute: { id: "dp_1", amount: 1000, status: "lost" } }, description: "Disputed", now: 5 }),
