@@ -1,5 +1,8 @@
 import postgres from "postgres";
 
+/** Where the tests and the mutation runs look for PostgreSQL unless TEST_DATABASE_URL says otherwise. */
+export const DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test";
+
 /**
  * Why no PostgreSQL server answers at the URL, or null when one does. A query, not a bare TCP
  * connect: some networks accept any connection and never answer.
@@ -17,6 +20,6 @@ export async function whyNotAnswering(databaseUrl: string): Promise<string | nul
   }
 }
 
-export async function postgresReachable(databaseUrl = process.env.TEST_DATABASE_URL?.trim() || "postgres://postgres@127.0.0.1:5432/test"): Promise<boolean> {
+export async function postgresReachable(databaseUrl = process.env.TEST_DATABASE_URL?.trim() || DEFAULT_POSTGRES_URL): Promise<boolean> {
   return (await whyNotAnswering(databaseUrl)) === null;
 }

@@ -4,9 +4,7 @@
 // Arguments are passed to both `bun test` runs (e.g. `npm test -- test/products`).
 // `--postgres-only` (`npm run test:pg`) skips the SQLite run and fails when no PostgreSQL server answers.
 import { existsSync, readdirSync } from "node:fs";
-import { whyNotAnswering } from "./postgres-reachable";
-
-const DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test";
+import { DEFAULT_POSTGRES_URL, whyNotAnswering } from "./postgres-reachable";
 
 interface RunResult {
   pass: number;
