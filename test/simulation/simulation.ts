@@ -123,7 +123,7 @@ export async function simulate(options: {
       seed: options.seed,
       store: options.store,
       operations: steps,
-      faultsInjected: world.faultsInjected,
+      faultsInjected: [...world.faultCounts.values()].reduce((sum, count) => sum + count, 0),
       operationCounts,
       faultCounts: Object.fromEntries(world.faultCounts),
       violations: world.violations,

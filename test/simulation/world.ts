@@ -33,7 +33,6 @@ export const STRIPE = { key: "sk_test_standin" };
 export class World {
   readonly trace: string[];
   readonly violations: string[] = [];
-  faultsInjected = 0;
   /** Faults injected, by class. */
   readonly faultCounts = new Map<string, number>();
   readonly instances: Instance[] = [];
@@ -238,7 +237,6 @@ export class World {
 
   /** Counts a fault of the given class as injected. */
   injected(fault: string): void {
-    this.faultsInjected++;
     this.faultCounts.set(fault, (this.faultCounts.get(fault) ?? 0) + 1);
   }
 
