@@ -15,6 +15,17 @@ describe("MemoryRateLimiter", () => {
     expect(limiter.take("k", 400).allowed).toBe(true);
   });
 
+  test("a clock stepped back neither locks a key out nor refills it, and refilling resumes from the earlier time", () => {
+    const limiter = new MemoryRateLimiter(5, 1000);
+    const hour = 3_600_000;
+    for (let i = 0; i < 9; i++) limiter.take("k", 10 * hour);
+    expect(limiter.take("k", 10 * hour - hour)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(limiter.take("k", 10 * hour - hour).allowed).toBe(false);
+    expect(limiter.take("k", 10 * hour - hour + 200).allowed).toBe(true);
+    limiter.prune(10 * hour - 2 * hour);
+    expect(limiter.take("k", 10 * hour - hour + 200).allowed).toBe(false);
+  });
+
   test("keys are limited independently", () => {
     const limiter = new MemoryRateLimiter(1, 1000);
     limiter.take("a", 0);

@@ -93,7 +93,7 @@ export class MemoryRateLimiter implements RateLimiter {
       this.buckets.set(key, bucket);
     } else {
       // A changed policy (a key's own rate limit set or cleared) applies from now on; a lower one caps what the bucket holds.
-      bucket.tokens = Math.min(capacity, bucket.tokens + (now - bucket.updatedAt) * bucket.refillPerMs);
+      bucket.tokens = Math.min(capacity, tokensAt(bucket, now));
       bucket.updatedAt = now;
       bucket.capacity = capacity;
       bucket.refillPerMs = refillPerMs;
@@ -104,9 +104,14 @@ export class MemoryRateLimiter implements RateLimiter {
   /** Forgets keys whose bucket has refilled: they are indistinguishable from new ones. */
   prune(now: number): void {
     for (const [key, bucket] of this.buckets) {
-      if (bucket.tokens + (now - bucket.updatedAt) * bucket.refillPerMs >= bucket.capacity) this.buckets.delete(key);
+      if (tokensAt(bucket, now) >= bucket.capacity) this.buckets.delete(key);
     }
   }
+}
+
+/** A clock stepped back (a time correction) refills nothing and takes nothing away: a key is never locked out for the step's length. */
+function tokensAt(bucket: Bucket, now: number): number {
+  return bucket.tokens + Math.max(0, now - bucket.updatedAt) * bucket.refillPerMs;
 }
 
 /** What `bucket` says of a request of `tokens` that was `allowed` (by every policy) or not. */

@@ -116,6 +116,53 @@ describe("GET /api/v1/products/{gtin}/price", () => {
     expect(await available()).toBe(8);
   });
 
+  test("offers at one price are ordered by merchant id, shipping is money, and the summary spans the cheapest to the dearest", async () => {
+    const TIED = "04012345678901";
+    await addProduct(context, TIED, [
+      { merchantId: "m-c", price: 700, ageMs: HOUR, shipping: 495 },
+      { merchantId: "m-a", price: 700, ageMs: HOUR },
+      { merchantId: "m-b", price: 650, ageMs: HOUR },
+      { merchantId: "m-d", price: 900, ageMs: HOUR },
+    ]);
+    const body = await json(await price(TIED));
+    expect(body.data.offers.map((o: any) => o.merchant.id)).toEqual(["m-b", "m-a", "m-c", "m-d"]);
+    expect(body.data.offers[2].shipping).toEqual({ amount: 495, currency: "EUR", formatted: "€4.95" });
+    expect(body.data.offers[1].shipping).toBeNull();
+    expect(body.data.summary).toMatchObject({ offerCount: 4, lowestPrice: { amount: 650 }, highestPrice: { amount: 900 } });
+  });
+
+  test("an offer exactly as old as the freshness window is fresh, one millisecond older it is stale", async () => {
+    const EDGE = "04012345678901";
+    await addProduct(context, EDGE, [{ merchantId: "m-a", price: 700, ageMs: 24 * HOUR }]);
+    const atTheEdge = await json(await price(EDGE));
+    expect(atTheEdge.meta).toMatchObject({ reason: "fresh-offer", creditsConsumed: 1 });
+    context.clock.advance(1);
+    const past = await json(await price(EDGE));
+    expect(past.meta).toMatchObject({ reason: "stale-data", creditsConsumed: 0 });
+    expect(await available()).toBe(9);
+  });
+
+  test("a stale answer's lastObservedAt is its newest offer", async () => {
+    const OLD = "04012345678901";
+    await addProduct(context, OLD, [
+      { merchantId: "m-a", price: 700, ageMs: 30 * HOUR },
+      { merchantId: "m-b", price: 800, ageMs: 26 * HOUR },
+      { merchantId: "m-c", price: 900, ageMs: 40 * HOUR },
+    ]);
+    const body = await json(await price(OLD));
+    expect(body.meta.reason).toBe("stale-data");
+    expect(body.data.lastObservedAt).toBe(new Date(context.clock.now() - 26 * HOUR).toISOString());
+  });
+
+  test("a clock set back answers from the offers fresh at that time, not from the answer prepared later", async () => {
+    const first = await json(await price(FRESH));
+    context.clock.advance(23 * HOUR);
+    expect((await json(await price(FRESH))).data.offers.map((o: any) => o.merchant.id)).toEqual(["m-b"]);
+    context.clock.advance(-23 * HOUR);
+    const back = await json(await price(FRESH));
+    expect(back.data.offers).toEqual(first.data.offers);
+  });
+
   describe("when there is no usable data", () => {
     test("a product with no offers answers 200 no-data with empty offers and bills nothing", async () => {
       const response = await price(EMPTY);

@@ -177,7 +177,7 @@ export async function createOrganization(context: TestContext, credits = 0, name
 export async function addProduct(
   context: TestContext,
   gtin14: string,
-  offers: Array<{ merchantId: string; price: number; ageMs: number; currency?: string; availability?: "in_stock" | "out_of_stock" }>,
+  offers: Array<{ merchantId: string; price: number; ageMs: number; currency?: string; shipping?: number; availability?: "in_stock" | "out_of_stock" }>,
 ): Promise<void> {
   const now = context.clock.now();
   const product = { gtin: gtin14, title: `Product ${gtin14}`, brand: "Acme" };
@@ -191,7 +191,7 @@ export async function addProduct(
             merchantName: `Merchant ${offer.merchantId}`,
             priceAmount: offer.price,
             currency: offer.currency ?? "EUR",
-            shippingAmount: null,
+            shippingAmount: offer.shipping ?? null,
             availability: offer.availability ?? "in_stock",
             condition: "new",
             url: null,
