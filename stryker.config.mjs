@@ -23,6 +23,10 @@ const MONEY_TESTS = [
   "test/keys/key-controls.test.ts",
   "test/billing/two-instances.test.ts",
   "test/http/head.test.ts",
+  "test/billing/invoices.test.ts",
+  "test/billing/transactions.test.ts",
+  "test/webhooks/outbox.test.ts",
+  "test/keys/api-keys.test.ts",
 ];
 
 // The pure rules' unit tests run first: they fail in milliseconds.
