@@ -48,11 +48,25 @@ export interface Service {
  * Starts `serve` on a fresh database and a free loopback port. `prepare` runs CLI commands on the
  * database before the server starts (an empty database in development mode would get demo data).
  */
-export async function startService(
-  options: { env?: Record<string, string>; port?: number; prepare?: (cli: Service["cli"]) => Promise<void> } = {},
-): Promise<Service> {
+export async function startService(options: StartOptions = {}): Promise<Service> {
+  // A free port can be taken by another process between the probe and serve's bind: try another.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startServiceOn(options.port ?? (await freePort()), options);
+    } catch (error) {
+      if (options.port !== undefined || attempt === 3 || !String(error).includes("is already in use")) throw error;
+    }
+  }
+}
+
+interface StartOptions {
+  env?: Record<string, string>;
+  port?: number;
+  prepare?: (cli: Service["cli"]) => Promise<void>;
+}
+
+async function startServiceOn(port: number, options: StartOptions): Promise<Service> {
   const database: TestDatabase = await createTestDatabase();
-  const port = options.port ?? (await freePort());
   const publicURL = `http://127.0.0.1:${port}`;
   const env = {
     PUBLIC_URL: publicURL,
