@@ -95,7 +95,6 @@ export class SQLiteStore implements Store {
       keyLimitCache: this.keyLimitCache,
       keySpentCache: this.keySpentCache,
       idempotency: this.idempotency,
-      usage: this.usage,
       emit: (events) => this.webhooks.emit(events),
     });
     this.catalog = new SQLiteCatalog(database, this.db, {

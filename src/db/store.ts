@@ -567,7 +567,7 @@ export interface Store extends PriceHistoryReads {
    * One run of the watch evaluator, in one transaction: resumes the paused watches of organizations
    * that can pay for an event again, consumes up to `limit` queued changes (watched products whose
    * offers changed), evaluates the products' watches, debits each event's credits (a usage ledger
-   * row, FEFO, planned by planHeldDebits like a look-up's debit), writes the `price.changed` events
+   * row, FEFO, planned by planDebits like a look-up's debit), writes the `price.changed` events
    * to the outbox, pauses the watches of organizations that could not pay, and stores each watch's
    * new state. A crash before its commit leaves the changes queued; nothing is sent or billed twice.
    */

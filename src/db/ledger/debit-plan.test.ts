@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { DAY_MS, HOUR_MS } from "../store";
-import { type HeldDebit, type LockedState, planHeldDebits } from "./debit-plan";
+import { type Debit, type LockedState, planDebits } from "./debit-plan";
 
 const T = 10 * DAY_MS + 5 * HOUR_MS + 123;
 
-function debit(reservationId: string, organizationId: string, amount: number, overrides: Partial<HeldDebit> = {}): HeldDebit {
+function debit(reservationId: string, organizationId: string, amount: number, overrides: Partial<Debit> = {}): Debit {
   return {
     reservationId,
     transactionId: `tx_${reservationId}`,
@@ -39,9 +39,9 @@ function locked(overrides: Partial<LockedState> = {}): LockedState {
   };
 }
 
-describe("the debit plan of a batch of held look-ups", () => {
+describe("the debit plan of a batch", () => {
   test("grants in batch order while the credits cover them; the first refusal refuses the rest, with what is left", () => {
-    const plan = planHeldDebits([debit("r1", "org_a", 2), debit("r2", "org_a", 2), debit("r3", "org_a", 2), debit("r4", "org_a", 1)], locked());
+    const plan = planDebits([debit("r1", "org_a", 2), debit("r2", "org_a", 2), debit("r3", "org_a", 2), debit("r4", "org_a", 1)], locked());
     expect(plan.committed).toEqual(["r1", "r2"]);
     expect(plan.spent).toEqual([
       { reservationId: "r3", available: 1 },
@@ -50,7 +50,7 @@ describe("the debit plan of a batch of held look-ups", () => {
   });
 
   test("takes the granted credits from the buckets soonest-expiring first and moves the running sum once", () => {
-    const plan = planHeldDebits([debit("r1", "org_a", 1), debit("r2", "org_a", 3)], locked());
+    const plan = planDebits([debit("r1", "org_a", 1), debit("r2", "org_a", 3)], locked());
     expect(plan.buckets).toEqual([
       { id: "soon", amount: 2 },
       { id: "never", amount: 2 },
@@ -59,7 +59,7 @@ describe("the debit plan of a batch of held look-ups", () => {
   });
 
   test("ledger rows read in order: each balanceAfter is the sum after it, a bucket named only when it alone paid", () => {
-    const plan = planHeldDebits([debit("r1", "org_a", 1), debit("r2", "org_a", 3)], locked());
+    const plan = planDebits([debit("r1", "org_a", 1), debit("r2", "org_a", 3)], locked());
     expect(plan.ledger.map(({ id, amount, balanceAfter, bucketId }) => ({ id, amount, balanceAfter, bucketId }))).toEqual([
       { id: "tx_r1", amount: -1, balanceAfter: 4, bucketId: "soon" },
       { id: "tx_r2", amount: -3, balanceAfter: 1, bucketId: null },
@@ -76,7 +76,7 @@ describe("the debit plan of a batch of held look-ups", () => {
   });
 
   test("an organization without spendable credits refuses every look-up and writes nothing", () => {
-    const plan = planHeldDebits([debit("r1", "org_b", 1)], locked());
+    const plan = planDebits([debit("r1", "org_b", 1)], locked());
     expect(plan.committed).toEqual([]);
     expect(plan.spent).toEqual([{ reservationId: "r1", available: 0 }]);
     expect([plan.buckets, plan.organizations, plan.ledger, plan.counters, plan.spending, plan.crossings]).toEqual([[], [], [], [], [], []]);
@@ -87,13 +87,13 @@ describe("the debit plan of a batch of held look-ups", () => {
       ["key_a", { line: "line_a", capped: true }],
       ["key_b", { line: "line_b", capped: false }],
     ]);
-    const plan = planHeldDebits([debit("r1", "org_a", 1), debit("r2", "org_a", 1, { keyId: "key_b" })], locked({ keys }));
+    const plan = planDebits([debit("r1", "org_a", 1), debit("r2", "org_a", 1, { keyId: "key_b" })], locked({ keys }));
     expect(plan.committed).toEqual(["r2"]);
     expect(plan.spent).toEqual([]);
   });
 
   test("a look-up whose key is gone (deleted since) is still debited, with no monthly spending to count", () => {
-    const plan = planHeldDebits([debit("r1", "org_a", 1, { keyId: "key_gone" })], locked());
+    const plan = planDebits([debit("r1", "org_a", 1, { keyId: "key_gone" })], locked());
     expect(plan.committed).toEqual(["r1"]);
     expect(plan.spending).toEqual([]);
   });
@@ -101,7 +101,7 @@ describe("the debit plan of a batch of held look-ups", () => {
   test("rows come in one order whatever the batch's order, so instances lock them alike", () => {
     const buckets = ["org_c", "org_b", "org_a"].map((organizationId) => ({ id: `bucket_${organizationId}`, organizationId, remaining: 5 }));
     const organizations = new Map(["org_a", "org_b", "org_c"].map((id) => [id, { ledgerBalance: 5, lowCreditThreshold: null }]));
-    const plan = planHeldDebits(
+    const plan = planDebits(
       [debit("r1", "org_b", 1, { keyId: "key_b" }), debit("r2", "org_c", 1, { keyId: "key_b" }), debit("r3", "org_a", 1, { keyId: "key_a" })],
       locked({ buckets, organizations }),
     );
@@ -111,7 +111,7 @@ describe("the debit plan of a batch of held look-ups", () => {
       { line: "line_a", month: "2026-11", spent: 1 },
       { line: "line_b", month: "2026-11", spent: 2 },
     ]);
-    const reordered = planHeldDebits([debit("r1", "org_a", 1, { keyId: "key_b", month: "2026-12" }), debit("r2", "org_a", 1, { keyId: "key_b" })], locked());
+    const reordered = planDebits([debit("r1", "org_a", 1, { keyId: "key_b", month: "2026-12" }), debit("r2", "org_a", 1, { keyId: "key_b" })], locked());
     expect(reordered.spending.map((spending) => spending.month)).toEqual(["2026-11", "2026-12"]);
   });
 
@@ -120,7 +120,7 @@ describe("the debit plan of a batch of held look-ups", () => {
       { id: "b_bucket", organizationId: "org_b", remaining: 4 },
       { id: "soon", organizationId: "org_a", remaining: 2 },
     ];
-    const plan = planHeldDebits([debit("r1", "org_b", 3), debit("r2", "org_a", 2)], locked({ buckets }));
+    const plan = planDebits([debit("r1", "org_b", 3), debit("r2", "org_a", 2)], locked({ buckets }));
     expect(plan.committed).toEqual(["r2", "r1"]);
     expect(plan.buckets).toEqual([
       { id: "soon", amount: 2 },
@@ -133,7 +133,7 @@ describe("the debit plan of a batch of held look-ups", () => {
   });
 
   test("usage counters per hour and per day count items and credits; spending per key line and month", () => {
-    const plan = planHeldDebits(
+    const plan = planDebits(
       [debit("r1", "org_a", 2, { items: 3 }), debit("r2", "org_a", 1, { keyId: "key_b" }), debit("r3", "org_a", 1, { keyId: null }), debit("r4", "org_a", 1)],
       locked(),
     );
@@ -154,13 +154,71 @@ describe("the debit plan of a batch of held look-ups", () => {
   });
 
   test("a balance crossing is kept only when it crosses the threshold or reaches zero, dated by the latest look-up", () => {
-    const crossing = planHeldDebits([debit("r1", "org_a", 2), debit("r2", "org_a", 2, { createdAt: T + 5 })], locked());
+    const crossing = planDebits([debit("r1", "org_a", 2), debit("r2", "org_a", 2, { createdAt: T + 5 })], locked());
     expect(crossing.crossings).toEqual([{ organizationId: "org_a", before: 5, after: 1, threshold: 2, createdAt: T + 5 }]);
-    const above = planHeldDebits([debit("r1", "org_a", 1)], locked());
+    const above = planDebits([debit("r1", "org_a", 1)], locked());
     expect(above.crossings).toEqual([]);
   });
 
+  test("a debit allocated when reserved is granted whatever the buckets hold, and takes from its own buckets only while they still hold its credits", () => {
+    const inBuckets = { allocations: [{ bucketId: "never", amount: 2 }], inBuckets: true };
+    const held = planDebits([debit("r1", "org_b", 2, { allocated: inBuckets })], locked());
+    expect(held.committed).toEqual(["r1"]);
+    expect(held.buckets).toEqual([{ id: "never", amount: 2 }]);
+    expect(held.ledger.map(({ amount, balanceAfter, bucketId }) => ({ amount, balanceAfter, bucketId }))).toEqual([
+      { amount: -2, balanceAfter: 2, bucketId: "never" },
+    ]);
+    const split = {
+      allocations: [
+        { bucketId: "soon", amount: 1 },
+        { bucketId: "never", amount: 1 },
+      ],
+      inBuckets: false,
+    };
+    const reserved = planDebits([debit("r1", "org_b", 2, { allocated: split })], locked());
+    expect(reserved.buckets).toEqual([]);
+    expect(reserved.organizations).toEqual([{ id: "org_b", amount: 2 }]);
+    expect(reserved.ledger[0]!.bucketId).toBeNull();
+  });
+
+  test("allocated and unallocated debits of one organization share its sum in batch order; only the unallocated ones compete for the buckets", () => {
+    const allocated = { allocations: [{ bucketId: "reserved", amount: 4 }], inBuckets: false };
+    const plan = planDebits(
+      [debit("r1", "org_a", 3), debit("r2", "org_a", 4, { allocated }), debit("r3", "org_a", 3), debit("r4", "org_a", 2)],
+      locked({
+        organizations: new Map([["org_a", { ledgerBalance: 9, lowCreditThreshold: null }]]),
+      }),
+    );
+    expect(plan.committed).toEqual(["r1", "r2"]);
+    expect(plan.spent).toEqual([
+      { reservationId: "r3", available: 2 },
+      { reservationId: "r4", available: 2 },
+    ]);
+    expect(plan.buckets).toEqual([
+      { id: "soon", amount: 2 },
+      { id: "never", amount: 1 },
+    ]);
+    expect(plan.ledger.map(({ id, balanceAfter }) => ({ id, balanceAfter }))).toEqual([
+      { id: "tx_r1", balanceAfter: 6 },
+      { id: "tx_r2", balanceAfter: 2 },
+    ]);
+  });
+
+  test("a bucket taken by several debits is decremented once by their sum", () => {
+    const allocated = { allocations: [{ bucketId: "soon", amount: 1 }], inBuckets: true };
+    const plan = planDebits([debit("r1", "org_a", 1, { allocated }), debit("r2", "org_a", 1, { allocated })], locked());
+    expect(plan.buckets).toEqual([{ id: "soon", amount: 2 }]);
+  });
+
+  test("a key capped since its credits were held refuses only unallocated debits: an allocated one is the capped path's own", () => {
+    const keys = new Map([["key_a", { line: "line_a", capped: true }]]);
+    const allocated = { allocations: [{ bucketId: "soon", amount: 1 }], inBuckets: false };
+    const plan = planDebits([debit("r1", "org_a", 1), debit("r2", "org_a", 1, { allocated })], locked({ keys }));
+    expect(plan.committed).toEqual(["r2"]);
+    expect(plan.spending).toEqual([{ line: "line_a", month: "2026-11", spent: 1 }]);
+  });
+
   test("an organization its batch did not lock is an error, not a guess", () => {
-    expect(() => planHeldDebits([debit("r1", "org_a", 1)], locked({ organizations: new Map() }))).toThrow("org_a");
+    expect(() => planDebits([debit("r1", "org_a", 1)], locked({ organizations: new Map() }))).toThrow("org_a");
   });
 });

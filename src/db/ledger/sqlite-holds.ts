@@ -6,11 +6,12 @@ import { newId } from "../../lib/ids";
 import type { SQLiteIdempotency } from "../idempotency/sqlite";
 import * as schema from "../schema/sqlite";
 import { isLocked, whileLocked } from "../sqlite-locked";
-import { BILLED_REASON, hourStartOf, splitAllocations } from "../store";
+import { BILLED_REASON, splitAllocations } from "../store";
 import type { Balance, LedgerTransaction, Reservation, Store, UsageRecord } from "../store";
-import type { SQLiteUsage } from "../usage/sqlite";
 import { balanceEventData, balanceEventTypes, type NewWebhookEvent } from "../webhooks/records";
 import { fefoOrder, takeInOrder } from "./allocation";
+import { type Debit, type LockedState, planDebits } from "./debit-plan";
+import { writePlanSQLite } from "./sqlite-plan";
 
 const { organizations, creditBuckets, creditTransactions, idempotencyRecords } = schema;
 
@@ -32,8 +33,7 @@ const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
 /**
  * What the SQLite store lends the money path: its write transactions, its cache check and the
  * caches of spendable buckets and key lines' limits and spending (the store's own maps, cleared with
- * the other read caches), the Idempotency-Key claims that fence a debit, the usage counters a debit
- * moves, and the webhook outbox.
+ * the other read caches), the Idempotency-Key claims that fence a debit, and the webhook outbox.
  */
 export interface SQLiteHoldsDeps {
   write<T>(work: (db: DB) => T): T;
@@ -43,7 +43,6 @@ export interface SQLiteHoldsDeps {
   keyLimitCache: Map<string, number | null>;
   keySpentCache: Map<string, { month: string; spent: number }>;
   idempotency: SQLiteIdempotency;
-  usage: SQLiteUsage;
   emit(events: NewWebhookEvent[]): void;
 }
 
@@ -58,7 +57,6 @@ export class SQLiteHolds {
   private readonly keyLimitCache: SQLiteHoldsDeps["keyLimitCache"];
   private readonly keySpentCache: SQLiteHoldsDeps["keySpentCache"];
   private readonly idempotency: SQLiteIdempotency;
-  private readonly usage: SQLiteUsage;
   private readonly webhooks: { emit(events: NewWebhookEvent[]): void };
 
   constructor(
@@ -70,7 +68,6 @@ export class SQLiteHolds {
     this.keyLimitCache = deps.keyLimitCache;
     this.keySpentCache = deps.keySpentCache;
     this.idempotency = deps.idempotency;
-    this.usage = deps.usage;
     this.webhooks = { emit: (events) => deps.emit(events) };
   }
 
@@ -353,14 +350,6 @@ export class SQLiteHolds {
     });
   }
 
-  private readonly setLedgerBalance = this.lazy(() =>
-    this.db
-      .update(organizations)
-      .set({ ledgerBalance: sql`${sql.placeholder("ledgerBalance")}` })
-      .where(eq(organizations.id, sql.placeholder("organizationId")))
-      .prepare(),
-  );
-
   private readonly ledgerBalanceOf = this.lazy(() =>
     this.db
       .select({ ledgerBalance: organizations.ledgerBalance, lowCreditThreshold: organizations.lowCreditThreshold })
@@ -369,93 +358,36 @@ export class SQLiteHolds {
       .prepare(),
   );
 
-  // The usage row of every billed look-up: bun:sqlite's own prepared statement, without drizzle's
-  // per-call placeholder mapping (this runs once per billed request).
-  private readonly insertUsage = this.lazy(() =>
-    this.database.prepare<unknown, [string, string, number, number, string | null, string | null, string, string | null, string, number]>(
-      `INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-       VALUES (?1, ?2, 'usage', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`,
-    ),
-  );
-
-  private readonly addKeySpending = this.lazy(() =>
-    this.database.prepare<unknown, [string, string, number]>(
-      `INSERT INTO api_key_monthly_usage (key_id, month, spent) VALUES (?1, ?2, ?3)
-       ON CONFLICT (key_id, month) DO UPDATE SET spent = spent + excluded.spent`,
-    ),
-  );
-
-  // Invariant: the buckets' debits, the usage rows, the running ledger sum and the keys' monthly
-  // spending of a batch commit together, so each request is billed exactly once, balanceAfter
-  // follows the ledger order and a key's spending is what its usage rows add up to.
+  // Invariant: the buckets' debits, the usage rows, the running ledger sum, the usage counters and
+  // the keys' monthly spending of a batch commit together (planned by planDebits, the one debit
+  // planner), so each request is billed exactly once, balanceAfter follows the ledger order and a
+  // key's spending is what its usage rows add up to. Every hold was allocated when reserved, so
+  // every debit is granted.
   private debitBatch(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
-    const keySpending = new Map<string, { keyId: string; month: string; amount: number }>();
-    const bucketDebits = new Map<string, number>();
-    const ledgerBalances = new Map<string, number>();
-    // Per organization: its sum before the batch, its low-credit threshold and the time of its last debit, for the balance events.
-    const ledgerBefore = new Map<string, { before: number; threshold: number | null; now: number }>();
-    for (const { reservationId, usage } of items) {
-      const reservation = this.heldReservations.get(reservationId)!;
-      for (const allocation of reservation.allocations) bucketDebits.set(allocation.bucketId, (bucketDebits.get(allocation.bucketId) ?? 0) + allocation.amount);
-      let start = ledgerBefore.get(reservation.organizationId);
-      if (start === undefined) {
-        const row = this.ledgerBalanceOf().get({ organizationId: reservation.organizationId })!;
-        start = { before: row.ledgerBalance, threshold: row.lowCreditThreshold, now: usage.now };
-        ledgerBefore.set(reservation.organizationId, start);
-      }
-      start.now = Math.max(start.now, usage.now);
-      const balanceAfter = (ledgerBalances.get(reservation.organizationId) ?? start.before) - reservation.amount;
-      ledgerBalances.set(reservation.organizationId, balanceAfter);
-      this.insertUsage().run(
-        newId("txn", usage.now),
-        reservation.organizationId,
-        -reservation.amount,
-        balanceAfter,
-        reservation.allocations.length === 1 ? reservation.allocations[0]!.bucketId : null,
-        reservation.keyId,
-        reservation.requestId,
-        usage.gtin,
-        usage.description,
-        usage.now,
-      );
-      if (usage.idempotency !== undefined) this.idempotency.completeIdempotencyRecord(usage.idempotency);
-      if (reservation.keyId !== null) {
-        const month = utcMonth(usage.now);
-        const keyId = this.keyLineOf(reservation.keyId);
-        const spending = keySpending.get(`${keyId} ${month}`);
-        if (spending === undefined) keySpending.set(`${keyId} ${month}`, { keyId, month, amount: reservation.amount });
-        else spending.amount += reservation.amount;
-      }
+    const debits = items.map(({ reservationId, usage }): Debit => {
+      const { organizationId, amount, allocations, keyId, requestId } = this.heldReservations.get(reservationId)!;
+      return {
+        reservationId,
+        transactionId: newId("txn", usage.now),
+        organizationId,
+        amount,
+        keyId,
+        requestId,
+        gtin: usage.gtin,
+        description: usage.description,
+        createdAt: usage.now,
+        month: utcMonth(usage.now),
+        items: usage.items ?? 1,
+        allocated: { allocations, inBuckets: true },
+      };
+    });
+    const locked: LockedState = { buckets: [], organizations: new Map(), keys: new Map() };
+    for (const { organizationId, keyId } of debits) {
+      if (!locked.organizations.has(organizationId)) locked.organizations.set(organizationId, this.ledgerBalanceOf().get({ organizationId })!);
+      if (keyId !== null) locked.keys.set(keyId, { line: this.keyLineOf(keyId), capped: false });
     }
-    for (const { keyId, month, amount } of keySpending.values()) this.addKeySpending().run(keyId, month, amount);
-    for (const [bucketId, amount] of bucketDebits) this.adjustBucket().run({ bucketId, delta: -amount });
-    for (const [organizationId, ledgerBalance] of ledgerBalances) {
-      this.setLedgerBalance().run({ organizationId, ledgerBalance });
-      const start = ledgerBefore.get(organizationId)!;
-      this.emitBalanceEvents(organizationId, start.before, ledgerBalance, start.threshold, start.now);
-    }
-    this.countBilledUsage(items);
-  }
-
-  /** The billed look-ups of a debit batch into the hourly counters, one upsert per row touched, in the debit's transaction. */
-  private countBilledUsage(items: Array<{ reservationId: string; usage: UsageRecord }>): void {
-    const counts = new Map<string, { organizationId: string; hourStart: number; keyId: string; requests: number; credits: number }>();
-    for (const { reservationId, usage } of items) {
-      const reservation = this.heldReservations.get(reservationId)!;
-      const hourStart = hourStartOf(usage.now);
-      const keyId = reservation.keyId ?? "";
-      const id = `${reservation.organizationId}\u0000${hourStart}\u0000${keyId}`;
-      const count = counts.get(id);
-      // A batch counts its billed GTINs, as single look-ups count themselves.
-      const requests = usage.items ?? 1;
-      if (count === undefined) counts.set(id, { organizationId: reservation.organizationId, hourStart, keyId, requests, credits: reservation.amount });
-      else {
-        count.requests += requests;
-        count.credits += reservation.amount;
-      }
-    }
-    for (const count of counts.values())
-      this.usage.addUsageCount(count.organizationId, count.hourStart, count.keyId, BILLED_REASON, count.requests, count.credits);
+    writePlanSQLite(this.database, planDebits(debits, locked), { reason: BILLED_REASON, emit: (events) => this.webhooks.emit(events) });
+    for (const { usage } of items) if (usage.idempotency !== undefined) this.idempotency.completeIdempotencyRecord(usage.idempotency);
   }
 
   private async flushCommits(): Promise<void> {

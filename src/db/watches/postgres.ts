@@ -2,12 +2,11 @@ import type { SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import type postgres from "postgres";
 import { emitPostgres } from "../webhooks/postgres";
-import { fefoOrder } from "../ledger/allocation";
-import { type DebitPlan, planHeldDebits } from "../ledger/debit-plan";
+import { planDebits } from "../ledger/debit-plan";
+import { lockedStateOf, lockStatements, writePlan } from "../ledger/postgres-debits";
 import { page } from "../rows";
 import type { Page } from "../store";
-import { balanceEventData, balanceEventTypes, type NewWebhookEvent } from "../webhooks/records";
-import { newId } from "../../lib/ids";
+import type { NewWebhookEvent } from "../webhooks/records";
 import {
   type CreateWatchResult,
   currentState,
@@ -215,35 +214,13 @@ export class PostgresWatches {
     input: WatchBatchInput,
   ): Promise<{ events: number; paused: number; updates: Evaluated["moved"] }> {
     const organizations = [...new Set(fired.map((watch) => watch.watch.organizationId))].sort();
-    const bucketRows = await tx<Array<{ id: string; organization_id: string; remaining: string }>>`
-        SELECT id, organization_id, remaining FROM credit_buckets
-        WHERE organization_id = ANY(${organizations}::text[]) AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${input.now})
-        ORDER BY organization_id, ${tx.unsafe(fefoOrder())} FOR UPDATE`;
-    const sumRows = await tx<Array<{ id: string; ledger_balance: string; low_credit_threshold: string | null }>>`
-        SELECT id, ledger_balance, low_credit_threshold FROM organizations WHERE id = ANY(${organizations}::text[]) ORDER BY id FOR NO KEY UPDATE`;
-    const plan = planHeldDebits(
+    const [buckets, sums, keys] = lockStatements(tx, { organizations, keyIds: [], rowIds: [], now: input.now });
+    const locked = lockedStateOf(await buckets, await sums, await keys);
+    const plan = planDebits(
       fired.map((watch) => watch.debit),
-      {
-        buckets: bucketRows.map((row) => ({ id: row.id, organizationId: row.organization_id, remaining: Number(row.remaining) })),
-        organizations: new Map(
-          sumRows.map((row) => [row.id, { ledgerBalance: Number(row.ledger_balance), lowCreditThreshold: numberOrNull(row.low_credit_threshold) }]),
-        ),
-        keys: new Map(),
-      },
+      locked,
     );
-    if (plan.buckets.length > 0) await this.writeWatchDebits(tx, plan);
-    await emit(
-      tx,
-      plan.crossings.flatMap((crossing) =>
-        balanceEventTypes(crossing.before, crossing.after, crossing.threshold).map((type) => ({
-          id: newId("msg", crossing.createdAt),
-          organizationId: crossing.organizationId,
-          type,
-          data: balanceEventData(type, crossing.organizationId, crossing.after, crossing.threshold),
-          createdAt: crossing.createdAt,
-        })),
-      ),
-    );
+    if (plan.committed.length > 0) await writePlan(tx, plan, { reason: WATCH_USAGE_REASON });
     const settled = settleWatches(fired, new Set(plan.committed), input.now);
     await emit(tx, settled.events);
     let paused = 0;
@@ -253,31 +230,6 @@ export class PostgresWatches {
       ).count;
     }
     return { events: settled.events.length, paused, updates: settled.updates };
-  }
-
-  /** The planned debits of fired watches: buckets, ledger sums, usage rows and usage counters. */
-  private async writeWatchDebits(tx: postgres.TransactionSql, plan: DebitPlan): Promise<void> {
-    await tx`
-          UPDATE credit_buckets SET remaining = credit_buckets.remaining - t.amount
-          FROM unnest(${plan.buckets.map((b) => b.id)}::text[], ${plan.buckets.map((b) => String(b.amount))}::bigint[]) AS t(id, amount) WHERE credit_buckets.id = t.id`;
-    await tx`
-          UPDATE organizations SET ledger_balance = organizations.ledger_balance - t.amount
-          FROM unnest(${plan.organizations.map((o) => o.id)}::text[], ${plan.organizations.map((o) => String(o.amount))}::bigint[]) AS t(id, amount) WHERE organizations.id = t.id`;
-    await tx`
-          INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-          SELECT id, organization_id, 'usage', amount, balance_after, bucket_id, NULL, request_id, gtin, description, created_at
-          FROM unnest(${plan.ledger.map((r) => r.id)}::text[], ${plan.ledger.map((r) => r.organizationId)}::text[], ${plan.ledger.map((r) => String(r.amount))}::bigint[],
-                      ${plan.ledger.map((r) => String(r.balanceAfter))}::bigint[], ${plan.ledger.map((r) => r.bucketId)}::text[], ${plan.ledger.map((r) => r.requestId)}::text[],
-                      ${plan.ledger.map((r) => r.gtin)}::text[], ${plan.ledger.map((r) => r.description)}::text[], ${plan.ledger.map((r) => String(r.createdAt))}::bigint[])
-            AS t(id, organization_id, amount, balance_after, bucket_id, request_id, gtin, description, created_at)`;
-    await tx`
-          INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
-          SELECT organization_id, period_ms, period_start, '', ${WATCH_USAGE_REASON}, requests, credits
-          FROM unnest(${plan.counters.map((c) => c.organizationId)}::text[], ${plan.counters.map((c) => c.periodMs)}::int[], ${plan.counters.map((c) => String(c.periodStart))}::bigint[],
-                      ${plan.counters.map((c) => c.requests)}::int[], ${plan.counters.map((c) => String(c.credits))}::bigint[])
-            AS t(organization_id, period_ms, period_start, requests, credits)
-          ON CONFLICT (organization_id, period_ms, period_start, key_id, reason)
-          DO UPDATE SET requests = usage_counters.requests + excluded.requests, credits = usage_counters.credits + excluded.credits`;
   }
 
   /** Stores the watches' new armed state and last seen offer. */

@@ -1,6 +1,6 @@
 // Price watches as both stores keep them, and the rules that decide when one fires: pure functions,
 // so the SQLite and the PostgreSQL evaluator apply them alike.
-import type { HeldDebit } from "../ledger/debit-plan";
+import type { Debit } from "../ledger/debit-plan";
 import { utcMonth } from "../../lib/clock";
 import { newId } from "../../lib/ids";
 import type { NewWebhookEvent } from "../webhooks/records";
@@ -187,7 +187,7 @@ export interface FiredWatch {
   watch: WatchRow;
   current: WatchState;
   event: NewWebhookEvent;
-  debit: HeldDebit;
+  debit: Debit;
 }
 
 /** The event and debit of a watch that fires now; the debit's request id is the event's id, which ties the ledger row to the event. */
@@ -260,7 +260,7 @@ export function evaluateWatches(
 }
 
 /**
- * The second half, once the debit is planned over the fired watches' organizations (planHeldDebits):
+ * The second half, once the debit is planned over the fired watches' organizations (planDebits):
  * the events of the billed watches, their rows, and the organizations whose credits ran out. A
  * watch that fired but could not be paid still takes the new state (its event is not owed later);
  * its organization's watches are paused.

@@ -1,10 +1,9 @@
 import type { Database } from "bun:sqlite";
-import { type DebitPlan, type LockedState, planHeldDebits } from "../ledger/debit-plan";
+import { type LockedState, planDebits } from "../ledger/debit-plan";
+import { writePlanSQLite } from "../ledger/sqlite-plan";
 import { page } from "../rows";
 import { SQLiteWebhooks } from "../webhooks/sqlite";
-import { USAGE_PERIODS_MS, type Page } from "../store";
-import { balanceEventData, balanceEventTypes } from "../webhooks/records";
-import { newId } from "../../lib/ids";
+import type { Page } from "../store";
 import {
   type CreateWatchResult,
   currentState,
@@ -201,23 +200,11 @@ export class SQLiteWatches {
 
   /** Charges the watches that fired (their debits, balance events and notifications), and pauses those whose organization could not pay. */
   private chargeFired(fired: Evaluated["fired"], input: WatchBatchInput): { events: number; paused: number; updates: Evaluated["moved"] } {
-    const plan = planHeldDebits(
+    const plan = planDebits(
       fired.map((watch) => watch.debit),
       this.lockedState([...new Set(fired.map((watch) => watch.watch.organizationId))].sort(), input.now),
     );
-    this.writeWatchDebits(plan);
-    for (const crossing of plan.crossings) {
-      const types = balanceEventTypes(crossing.before, crossing.after, crossing.threshold);
-      this.webhooks.emit(
-        types.map((type) => ({
-          id: newId("msg", crossing.createdAt),
-          organizationId: crossing.organizationId,
-          type,
-          data: balanceEventData(type, crossing.organizationId, crossing.after, crossing.threshold),
-          createdAt: crossing.createdAt,
-        })),
-      );
-    }
+    writePlanSQLite(this.database, plan, { reason: WATCH_USAGE_REASON, emit: (events) => this.webhooks.emit(events) });
     const settled = settleWatches(fired, new Set(plan.committed), input.now);
     this.webhooks.emit(settled.events);
     let paused = 0;
@@ -246,26 +233,6 @@ export class SQLiteWatches {
       for (const bucket of this.spendableBuckets(organizationId, now)) buckets.push({ id: bucket.id, organizationId, remaining: bucket.free });
     }
     return { buckets, organizations: sums, keys: new Map() };
-  }
-
-  /** The planned debits of fired watches: buckets, ledger sums, usage rows and usage counters. */
-  private writeWatchDebits(plan: DebitPlan): void {
-    for (const bucket of plan.buckets) this.statement("UPDATE credit_buckets SET remaining = remaining - ?2 WHERE id = ?1").run(bucket.id, bucket.amount);
-    for (const organization of plan.organizations)
-      this.statement("UPDATE organizations SET ledger_balance = ledger_balance - ?2 WHERE id = ?1").run(organization.id, organization.amount);
-    for (const row of plan.ledger) {
-      this.statement(
-        `INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-             VALUES (?1, ?2, 'usage', ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9)`,
-      ).run(row.id, row.organizationId, row.amount, row.balanceAfter, row.bucketId, row.requestId, row.gtin, row.description, row.createdAt);
-    }
-    for (const counter of plan.counters) {
-      if (!USAGE_PERIODS_MS.includes(counter.periodMs as (typeof USAGE_PERIODS_MS)[number])) continue;
-      this.statement(
-        `INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits) VALUES (?1, ?2, ?3, '', ?4, ?5, ?6)
-             ON CONFLICT (organization_id, period_ms, period_start, key_id, reason) DO UPDATE SET requests = requests + excluded.requests, credits = credits + excluded.credits`,
-      ).run(counter.organizationId, counter.periodMs, counter.periodStart, WATCH_USAGE_REASON, counter.requests, counter.credits);
-    }
   }
 
   private writeState(update: WatchUpdate): void {
