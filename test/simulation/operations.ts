@@ -8,6 +8,7 @@ import { SYSTEM_USER_ID } from "../../src/db/store";
 import { stripeEvent } from "../billing/stripe-stand-in";
 import { packOrder, queryRows } from "../support/context";
 import { FRESH, FRESH_TOO, MISSING, STALE, STALLING, START, type LookUpShape, type Purchase, type SimKey, type SimOrganization } from "./model";
+import { storedWatchStates, watchesBehindOffers } from "./watch-checks";
 import type { World } from "./world";
 
 export type Operation = [weight: number, name: string, run: () => Promise<void>];
@@ -322,14 +323,36 @@ export function operations(world: World): Operation[] {
     if (id !== undefined) await world.observer.deleteWatch(organization.id, id);
   };
 
-  /** The watch evaluator's run on an instance: the queued changes become events, each debited. */
+  /**
+   * The watch evaluator's run on an instance: the queued changes become events, each debited. Each
+   * new event starts from the state its watch had stored before the run, and after the run every
+   * watch whose product has no change queued, paused or not, holds the product's current state: a
+   * paused watch follows the prices without firing, so it never fires later for a change made while
+   * it was paused.
+   */
   const evaluateWatches = async () => {
     const instance = world.pick(world.alive());
+    const stored = await storedWatchStates(world.observer);
+    const seen = new Set((await priceChangedEvents(world)).map((event) => event.id));
     const result = await instance.services.watches.tick().catch((error: unknown) => world.trace.push(`  evaluation failed: ${error}`));
     if (typeof result === "object")
       world.trace.push(
         `  ${instance.name} evaluated ${result.changes} change(s): ${result.events} event(s), ${result.paused} paused, ${result.resumed} resumed`,
       );
+    if (typeof result === "object")
+      for (const text of await watchesBehindOffers(world.observer, instance.clock.now(), world.config.freshnessWindowMs))
+        world.violations.push(`step ${world.trace.length}: ${text}`);
+    for (const event of await priceChangedEvents(world)) {
+      if (seen.has(event.id)) continue;
+      const data = JSON.parse(event.payload) as { watchId: string; previous: unknown };
+      const before = stored.get(data.watchId);
+      if (before === undefined)
+        world.violations.push(`step ${world.trace.length}: price.changed ${event.id} for watch ${data.watchId}, unknown before the run`);
+      else if (JSON.stringify(data.previous) !== before.state)
+        world.violations.push(
+          `step ${world.trace.length}: watch ${data.watchId} (${before.status} before the run) fired from ${JSON.stringify(data.previous)}, but its stored state was ${before.state}`,
+        );
+    }
   };
 
   return [
@@ -448,4 +471,8 @@ export async function buyPack(world: World, organization: SimOrganization): Prom
   world.purchases.push(bought);
   world.trace.push(`purchase ${bought.orderId} of ${credits} credits by ${organization.id}`);
   return bought;
+}
+
+async function priceChangedEvents(world: World): Promise<Array<{ id: string; payload: string }>> {
+  return queryRows<{ id: string; payload: string }>(world.observer, "SELECT id, payload FROM webhook_events WHERE type = 'price.changed'");
 }

@@ -1,12 +1,14 @@
 // Seeded runs of price watches among imports, identical re-imports, grants and look-ups holding
 // credits, on the store under test: after every step the ledger equals the balance, every
 // `price.changed` event has exactly one usage row and every usage row of a watch its event, no
-// bucket goes below zero, an identical re-import fires nothing, and a look-up's held credits are
-// never taken by a watch event (its commit still succeeds).
+// bucket goes below zero, an identical re-import fires nothing, a look-up's held credits are never
+// taken by a watch event (its commit still succeeds), and after an evaluation every watch, paused or
+// not, holds its product's current state (so none fires later for a change made while it was paused).
 import { describe, expect, test } from "bun:test";
 import type { FeedRecord } from "../../src/db/store";
 import { addProduct, createOrganization, createTestContext, ledgerSum, queryRows, TEST_DATABASE_URL, type TestContext } from "../support/context";
 import { prng } from "./simulation";
+import { watchesBehindOffers } from "./watch-checks";
 
 const GTINS = ["04006381333931", "00012345678905", "05901234123457"];
 const MERCHANTS = ["m1", "m2"];
@@ -186,7 +188,8 @@ async function run(seed: number): Promise<string[]> {
         "evaluate",
         async () => {
           await evaluate();
-          return null;
+          const behind = await watchesBehindOffers(store, clock.now(), context.services.config.freshnessWindowMs);
+          return behind.length === 0 ? null : behind.join("; ");
         },
       ],
     ];
