@@ -18,6 +18,7 @@
 // --stages: only these stages (comma-separated), in every setup that has them.
 // --setups: only these setups (comma-separated): sqlite, pg, pg2 (one organization), pg2-50, pg2-apart.
 // --ci: 1 s per stage, 1 round, 2 000 products: a few seconds that print the ratios.
+// --write: the run's figures replace the look-up section of docs/performance.md (bench/lookup-table.ts).
 // BENCH_PROFILE=DIR: every service process writes a CPU profile (bun --cpu-prof) into DIR on exit.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -28,6 +29,7 @@ import { SYSTEM_USER_ID } from "../src/db/store";
 import { demoGTINsOf, seedDemo } from "../src/modules/ingest/demo-data";
 import { createApiKey } from "../src/modules/keys/service";
 import { openStore } from "../src/services";
+import { lookupSection, writeLookupSection } from "./lookup-table";
 import { cpuBetween, cpuOf, postgresPids } from "./process-cpu";
 
 const { values } = parseArgs({
@@ -40,6 +42,7 @@ const { values } = parseArgs({
     stages: { type: "string" },
     setups: { type: "string" },
     ci: { type: "boolean", default: false },
+    write: { type: "boolean", default: false },
   },
 });
 const ci = values.ci === true;
@@ -418,4 +421,15 @@ if (values.postgres !== undefined) {
   console.log(
     `  PostgreSQL 2 instances, own org each / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, own org each")}, PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, own org each")} µs/req`,
   );
+}
+
+if (values.write) {
+  const commit = Bun.spawnSync(["git", "rev-parse", "--short", "HEAD"]).stdout.toString().trim();
+  const stages = [...results].map(([key, result]) => {
+    const [setup, stage] = key.split("|") as [string, string];
+    return { setup, stage, ...result };
+  });
+  const command = ["bun bench/lookup.ts", ...process.argv.slice(2).map((arg) => (arg.startsWith("postgres://") ? "…" : arg))].join(" ");
+  writeLookupSection(lookupSection(stages, command, commit));
+  console.log("docs/performance.md: the look-up section is rewritten");
 }
