@@ -139,6 +139,15 @@ describe("POST /api/v1/products/prices", () => {
     await expectLedgerInvariant();
   });
 
+  test("a batch with one fresh GTIN among others names that GTIN on its usage row, as a single look-up does", async () => {
+    const body = await json(await batch({ gtins: [STALE, EMPTY, FRESH_2, UNKNOWN] }));
+    expect(body.meta).toMatchObject({ creditsConsumed: 1, creditsRemaining: 9 });
+    const rows = await usageRows();
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ amount: -1, gtin: FRESH_2, description: `Price look-up ${FRESH_2}`, requestId: body.meta.requestId });
+    await expectLedgerInvariant();
+  });
+
   test("billed GTINs count one by one in the usage counters, as single look-ups do", async () => {
     await batch({ gtins: [FRESH, FRESH_2, FRESH, STALE, UNKNOWN] });
     await context.services.usageCounters.flush();
