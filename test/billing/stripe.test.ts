@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { createOrganization, createTestContext, json, type TestOrganization } from "../support/context";
+import { createOrganization, createTestContext, json, ledgerSum, type TestOrganization } from "../support/context";
 import { BILLING, postJSON } from "./fixtures";
 import { createSession, type TestSession } from "./session-helper";
 import { createStripeTestContext, deliver, type StripeTestContext, stripeEvent } from "./stripe-stand-in";
@@ -341,6 +341,24 @@ describe("POST /api/v1/webhooks/stripe", () => {
     expect(await json(response)).toEqual({ received: true, applied: true });
     expect((await balance()).available).toBe(0);
     expect(context.standIn.calls("GET", "/v1/invoice_payments")[0]!.params.get("payment[payment_intent]")).toBe("pi_sub_1");
+  });
+
+  test("a refund arriving after its period's credits expired writes them off as expiry, once, and refunds none of them", async () => {
+    await deliver(context, stripeEvent("evt_inv", "invoice.paid", subscriptionInvoice("in_sub_1")));
+    const [bucket] = (await balance()).buckets;
+    context.clock.set(bucket!.expiresAt!);
+    context.standIn.invoicePayments.set("pi_sub_1", "in_sub_1");
+    const refund = stripeEvent("evt_late_refund", "charge.refunded", {
+      id: "ch_3",
+      object: "charge",
+      payment_intent: "pi_sub_1",
+      amount: 2900,
+      amount_refunded: 2900,
+    });
+    expect(await json(await deliver(context, refund))).toEqual({ received: true, applied: true });
+    const rows = (await context.store.listTransactions(org.organizationId, { limit: 10, types: ["expiry", "refund"] })).items;
+    expect(rows).toEqual([expect.objectContaining({ type: "expiry", amount: -5000, balanceAfter: 0, bucketId: bucket!.id })]);
+    expect(await ledgerSum(context.store, org.organizationId)).toBe(0);
   });
 
   test("a refund of a payment not known here is acknowledged, kept for that payment and changes no balance", async () => {
