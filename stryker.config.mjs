@@ -57,7 +57,7 @@ const targets = {
     command: `${UNIT_TESTS} && bun test/simulation/cli.ts --store sqlite --seeds 15 --first-failing > /dev/null && bun test --bail ${MONEY_TESTS.join(" ")}`,
   },
   postgres: {
-    // The debit planner serves PostgreSQL's group commit (and both stores' watch debits).
+    // The debit planner serves both stores' group commits and watch debits; its unit tests run first in either command.
     mutate: ["src/db/ledger/debit-plan.ts", "src/db/ledger/postgres.ts", "src/db/ledger/postgres-reservations.ts", "src/db/ledger/postgres-debits.ts", "src/db/idempotency/postgres.ts"],
     command: `${UNIT_TESTS} && TEST_DATABASE_URL=${postgresUrl} bun test/simulation/cli.ts --store postgres --seeds 6 --first-failing > /dev/null && TEST_DATABASE_URL=${postgresUrl} bun test --bail --path-ignore-patterns= ${[...POSTGRES_TESTS, ...MONEY_TESTS].join(" ")}`,
   },
