@@ -1,16 +1,11 @@
 // What the simulations check of price watches after an evaluator run, on either store.
 import type { Store } from "../../src/db/store";
-import { currentState, type WatchState } from "../../src/db/watches/records";
+import { currentState, stateJSON, type WatchState } from "../../src/db/watches/records";
 import { queryRows } from "../support/context";
 
 /** A watch state as a `price.changed` event writes it, so a stored state and an event's compare as text. */
 function stateText(state: WatchState): string {
-  return JSON.stringify({
-    merchant: state.merchantId,
-    price: state.price === null ? null : { amount: state.price, currency: state.currency },
-    availability: state.availability,
-    observedAt: state.observedAt === null ? null : new Date(state.observedAt).toISOString(),
-  });
+  return JSON.stringify(stateJSON(state));
 }
 
 /** Every watch's status and stored state (as stateText writes it; `offer` leaves out when the offer was observed). */

@@ -151,7 +151,8 @@ export function stateMoved(watch: WatchRow, current: WatchState, armed: boolean)
   );
 }
 
-function stateJSON(state: WatchState): Record<string, unknown> {
+/** A watch state as a `price.changed` event writes it (`previous`, `current`). */
+export function stateJSON(state: WatchState): Record<string, unknown> {
   return {
     merchant: state.merchantId,
     price: state.price === null ? null : { amount: state.price, currency: state.currency },
