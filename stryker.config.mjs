@@ -77,6 +77,8 @@ export default {
   mutator: { excludedMutations: ["StringLiteral"] },
   concurrency: Number(process.env.MUTATE_CONCURRENCY ?? 2),
   timeoutMS: 60_000,
+  // The PostgreSQL command's first run (every test, unmutated) takes minutes on a busy machine.
+  dryRunTimeoutMinutes: 20,
   ignorePatterns: ["dist", "bench/results", "test/screenshots", "reports", ".stryker-tmp", "data"],
   reporters: ["clear-text", "progress-append-only", "json"],
   jsonReporter: { fileName: `reports/mutation/${store}.json` },
