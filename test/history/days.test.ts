@@ -55,11 +55,11 @@ function observations(seed: number): FeedRecord[] {
 }
 
 /** The days as computed from the listed states: every state that held during the day, the last one's currency. */
-async function expectedDays(store: Store, from: number, to: number): Promise<unknown[]> {
+async function expectedDays(store: Store, from: number, to: number, merchants = MERCHANTS): Promise<unknown[]> {
   const states = await store.listPriceHistory(GTIN);
   const points: unknown[] = [];
   for (let day = from - (from % DAY); day < Math.min(to, NOW); day += DAY) {
-    for (const merchantId of MERCHANTS) {
+    for (const merchantId of merchants) {
       const own = states.filter((state) => state.merchantId === merchantId);
       const held = own.filter((state, index) => {
         const end = own[index + 1]?.observedAt ?? NOW;
@@ -183,5 +183,41 @@ describe("price history reads against the listed states", () => {
         await store.close();
       }
     });
+  }
+});
+
+test("a product with more offers than one read expects (250 merchants) gets every day of every offer, in pages and at once", async () => {
+  const merchants = Array.from({ length: 250 }, (_, index) => `m-${String(index).padStart(3, "0")}`);
+  const records: FeedRecord[] = [];
+  for (let day = 0; day < 3; day++) {
+    for (const [index, merchantId] of merchants.entries()) {
+      records.push({
+        product: { gtin: GTIN, title: "Pen", brand: null as unknown as undefined },
+        offer: {
+          merchantId,
+          merchantName: merchantId.toUpperCase(),
+          priceAmount: 100 + ((day * 7 + index) % 13),
+          currency: "EUR",
+          shippingAmount: null,
+          availability: "in_stock",
+          condition: "new",
+          url: null,
+          observedAt: D0 + day * DAY + ((index * 600_000) % DAY),
+        },
+      });
+    }
+  }
+  const store = await storeWith([]);
+  try {
+    for (const record of records) await store.applyFeedRecords([record], record.offer!.observedAt);
+    const expected = await expectedDays(store, D0, NOW, merchants);
+    // Every merchant on each of the 13 days from its first state on.
+    expect(expected.length).toBe(250 * 13);
+    for (const limit of [40, 5000]) {
+      const base = { gtin: GTIN, from: D0, to: NOW, now: NOW, merchantId: null, limit };
+      expect(dayPoints(await allPages((query) => store.priceDays(query), base, "day"))).toEqual(expected as never);
+    }
+  } finally {
+    await store.close();
   }
 });
