@@ -5,6 +5,7 @@
 //
 // Usage: bun bench/history.ts [--requests 200] [--merchants 50] [--days 365]
 //          [--postgres postgres://postgres@127.0.0.1:5432/test] [--stores sqlite,postgres]
+// BENCH_PROFILE=DIR: the service writes a CPU profile (bun --cpu-prof) into DIR when it stops.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -125,7 +126,8 @@ async function run(name: string, databaseUrl: string): Promise<void> {
     PUBLIC_URL: `http://127.0.0.1:${port}`,
     RATE_LIMIT: "100000/s",
   };
-  const server = Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", String(port)], { env, stdout: "ignore", stderr: "inherit" });
+  const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`, "--cpu-prof-interval=250"] : [];
+  const server = Bun.spawn([process.execPath, ...profile, "src/main.ts", "serve", "--port", String(port)], { env, stdout: "ignore", stderr: "inherit" });
   try {
     for (let attempt = 0; attempt < 100; attempt++) {
       if (
