@@ -10,6 +10,7 @@ import { createServiceMetrics, type ServiceMetrics } from "./lib/service-metrics
 import { KeyUsageRecorder } from "./modules/keys/key-usage";
 import { UsageCounterRecorder } from "./modules/billing/usage-counters";
 import { MemoryRateLimiter, type RateLimiter } from "./http/rate-limit";
+import { SharedRateLimiter } from "./http/shared-rate-limit";
 import { createOIDCVerifier, type OIDCVerifier } from "./modules/auth/oidc";
 import { type Catalog, loadCatalog } from "./modules/billing/catalog";
 import { LocalProvider } from "./modules/billing/providers/local";
@@ -100,7 +101,10 @@ export function createServices(input: {
     oidc,
     keyUsage: new KeyUsageRecorder(store, logger),
     usageCounters: new UsageCounterRecorder(store, logger),
-    rateLimiter: new MemoryRateLimiter(config.rateLimit.limit, config.rateLimit.windowMs),
+    rateLimiter:
+      store.sharedRateBuckets === undefined
+        ? new MemoryRateLimiter(config.rateLimit.limit, config.rateLimit.windowMs)
+        : new SharedRateLimiter(config.rateLimit.limit, config.rateLimit.windowMs, store.sharedRateBuckets, logger),
     catalog,
     payments,
     metrics,

@@ -11,6 +11,7 @@ import { postgresLedgerPort } from "./ledger/postgres";
 import { PostgresReservations } from "./ledger/postgres-reservations";
 import { retrying } from "./postgres-retry";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
+import { PostgresRateBuckets } from "./rate-limit/postgres";
 import { emitPostgres, PostgresWebhooks } from "./webhooks/postgres";
 import { balanceEventData, balanceEventTypes } from "./webhooks/records";
 import { PostgresBilling } from "./billing/postgres";
@@ -42,6 +43,7 @@ export class PostgresStore implements Store {
   private readonly db: DB;
 
   private readonly history: PostgresHistory;
+  readonly sharedRateBuckets: PostgresRateBuckets;
 
   /**
    * `debitConnection` runs the group commit's statements (one batch in flight at a time) apart from
@@ -57,6 +59,7 @@ export class PostgresStore implements Store {
     this.webhooks = new PostgresWebhooks(client);
     this.watches = new PostgresWatches(client);
     this.history = new PostgresHistory(client);
+    this.sharedRateBuckets = new PostgresRateBuckets(client);
     this.usage = new PostgresUsage(client);
     this.reservations = new PostgresReservations(client, this.db, {
       transaction: (work, config) => this.transaction(work, config),

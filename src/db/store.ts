@@ -238,8 +238,34 @@ export interface PaymentReversalResult {
   organizationId: string | null;
 }
 
+/** Tokens an instance asks of a shared rate-limit bucket: at least `need`, up to `ask` when the bucket holds them. */
+export interface RateTokenLease {
+  bucket: string;
+  capacity: number;
+  refillPerMs: number;
+  need: number;
+  ask: number;
+}
+
+/** What a shared bucket granted (0 for all the lease's buckets when one lacked its need) and what it holds after. */
+export interface RateTokenGrant {
+  bucket: string;
+  granted: number;
+  tokensLeft: number;
+}
+
+/** Token buckets kept in the database, leased to instances in slices. */
+export interface SharedRateBuckets {
+  /** One lease for several buckets (a request's key and organization), refilled up to `now`: each grants, or none does. */
+  lease(leases: readonly RateTokenLease[], now: number): Promise<RateTokenGrant[]>;
+  /** Gives back leased tokens an instance did not use. */
+  giveBack(returns: ReadonlyArray<{ bucket: string; amount: number }>): Promise<void>;
+}
+
 export interface Store extends PriceHistoryReads {
   readonly dialect: "sqlite" | "postgres";
+  /** Rate-limit token buckets every instance on the database shares (PostgreSQL); absent where one process serves the database. */
+  readonly sharedRateBuckets?: SharedRateBuckets;
   close(): Promise<void>;
   isReachable(): Promise<boolean>;
   /** For `serve`: the store's own upkeep off the request path (SQLite: WAL checkpoints on a worker thread); returns its stop. */

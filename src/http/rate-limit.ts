@@ -32,31 +32,31 @@ export interface RateLimiter {
   /** The service's own policy (RATE_LIMIT), for keys without a rate limit of their own. */
   readonly policy: RateLimitPolicy;
   /**
-   * Takes `tokens` (default 1: one request; a batch takes one per item) of `key`'s bucket under
-   * `policy` (default: the service's).
-   */
-  take(key: string, now: number, policy?: RateLimitPolicy, tokens?: number): RateLimitDecision;
-  /**
-   * Takes `tokens` from the bucket of every charge, or from none when one lacks them: a request is
+   * Takes `tokens` (default 1: one request; a batch takes one per item) from the bucket of every charge, or from none when one lacks them: a request is
    * admitted by all of its policies or refused without costing any of them. One decision per charge,
    * each `allowed` as the request is; `retryAfterSeconds` is 0 for a bucket that had enough.
    */
-  takeAll(charges: readonly RateLimitCharge[], now: number, tokens?: number): PolicyDecision[];
+  takeAll(charges: readonly RateLimitCharge[], now: number, tokens?: number): PolicyDecision[] | Promise<PolicyDecision[]>;
   /** Drops state that no longer matters, so memory follows the keys in use. */
-  prune(now: number): void;
+  prune(now: number): void | Promise<void>;
 }
 
-interface Bucket {
+export interface Bucket {
   tokens: number;
   updatedAt: number;
   capacity: number;
   refillPerMs: number;
 }
 
+/** A policy's bucket size (bursts up to twice the quota) and refill. */
+export function bucketShape(policy: RateLimitPolicy): { capacity: number; refillPerMs: number } {
+  return { capacity: 2 * policy.limit, refillPerMs: policy.limit / (policy.windowSeconds * 1000) };
+}
+
 /**
  * Token bucket per key, in this process's memory: `limit` tokens per window, bursts up to twice
- * that. With several instances each one limits on its own, so a key can reach N × the limit
- * behind a load balancer spreading it over N instances.
+ * that. For one process per database (SQLite); instances sharing a PostgreSQL database share their
+ * buckets (SharedRateLimiter).
  */
 export class MemoryRateLimiter implements RateLimiter {
   readonly windowSeconds: number;
@@ -71,6 +71,7 @@ export class MemoryRateLimiter implements RateLimiter {
     this.policy = { name: "default", limit, windowSeconds: this.windowSeconds };
   }
 
+  /** Takes `tokens` of `key`'s bucket under `policy` (default: the service's). */
   take(key: string, now: number, policy: RateLimitPolicy = this.policy, tokens = 1): RateLimitDecision {
     return this.takeAll([{ bucket: key, policy }], now, tokens)[0]!;
   }
@@ -85,8 +86,7 @@ export class MemoryRateLimiter implements RateLimiter {
   }
 
   private refilled({ bucket: key, policy }: RateLimitCharge, now: number): Bucket {
-    const capacity = 2 * policy.limit;
-    const refillPerMs = policy.limit / (policy.windowSeconds * 1000);
+    const { capacity, refillPerMs } = bucketShape(policy);
     let bucket = this.buckets.get(key);
     if (bucket === undefined) {
       bucket = { tokens: capacity, updatedAt: now, capacity, refillPerMs };
@@ -115,7 +115,7 @@ function tokensAt(bucket: Bucket, now: number): number {
 }
 
 /** What `bucket` says of a request of `tokens` that was `allowed` (by every policy) or not. */
-function decisionOf(bucket: Bucket, policy: RateLimitPolicy, allowed: boolean, tokens: number): PolicyDecision {
+export function decisionOf(bucket: Bucket, policy: RateLimitPolicy, allowed: boolean, tokens: number): PolicyDecision {
   const lacking = allowed ? 0 : Math.max(0, Math.min(tokens, bucket.capacity) - bucket.tokens);
   const retryAfterSeconds = lacking > 0 ? Math.max(1, Math.ceil(lacking / bucket.refillPerMs / 1000)) : 0;
   return {

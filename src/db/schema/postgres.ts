@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, boolean, check, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, boolean, check, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
 
 // The PostgreSQL twin of schema/sqlite.ts: same tables, columns and indexes, so one store
 // interface maps onto both. Timestamps are bigint epoch milliseconds read as JS numbers; credits
@@ -662,4 +662,19 @@ export const priceWatches = pgTable(
 export const watchChanges = pgTable("watch_changes", {
   id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
   gtin: text("gtin").notNull(),
+});
+
+/**
+ * Rate-limit token buckets shared by every instance (PostgreSQL only: a SQLite file has one `serve`,
+ * which keeps its buckets in memory). Instances lease tokens from them in slices through
+ * `lease_rate_tokens` (migration 0016), so a key's rate holds across instances without a statement
+ * per request. Tokens are fractional: the refill is continuous.
+ */
+export const rateLimitBuckets = pgTable("rate_limit_buckets", {
+  bucket: text("bucket").primaryKey(),
+  tokens: doublePrecision("tokens").notNull(),
+  capacity: doublePrecision("capacity").notNull(),
+  refillPerMs: doublePrecision("refill_per_ms").notNull(),
+  /** The database's clock (epoch ms) when `tokens` was last computed. */
+  updatedAt: epochMs("updated_at").notNull(),
 });

@@ -400,7 +400,7 @@ export class PriceHistoryRequests {
     meta: (reason: HistoryReason, remaining: number) => HistoryMetaValue,
   ): Promise<Record<string, string>> {
     try {
-      return admit(this.limits, credential, ONE_REQUEST, set);
+      return await admit(this.limits, credential, ONE_REQUEST, set);
     } catch (error) {
       if (!(error instanceof Problem)) throw error;
       const { store, clock } = this.services;

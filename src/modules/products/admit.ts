@@ -49,7 +49,12 @@ function unitOf(lookup: Admission): Unit {
  * else the service's) and from the organization's, or from neither: returns the RateLimit headers
  * (also set on the answer), or throws 429 when a bucket lacks them.
  */
-export function admit(limits: PriceRateLimits, key: KeyCredential, lookup: Admission, set: { headers: Record<string, unknown> }): Record<string, string> {
+export async function admit(
+  limits: PriceRateLimits,
+  key: KeyCredential,
+  lookup: Admission,
+  set: { headers: Record<string, unknown> },
+): Promise<Record<string, string>> {
   const { rateLimiter, clock, organizationPolicy } = limits;
   const keyPolicy = key.rateLimit === null ? rateLimiter.policy : keyRateLimitPolicy(key.rateLimit);
   // Line ids start "key_" and organization ids "org_": the two never share a bucket.
@@ -57,7 +62,7 @@ export function admit(limits: PriceRateLimits, key: KeyCredential, lookup: Admis
     { bucket: key.lineId, policy: keyPolicy },
     { bucket: key.organizationId, policy: organizationPolicy },
   ];
-  const decisions = rateLimiter.takeAll(charges, clock.now(), lookup.items);
+  const decisions = await rateLimiter.takeAll(charges, clock.now(), lookup.items);
   const unit = unitOf(lookup);
   const limitHeaders = rateLimitHeaders(decisions, unit);
   Object.assign(set.headers, limitHeaders);

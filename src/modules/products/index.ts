@@ -36,7 +36,7 @@ export function productRoutes(services: Services) {
         try {
           const lookup = parseSingleLookup(params.gtin, query, request);
           set.headers["content-language"] = lookup.language;
-          const limitHeaders = admit(limits, key, lookup, set);
+          const limitHeaders = await admit(limits, key, lookup, set);
           return writePriceAnswer(call, await lookUp(call, lookup, limitHeaders), set) as SingleAnswer;
         } catch (error) {
           throw await refusal(call, error, set);
@@ -75,7 +75,7 @@ export function productRoutes(services: Services) {
         try {
           const lookup = parseBatchLookup(body, request);
           set.headers["content-language"] = lookup.language;
-          const limitHeaders = admit(limits, key, lookup, set);
+          const limitHeaders = await admit(limits, key, lookup, set);
           return writePriceAnswer(call, await lookUp(call, lookup, limitHeaders), set) as BatchAnswer;
         } catch (error) {
           throw await refusal(call, error, set);
