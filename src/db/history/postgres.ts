@@ -65,9 +65,12 @@ const DAY_OFFERS_JSON = `
   ) b ON true
   WHERE o.gtin = $1 AND ($2::text IS NULL OR o.merchant_id = $2)`;
 
-/** The day rows of [$3, $4], in day order, up to $5, as JSON arrays in `DayRow` order. */
+/**
+ * The day rows of [$3, $4], the first $5 in day order, as JSON arrays in `DayRow` order (in no
+ * particular order: the assembly keys them by day and merchant, so the aggregate sorts nothing).
+ */
 const DAY_ROWS_JSON = `
-  SELECT coalesce(json_agg(json_build_array(merchant_id, day, currency, lowest_amount, highest_amount, last_amount, availability) ORDER BY day, merchant_id), '[]')
+  SELECT coalesce(json_agg(json_build_array(merchant_id, day, currency, lowest_amount, highest_amount, last_amount, availability)), '[]')
   FROM (
     SELECT * FROM offer_price_days
     WHERE gtin = $1 AND ($2::text IS NULL OR merchant_id = $2) AND day >= $3::bigint AND day <= $4::bigint

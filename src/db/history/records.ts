@@ -83,8 +83,8 @@ export function dayRowsToRead(query: HistoryQuery, offers: number): number {
 }
 
 /**
- * The points of a `day` page from the day rows of the days read (`rows`, in day order, at most
- * `rowsRead`) and each offer's state before them: a day with a row gives that row; a day without one
+ * The points of a `day` page from the day rows of the days read (`rows`, the first `rowsRead` at
+ * most in day order, given in any order) and each offer's state before them: a day with a row gives that row; a day without one
  * repeats the last price of the offer's previous day (its only state held all day). An offer's first
  * state until its first change has no row: the offer itself stands for its first day.
  */
@@ -92,10 +92,14 @@ export function assembleDays(query: HistoryQuery, offers: DayOffer[], rows: DayR
   const { firstDay, end } = dayRange(query);
   if (end <= firstDay || offers.length === 0) return { items: [], nextCursor: null };
   let lastDay = startOfDay(end - 1);
-  // A read cut short by its limit knows whole days only up to the day before its last row's.
-  if (rows.length >= rowsRead) lastDay = rows[rows.length - 1]!.day - DAY_MS;
   const byDay = new Map<string, DayRow>();
-  for (const row of rows) byDay.set(`${row.day}|${row.merchantId}`, row);
+  let lastDayRead = Number.NEGATIVE_INFINITY;
+  for (const row of rows) {
+    byDay.set(`${row.day}|${row.merchantId}`, row);
+    lastDayRead = Math.max(lastDayRead, row.day);
+  }
+  // A read cut short by its limit knows whole days only up to the day before its last one.
+  if (rows.length >= rowsRead) lastDay = lastDayRead - DAY_MS;
   const carried = new Map<string, { amount: number; currency: string; availability: Availability }>();
   for (const offer of offers) {
     let before =
