@@ -63,6 +63,9 @@ interface Ask {
 
 type Answer = { meta: HistoryMetaValue; data: HistoryDataValue };
 
+/** A billed answer's bytes, serialized while its debit commits. */
+const serializedAnswers = new WeakMap<Answer, Buffer>();
+
 /** A history request counts as one request against the rate limits. */
 const ONE_REQUEST: Admission = { kind: "single", items: 1 };
 
@@ -121,7 +124,7 @@ export class PriceHistoryRequests {
   async handle(context: RequestContext, rawGtin: string, query: HistoryQueryString): Promise<Uint8Array | Response> {
     const answer = await this.answerOf(context, rawGtin, query);
     context.set.headers["content-type"] = "application/json";
-    return sendableBody(Buffer.from(JSON.stringify(answer)));
+    return sendableBody(serializedAnswers.get(answer) ?? Buffer.from(JSON.stringify(answer)));
   }
 
   private async answerOf(context: RequestContext, rawGtin: string, query: HistoryQueryString): Promise<Answer> {
@@ -314,7 +317,10 @@ export class PriceHistoryRequests {
           ? undefined
           : { scope: recorder.scope, keyHash: recorder.keyHash, claimedAt: recorder.claimedAt, responseStatus: 200, responseBody: await recorder.seal(answer) };
       const usage: UsageRecord = { gtin: ask.gtin, description: `Price history ${ask.gtin}`, now: clock.now(), idempotency };
-      held = !(await store.commitReservation(reservation.reservationId, usage));
+      const committing = store.commitReservation(reservation.reservationId, usage);
+      // Written while the debit is on its way to the database; sent only once it is recorded.
+      serializedAnswers.set(answer, Buffer.from(JSON.stringify(answer)));
+      held = !(await committing);
       if (!held) return { answer, billed: true };
     } catch (error) {
       if (error instanceof CreditsSpentMeanwhile)
