@@ -65,8 +65,13 @@ const DAY_OFFERS_JSON = `
   ) b ON true
   WHERE o.gtin = $1 AND ($2::text IS NULL OR o.merchant_id = $2)`;
 
+/** The offers a day read assembles, counted as DAY_OFFERS_JSON lists them. */
+const DAY_OFFER_COUNT = `
+  SELECT count(*) FROM offers o JOIN merchants m ON m.id = o.merchant_id
+  WHERE o.gtin = $1 AND ($2::text IS NULL OR o.merchant_id = $2)`;
+
 /**
- * The day rows of [$3, $4], the first $5 in day order, as JSON arrays in `DayRow` order (in no
+ * The day rows of [$3, $4], the first `$5 + 2 × offers` in day order (dayRowsToRead), as JSON arrays in `DayRow` order (in no
  * particular order: the assembly keys them by day and merchant, so the aggregate sorts nothing).
  */
 const DAY_ROWS_JSON = `
@@ -75,18 +80,15 @@ const DAY_ROWS_JSON = `
     SELECT * FROM offer_price_days
     WHERE gtin = $1 AND ($2::text IS NULL OR merchant_id = $2) AND day >= $3::bigint AND day <= $4::bigint
     ORDER BY day, merchant_id
-    LIMIT $5
+    LIMIT $5::bigint + 2 * (${DAY_OFFER_COUNT})
   ) r`;
 
 /**
- * Both in one statement and one row of two JSON texts: parsing a thousand day rows column by column
+ * Both in one statement and one row of two JSON values: parsing a thousand day rows column by column
  * from the wire cost the service more than the rest of the read; one `JSON.parse` of the same data is
  * a fraction of it.
  */
 const DAYS_SQL = `SELECT (${DAY_OFFERS_JSON}) AS offers, (${DAY_ROWS_JSON}) AS rows`;
-
-/** Offers per product a day read expects at most when it reads the offers and the rows at once. */
-const MAX_OFFERS_PER_READ = 100;
 
 type StateTuple = [string, string, number, string, number | null, PriceStateRecord["availability"], number, number | null, number];
 type DayOfferTuple = [string, string, number, string, DayOffer["availability"], number, boolean, number | null, number, string, DayOffer["availability"]];
@@ -142,27 +144,13 @@ export class PostgresHistory implements PriceHistoryReads {
   async priceDays(query: HistoryQuery): Promise<Page<PriceDayRecord>> {
     const { firstDay, end } = dayRange(query);
     if (end <= firstDay) return { items: [], nextCursor: null };
-    // The rows read are bounded by the offers' count, so the read asks for at most
-    // `limit + 1 + 2 × MAX_OFFERS_PER_READ` and the assembly cuts it to the offers there are; a
-    // product with more offers reads its rows again once the offers are known.
-    let rowsRead = dayRowsToRead(query, MAX_OFFERS_PER_READ);
     const [read] = await this.client.unsafe<Array<{ offers: DayOfferTuple[]; rows: DayRowTuple[] }>>(
       DAYS_SQL,
-      [query.gtin, query.merchantId, firstDay, end - 1, rowsRead],
+      [query.gtin, query.merchantId, firstDay, end - 1, query.limit + 1],
       UNPREPARED,
     );
     const offers = read!.offers.map(toDayOffer);
-    let rows = read!.rows;
-    if (offers.length > MAX_OFFERS_PER_READ) {
-      rowsRead = dayRowsToRead(query, offers.length);
-      const [again] = await this.client.unsafe<Array<{ rows: DayRowTuple[] }>>(
-        `SELECT (${DAY_ROWS_JSON}) AS rows`,
-        [query.gtin, query.merchantId, firstDay, end - 1, rowsRead],
-        UNPREPARED,
-      );
-      rows = again!.rows;
-    }
-    return assembleDays(query, offers, rows.map(toDayRow), rowsRead);
+    return assembleDays(query, offers, read!.rows.map(toDayRow), dayRowsToRead(query, offers.length));
   }
 
   /** Deletes the day rows of the days before `before`'s day. */
