@@ -29,7 +29,9 @@ const MONEY_TESTS = [
   "test/keys/api-keys.test.ts",
 ];
 
-// The pure rules' unit tests run first: they fail in milliseconds. Every `bun test` has the suite's
+// The pure rules' unit tests run first: they fail in milliseconds. A simulation seed that hangs
+// fails at the watchdog (a SQLite seed takes under 1 s alone, a PostgreSQL seed under 10 s) rather
+// than at Stryker's time-out, which is several times longer. Every `bun test` has the suite's
 // 30 s per-test limit (some PostgreSQL tests wait out a lock for longer than Bun's default 5 s).
 const UNIT_TESTS = "bun test --bail --timeout=30000 src/db/ledger src/modules/billing src/http/idempotency.test.ts";
 
@@ -56,12 +58,12 @@ const targets = {
       "src/modules/products/service.ts",
       "src/modules/billing/providers/stripe.ts:145-296",
     ],
-    command: `${UNIT_TESTS} && bun test/simulation/cli.ts --store sqlite --seeds 15 --first-failing > /dev/null && bun test --bail --timeout=30000 ${MONEY_TESTS.join(" ")}`,
+    command: `${UNIT_TESTS} && bun test/simulation/cli.ts --store sqlite --seeds 15 --first-failing --watchdog 30 > /dev/null && bun test --bail --timeout=30000 ${MONEY_TESTS.join(" ")}`,
   },
   postgres: {
     // The debit planner serves both stores' group commits and watch debits; its unit tests run first in either command.
     mutate: ["src/db/ledger/debit-plan.ts", "src/db/ledger/postgres.ts", "src/db/ledger/postgres-reservations.ts", "src/db/ledger/postgres-debits.ts", "src/db/idempotency/postgres.ts"],
-    command: `${UNIT_TESTS} && TEST_DATABASE_URL=${postgresUrl} bun test/simulation/cli.ts --store postgres --seeds 6 --first-failing > /dev/null && TEST_DATABASE_URL=${postgresUrl} bun test --bail --timeout=30000 --path-ignore-patterns= ${[...POSTGRES_TESTS, ...MONEY_TESTS].join(" ")}`,
+    command: `${UNIT_TESTS} && TEST_DATABASE_URL=${postgresUrl} bun test/simulation/cli.ts --store postgres --seeds 6 --first-failing --watchdog 120 > /dev/null && TEST_DATABASE_URL=${postgresUrl} bun test --bail --timeout=30000 --path-ignore-patterns= ${[...POSTGRES_TESTS, ...MONEY_TESTS].join(" ")}`,
   },
 };
 

@@ -1,7 +1,8 @@
-// `npm run simulate -- [--seeds N | --seed S] [--store sqlite|postgres] [--steps N] [--from S] [--trace] [--first-failing] [--progress]`:
+// `npm run simulate -- [--seeds N | --seed S] [--store sqlite|postgres] [--steps N] [--from S] [--trace] [--first-failing] [--progress] [--watchdog S]`:
 // runs the seeded money simulation (simulation.ts) and prints, per store, the seeds,
 // operations, faults injected and violations. A failing seed prints its trace; `--seed S` replays it.
 // `--progress` names each seed on stderr as it starts. `--first-failing` stops each store at its first failing seed (to see which seed first catches a defect).
+// `--watchdog S` fails the run when a seed has not ended after S seconds (default 300): a hang is a failure.
 import { parseArgs } from "node:util";
 import { DEFAULT_POSTGRES_URL, DEFAULT_STEPS, simulate, type StoreKind } from "./simulation";
 
@@ -15,6 +16,7 @@ const { values } = parseArgs({
     trace: { type: "boolean", default: false },
     "first-failing": { type: "boolean", default: false },
     progress: { type: "boolean", default: false },
+    watchdog: { type: "string", default: "300" },
   },
 });
 const stores = (values.store ?? (process.env.TEST_DATABASE_URL ? ["sqlite", "postgres"] : ["sqlite"])) as StoreKind[];
@@ -22,7 +24,7 @@ const postgresUrl = process.env.TEST_DATABASE_URL?.trim() || DEFAULT_POSTGRES_UR
 const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, index) => Number(values.from) + index);
 const steps = Number(values.steps);
 /** A seed that has not ended by then prints its trace so far and fails the run. */
-const WATCHDOG_MS = 300_000;
+const WATCHDOG_MS = Number(values.watchdog) * 1000;
 
 let failed = 0;
 for (const store of stores) {
