@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { SQLiteStore } from "../db/sqlite-store";
 import { hashSecret } from "../lib/crypto";
-import { hashRequestBody, IDEMPOTENCY_ABANDONED_MS, IDEMPOTENCY_TTL_MS, withIdempotency } from "./idempotency";
+import { hashRequestBody, IDEMPOTENCY_ABANDONED_MS, IDEMPOTENCY_TTL_MS, runIdempotent, withIdempotency } from "./idempotency";
 import { Problem } from "./problem";
 
 const NOW = Date.parse("2026-11-22T10:00:00.000Z");
@@ -48,6 +48,9 @@ describe("withIdempotency", () => {
     const second = await withIdempotency(store, request("k1", { a: 1 }, NOW + 1000), work.run);
     expect(first).toEqual({ status: 201, body: { run: 1, secret: "secret-1" }, replayed: false });
     expect(second).toEqual({ status: 201, body: { run: 1, secret: "secret-1" }, replayed: true });
+    // A finished answer is never taken over as abandoned: it replays for the whole 24 h.
+    const later = await withIdempotency(store, request("k1", { a: 1 }, NOW + IDEMPOTENCY_TTL_MS - 1), work.run);
+    expect(later).toEqual(second);
     expect(work.runs).toBe(1);
   });
 
@@ -76,6 +79,7 @@ describe("withIdempotency", () => {
     const problem = await problemOf(withIdempotency(store, request("k1", { a: 1 }), async () => ({ status: 201, body: { done: false } })));
     expect(problem.slug).toBe("conflict");
     expect(problem.headers["retry-after"]).toBe("1");
+    expect(problem.detail?.en).toContain("still being processed");
     finish();
     expect((await slow).body).toEqual({ done: true });
     expect((await withIdempotency<unknown>(store, request("k1", { a: 1 }), async () => ({ status: 500, body: null }))).body).toEqual({ done: true });
@@ -105,6 +109,8 @@ describe("withIdempotency", () => {
     // The claim stays in progress until it counts as abandoned; then the key runs again.
     const work = counter();
     expect((await problemOf(withIdempotency(store, request("k1", { a: 1 }, NOW + 1000), work.run))).slug).toBe("conflict");
+    // Abandoned once strictly older than the limit: at the limit itself it still runs.
+    expect((await problemOf(withIdempotency(store, request("k1", { a: 1 }, NOW + IDEMPOTENCY_ABANDONED_MS), work.run))).slug).toBe("conflict");
     expect((await withIdempotency(store, request("k1", { a: 1 }, NOW + IDEMPOTENCY_ABANDONED_MS + 1), work.run)).replayed).toBe(false);
     expect(work.runs).toBe(1);
   });
@@ -120,6 +126,8 @@ describe("withIdempotency", () => {
     });
     const work = counter();
     expect((await problemOf(withIdempotency(store, request("k1", { a: 1 }, NOW + 1000), work.run))).slug).toBe("conflict");
+    // Abandoned once strictly older than the limit: at the limit itself it still runs.
+    expect((await problemOf(withIdempotency(store, request("k1", { a: 1 }, NOW + IDEMPOTENCY_ABANDONED_MS), work.run))).slug).toBe("conflict");
     expect((await withIdempotency(store, request("k1", { a: 1 }, NOW + IDEMPOTENCY_ABANDONED_MS + 1), work.run)).replayed).toBe(false);
     expect(work.runs).toBe(1);
   });
@@ -156,6 +164,26 @@ describe("withIdempotency", () => {
     await withIdempotency(store, request("k2", { a: 1 }, NOW + 1000), counter().run);
     expect(await store.deleteExpiredIdempotencyRecords(NOW + IDEMPOTENCY_TTL_MS)).toBe(1);
     expect(await store.deleteExpiredIdempotencyRecords(NOW + IDEMPOTENCY_TTL_MS + 1000)).toBe(1);
+  });
+});
+
+describe("runIdempotent", () => {
+  const post = (key: string | undefined | null, work: ReturnType<typeof counter>) =>
+    runIdempotent(store, { key, organizationId: "org_1", route: "POST /api/v1/things", body: { a: 1 }, now: NOW }, work.run);
+
+  test("without an Idempotency-Key every call runs, nothing is stored and nothing is a replay", async () => {
+    const work = counter();
+    for (const key of [undefined, null, undefined]) expect(await post(key, work)).toMatchObject({ status: 201, replayed: false });
+    expect(work.runs).toBe(3);
+    expect(store.connection.query("SELECT count(*) AS n FROM idempotency_records").get()).toEqual({ n: 0 });
+  });
+
+  test("with one, the organization and route make the scope: a retry replays, another route runs", async () => {
+    const work = counter();
+    expect(await post("k1", work)).toMatchObject({ body: { run: 1 }, replayed: false });
+    expect(await post("k1", work)).toMatchObject({ body: { run: 1 }, replayed: true });
+    const elsewhere = await runIdempotent(store, { key: "k1", organizationId: "org_1", route: "POST /api/v1/others", body: { a: 1 }, now: NOW }, work.run);
+    expect(elsewhere).toMatchObject({ body: { run: 2 }, replayed: false });
   });
 });
 
