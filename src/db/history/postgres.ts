@@ -71,8 +71,9 @@ const DAY_OFFER_COUNT = `
   WHERE o.gtin = $1 AND ($2::text IS NULL OR o.merchant_id = $2)`;
 
 /**
- * The day rows of [$3, $4], the first `$5 + 2 × offers` in day order (dayRowsToRead), as JSON arrays in `DayRow` order (in no
- * particular order: the assembly keys them by day and merchant, so the aggregate sorts nothing).
+ * The day rows of [$3, $4], the first `$5 + 2 × offers` in day order (dayRowsToRead), as JSON
+ * arrays in `DayRow` order, themselves in no particular order: the assembly keys them by day and
+ * merchant, so the aggregate sorts nothing.
  */
 const DAY_ROWS_JSON = `
   SELECT coalesce(json_agg(json_build_array(merchant_id, day, currency, lowest_amount, highest_amount, last_amount, availability)), '[]')

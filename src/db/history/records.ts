@@ -84,9 +84,10 @@ export function dayRowsToRead(query: HistoryQuery, offers: number): number {
 
 /**
  * The points of a `day` page from the day rows of the days read (`rows`, the first `rowsRead` at
- * most in day order, given in any order) and each offer's state before them: a day with a row gives that row; a day without one
- * repeats the last price of the offer's previous day (its only state held all day). An offer's first
- * state until its first change has no row: the offer itself stands for its first day.
+ * most in day order, given in any order) and each offer's state before them: a day with a row
+ * gives that row; a day without one repeats the last price of the offer's previous day (its only
+ * state held all day). An offer's first state until its first change has no row: the offer itself
+ * stands for its first day.
  */
 export function assembleDays(query: HistoryQuery, offers: DayOffer[], rows: DayRow[], rowsRead: number): Page<PriceDayRecord> {
   const { firstDay, end } = dayRange(query);
