@@ -1,14 +1,17 @@
 // The end-to-end suite's one way to run the product: the sources (`bun src/main.ts`) by default, or
 // the executable named by PRICE_SERVICE_BIN, copied alone into an empty directory, as an operator
 // installs it. Either runs from a directory that is not the project's, on a real port, over a SQLite
-// file or (TEST_DATABASE_URL) a fresh PostgreSQL schema.
+// file or (TEST_DATABASE_URL) a fresh PostgreSQL schema. On PostgreSQL the service is two instances
+// behind a round-robin balancer, as a scaled-out deployment runs it: every test of the suite then
+// holds across instances.
 import { expect } from "bun:test";
 import { appendFileSync, chmodSync, copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { freePort } from "../browser/harness";
 import { removeAfterTheRun } from "../support/cleanup";
-import { createTestDatabase, type TestDatabase } from "../support/context";
+import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from "../support/context";
+import { roundRobin } from "../support/round-robin";
 import { type CLIResult, runCLIAsync, type ServeProcess, type ServiceTarget, spawnServe } from "../support/service-process";
 
 const ROOT = join(import.meta.dir, "../..");
@@ -40,9 +43,15 @@ export interface Service {
   request(path: string, init?: RequestInit): Promise<Response>;
   /** Runs a CLI command of the product on the server's database. */
   cli(args: string[], options?: { env?: Record<string, string>; stdin?: string }): Promise<CLIResult>;
-  serve: ServeProcess;
+  /** The instances serving (one on SQLite, two on PostgreSQL). */
+  instances: ServeProcess[];
+  /** What every instance printed on standard output. */
+  stdout(): string;
   stop(): Promise<void>;
 }
+
+/** Instances the suite runs: a SQLite file has one server; PostgreSQL serves a fleet. */
+export const INSTANCES = TEST_DATABASE_URL === null ? 1 : 2;
 
 /**
  * Starts `serve` on a fresh database and a free loopback port. `prepare` runs CLI commands on the
@@ -85,32 +94,58 @@ async function startServiceOn(port: number, options: StartOptions): Promise<Serv
       if (migrated.code !== 0) throw new Error(`migrate failed: ${migrated.stderr}`);
       await options.prepare(cli);
     }
-    const serve = await spawnServe({ databaseUrl: database.url, target: TARGET, port, env });
-    const baseURL = serve.url;
+    const instances = await startInstances(database.url, port, env);
+    const balancer = INSTANCES === 1 ? null : balance(port, instances);
+    const baseURL = balancer?.url ?? instances[0]!.url;
     const direct = (path: string, init?: RequestInit) => fetch(`${baseURL}${path}`, { redirect: "manual", ...init });
     const proxy = THROUGH_PRISM ? await startPrism(baseURL) : null;
+    const stdout = () => instances.map((instance) => instance.stdout()).join("");
     return {
       baseURL,
       publicURL,
       request: proxy === null ? direct : (path, init) => proxy.request(path, init, direct),
       cli,
-      serve,
+      instances,
+      stdout,
       async stop() {
         await proxy?.stop();
-        serve.child.kill("SIGTERM");
-        const code = await serve.child.exited;
+        await balancer?.stop();
+        for (const instance of instances) instance.child.kill("SIGTERM");
+        const codes = await Promise.all(instances.map((instance) => instance.child.exited));
         await database.drop();
         // The tests check every answer; this catches what no answer shows (a job that threw, a failed shutdown).
-        const errors = serve
-          .stdout()
+        const errors = stdout()
           .split("\n")
           .filter((line) => line.includes('"level":"error"'));
-        if (code !== 0 || errors.length > 0) throw new Error(`serve exited ${code} on SIGTERM, having logged ${errors.length} error(s):\n${errors.join("\n")}`);
+        if (codes.some((code) => code !== 0) || errors.length > 0)
+          throw new Error(`serve exited ${codes.join(", ")} on SIGTERM, having logged ${errors.length} error(s):\n${errors.join("\n")}`);
       },
     };
   } catch (error) {
     await database.drop();
     throw error;
+  }
+}
+
+/**
+ * `serve` on the database: alone on `port`, or INSTANCES of them on ports of their own behind the
+ * balancer that takes `port` (PUBLIC_URL names it, so every instance writes the same links).
+ */
+async function startInstances(databaseUrl: string, port: number, env: Record<string, string>): Promise<ServeProcess[]> {
+  if (INSTANCES === 1) return [await spawnServe({ databaseUrl, target: TARGET, port, env })];
+  return Promise.all(Array.from({ length: INSTANCES }, () => spawnServe({ databaseUrl, target: TARGET, env })));
+}
+
+/** The balancer in front of the instances; when its port is taken meanwhile, the instances stop and startService tries another. */
+function balance(port: number, instances: ServeProcess[]) {
+  try {
+    return roundRobin(
+      port,
+      instances.map((instance) => instance.url),
+    );
+  } catch (error) {
+    for (const instance of instances) instance.child.kill("SIGTERM");
+    throw new Error(`port ${port} is already in use: ${String(error)}`);
   }
 }
 
@@ -209,6 +244,19 @@ async function startPrism(upstream: string) {
       if (process.env.E2E_PRISM_REPORT) appendFileSync(process.env.E2E_PRISM_REPORT, `${JSON.stringify({ validated, direct, violations })}\n`);
     },
   };
+}
+
+/** /metrics of each instance: a fleet is scraped instance by instance, and its counters add up. */
+export async function scrapeEach(service: Service): Promise<string[]> {
+  return Promise.all(service.instances.map(async (instance) => (await fetch(`${instance.url}/metrics`)).text()));
+}
+
+/** A series' value summed over the instances' scrapes (`series`: the name with its labels, as printed). */
+export function summed(scrapes: string[], series: string): number {
+  return scrapes.reduce((total, scrape) => {
+    const line = scrape.split("\n").find((candidate) => candidate.startsWith(`${series} `));
+    return total + (line === undefined ? 0 : Number(line.slice(series.length + 1)));
+  }, 0);
 }
 
 /** `session=<token>` from a response that set the session cookie. */
