@@ -33,6 +33,7 @@ import postgres13 from "./postgres/0013_webhook_fair_claims.sql" with { type: "t
 import postgres14 from "./postgres/0014_price_watches.sql" with { type: "text" };
 import postgres15 from "./postgres/0015_price_days.sql" with { type: "text" };
 import postgres16 from "./postgres/0016_rate_limit_buckets.sql" with { type: "text" };
+import postgres17 from "./postgres/0017_change_notifications.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
@@ -71,4 +72,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0014_price_watches", when: 1795660148735, breakpoints: true, sql: postgres14 },
   { tag: "0015_price_days", when: 1795660588500, breakpoints: true, sql: postgres15 },
   { tag: "0016_rate_limit_buckets", when: 1795758690470, breakpoints: true, sql: postgres16 },
+  { tag: "0017_change_notifications", when: 1795835000000, breakpoints: true, sql: postgres17 },
 ];

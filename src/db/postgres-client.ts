@@ -13,7 +13,7 @@ const RECONNECT_BACKOFF_MAX_S = 0.5;
  * A postgres.js connection pool for DATABASE_URL. `?max=N` sets the pool size (default 4), and
  * any other query parameter is sent as a run-time setting at connect, e.g. `?search_path=tenant_a`.
  */
-export function openPostgresClient(databaseUrl: string, options: { max?: number; settings?: Record<string, string> } = {}): postgres.Sql {
+export function openPostgresClient(databaseUrl: string, options: { max?: number; settings?: Record<string, string>; driver?: DriverHooks } = {}): postgres.Sql {
   const url = new URL(databaseUrl);
   const max = options.max ?? poolSize(url.searchParams.get("max"));
   url.searchParams.delete("max");
@@ -25,7 +25,15 @@ export function openPostgresClient(databaseUrl: string, options: { max?: number;
     // 20 s, so an instance could stay without its database for that long after PostgreSQL is back.
     backoff: (retries: number) => Math.min(0.025 * 2 ** retries, RECONNECT_BACKOFF_MAX_S),
     connection: { application_name: "price-service", ...options.settings },
+    ...options.driver,
   });
+}
+
+/** Options postgres.js reads but does not type: a connection that never retires, with its notifications and its end reported. */
+export interface DriverHooks {
+  max_lifetime: null;
+  onnotify(channel: string, payload: string): void;
+  onclose(connectionId: number): void;
 }
 
 function poolSize(raw: string | null): number {

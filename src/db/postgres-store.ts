@@ -3,6 +3,7 @@ import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
 import { newId } from "../lib/ids";
+import { ChangeListener } from "./change-listener";
 import { decodeLedgerCursor, encodeLedgerCursor } from "./cursor";
 import { applyPostgresMigrations } from "./migrate";
 import { grant } from "./ledger/operations";
@@ -32,9 +33,10 @@ const { organizations, apiKeys, apiKeyMonthlyUsage, creditBuckets, creditTransac
 type DB = PostgresJsDatabase<typeof schema>;
 type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
 
-// The PostgreSQL store, for several `serve` instances on one database. Unlike the SQLite store it
-// keeps nothing in memory between calls: every instance sees every other one's writes on its next
-// query (a key revoked through one is refused by all), and every rule that must hold across
+// The PostgreSQL store, for several `serve` instances on one database. What it keeps in memory
+// between calls is kept true by the database's change notifications (API key credentials, the
+// catalog version; see ChangeListener) or decided again by the database (a remembered balance only
+// admits a request; its debit takes the credits under lock). Every rule that must hold across
 // instances is a row lock or a conditional write inside one transaction, never a read followed by
 // a write in the app.
 
@@ -54,7 +56,18 @@ export class PostgresStore implements Store {
   constructor(
     private readonly client: postgres.Sql,
     private readonly debitConnection: postgres.Sql,
+    databaseUrl: string | null = null,
   ) {
+    this.changes = new ChangeListener(databaseUrl, {
+      keyChanged: (keyHash) => this.keys.forgetCredential(keyHash),
+      creditsChanged: (organizationId, spendable) => this.reservations.creditsChanged(organizationId, spendable),
+      catalogMoved: (version) => this.catalog.seeCatalogVersion(version),
+      forgetAll: () => {
+        this.keys.forgetCredentials();
+        this.reservations.forgetSpendable();
+        this.catalog.forgetCatalogVersion();
+      },
+    });
     this.db = drizzle(client, { schema });
     this.webhooks = new PostgresWebhooks(client);
     this.watches = new PostgresWatches(client);
@@ -66,6 +79,7 @@ export class PostgresStore implements Store {
       databaseNow: () => this.databaseNow(),
       debitConnection: () => this.debitConnection,
       lostConnectionPatienceMs: () => this.lostConnectionPatienceMs,
+      changes: this.changes,
     });
     this.catalog = new PostgresCatalog(client, this.db, { transaction: (work, config) => this.transaction(work, config), history: this.history });
     this.feeds = new PostgresFeeds(this.db, (work, config) => this.transaction(work, config));
@@ -77,12 +91,23 @@ export class PostgresStore implements Store {
     this.keys = new PostgresKeys(this.db, {
       transaction: (work, config) => this.transaction(work, config),
       seeCatalogVersion: (version) => this.catalog.seeCatalogVersion(version),
+      changes: this.changes,
+      rememberRead: (organizationId, spendable, now, epoch) => this.reservations.rememberRead(organizationId, spendable, now, epoch),
+      rememberedSpendable: (organizationId, now) => this.reservations.rememberedSpendable(organizationId, now),
     });
     this.billing = new PostgresBilling(this.db, {
       transaction: (work, config) => this.transaction(work, config),
       money: (operation) => this.money(operation),
       ledger: (tx) => this.ledger(tx),
     });
+  }
+
+  /** What keeps the credentials, balances and catalog version this instance remembers true (see ChangeListener). */
+  readonly changes: ChangeListener;
+
+  /** Resolves once this instance has heard every change committed before the call (tests, the simulation). */
+  changesHeard(): Promise<void> {
+    return this.changes.caughtUp(this.client);
   }
 
   private readonly identity: PostgresIdentity;
@@ -209,7 +234,7 @@ export class PostgresStore implements Store {
 
   /** The store on a migrated database: the pool (`?max=N`), and one connection of its own for the group commit. */
   static connect(databaseUrl: string): PostgresStore {
-    return new PostgresStore(openPostgresClient(databaseUrl), openDebitConnection(databaseUrl));
+    return new PostgresStore(openPostgresClient(databaseUrl), openDebitConnection(databaseUrl), databaseUrl);
   }
 
   /** The raw connection pool, for `migrate --to` and for tests that inspect state. */
@@ -224,6 +249,7 @@ export class PostgresStore implements Store {
     this.closed = true;
     // Debits queued for the group commit are written before the pool closes.
     await this.reservations.drain();
+    await this.changes.close();
     await this.client.end({ timeout: 5 });
     if (this.debitConnection !== this.client) await this.debitConnection.end({ timeout: 5 });
   }
@@ -242,7 +268,14 @@ export class PostgresStore implements Store {
    * or a serialization failure (both mean "another transaction won; retry"), so callers never see them.
    */
   private async transaction<T>(work: (tx: Tx) => Promise<T>, config?: PgTransactionConfig): Promise<T> {
-    return retrying(() => this.db.transaction(work, config));
+    try {
+      return await retrying(() => this.db.transaction(work, config));
+    } finally {
+      // Any write here may have moved a balance (a grant, a refund…): this instance reads it again
+      // on its next request instead of waiting for the buckets' notification.
+      this.changes.noteCreditsChange();
+      this.reservations.forgetSpendable();
+    }
   }
 
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {

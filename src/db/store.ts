@@ -89,17 +89,20 @@ export interface KeyCredential extends KeyControls {
   keyPrefix: string;
   keyHash: string;
   status: KeyStatus;
-  /** Read with the key by a store that can do so in the same statement (PostgreSQL), for reserveCredits. */
+  /** Read with the key by a store that can do so in the same statement (PostgreSQL), or remembered since, for reserveCredits. */
   balance?: BalanceAtKeyRead;
 }
 
 /**
  * The organization's spendable credits at the key read's `now` (not less what this process holds),
  * and whether the key's requests take the capped path (a monthly credit limit, or no longer ACTIVE).
+ * `remembered`: not read with this key but kept from an earlier read, less this process's debits
+ * since; too few of them is read again before a request is refused.
  */
 export interface BalanceAtKeyRead {
   spendable: number;
   capped: boolean;
+  remembered?: true;
 }
 
 export interface NewApiKey extends Partial<KeyControls> {

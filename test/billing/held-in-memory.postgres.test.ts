@@ -195,7 +195,9 @@ test("the group commit's connection runs its debit statements on generic plans, 
 
 test("a batch of held look-ups writes what the general debit statement writes: buckets, sums, ledger rows, counters, spending, balance events", async () => {
   const now = Date.now();
-  type Debit = { debitBatch(items: unknown[], options: { retried: boolean }): Promise<Map<string, { outcome: string; available?: number }>> };
+  type Debit = {
+    debitBatch(items: unknown[], options: { retried: boolean }): Promise<Map<string, { outcome: string; available?: number; spendable?: number }>>;
+  };
   // The same organization twice: one debited by the two-step path of held look-ups, one by the general statement (a retry takes it).
   async function debitOneOrganization(name: string, retried: boolean) {
     const organization = await store.createOrganization({ name, now });
@@ -284,14 +286,14 @@ test("a batch of held look-ups writes what the general debit statement writes: b
   const twoSteps = await debitOneOrganization("held", false);
   const general = await debitOneOrganization("general", true);
   expect(twoSteps).toEqual(general);
-  // And what both wrote is what it should be.
+  // And what both wrote is what it should be; a committed hold says what its organization's buckets hold after its batch.
   expect(twoSteps.outcomes).toEqual([
-    ["res_0", { outcome: "committed" }],
-    ["res_1", { outcome: "committed" }],
-    ["res_10", { outcome: "committed" }],
+    ["res_0", { outcome: "committed", spendable: 1 }],
+    ["res_1", { outcome: "committed", spendable: 1 }],
+    ["res_10", { outcome: "committed", spendable: 0 }],
     ["res_20", { outcome: "spent", available: 0 }],
-    ["res_3", { outcome: "committed" }],
-    ["res_4", { outcome: "committed" }],
+    ["res_3", { outcome: "committed", spendable: 1 }],
+    ["res_4", { outcome: "committed", spendable: 1 }],
     ["res_5", { outcome: "spent", available: 1 }],
     ["res_6", { outcome: "spent", available: 1 }],
   ]);

@@ -6,13 +6,14 @@ import type { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createApiKey } from "../../src/modules/keys/service";
 import { createServices } from "../../src/services";
-import { twoStoresOnOneDatabase, type TwoStores } from "../support/context";
+import { changesHeard, twoStoresOnOneDatabase, type TwoStores } from "../support/context";
 
 // Both stores keep what the hot path reads in memory: SQLite its keys, products and buckets,
-// PostgreSQL the products read under the current catalog version. These tests change the database
-// through a second connection (SQLite: as the operator CLI does while `serve` runs; PostgreSQL:
-// another instance) and through the serving store itself, and check that the very next request
-// sees the change.
+// PostgreSQL the keys and the products read under the current catalog version, and a balance that
+// only admits. These tests change the database through a second connection (SQLite: as the operator
+// CLI does while `serve` runs; PostgreSQL: another instance) and through the serving store itself,
+// and check that the very next request sees the change: on PostgreSQL, the next one after the
+// serving instance has heard of it (changesHeard; the notification is sent as the change commits).
 const GTIN = "04006381333931";
 let stores: TwoStores;
 let served: Store;
@@ -59,6 +60,7 @@ describe("what the stores keep in memory for the data endpoint", () => {
   test("a key revoked by another connection is refused on the next request", async () => {
     expect((await price()).status).toBe(200);
     await operator.revokeApiKey(organizationId, keyId);
+    await changesHeard(served);
     expect((await price()).status).toBe(401);
   });
 
@@ -71,6 +73,7 @@ describe("what the stores keep in memory for the data endpoint", () => {
   test("offers imported by another connection are served on the next request", async () => {
     expect((await (await price()).json()).meta.reason).toBe("no-data");
     await operator.applyFeedRecords([offer(1299)], clock.now());
+    await changesHeard(served);
     const body = await (await price()).json();
     expect(body.meta.reason).toBe("fresh-offer");
     expect(body.data.offers[0].price.amount).toBe(1299);
@@ -81,6 +84,7 @@ describe("what the stores keep in memory for the data endpoint", () => {
     await operator.applyFeedRecords([offer(1299)], clock.now());
     for (let index = 0; index < 2; index++) expect((await (await price()).json()).data.offers[0].price.amount).toBe(1299);
     await operator.applyFeedRecords([offer(1099)], clock.now());
+    await changesHeard(served);
     const body = await (await price()).json();
     expect(body.meta.reason).toBe("fresh-offer");
     expect(body.data.offers[0].price.amount).toBe(1099);

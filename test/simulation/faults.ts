@@ -2,7 +2,7 @@
 // fails, PostgreSQL ends connections (or stays away a while), another connection holds the SQLite
 // write lock, a second `serve` tries to start on the SQLite file.
 import { openDebitConnection } from "../../src/db/postgres-client";
-import type { PostgresStore } from "../../src/db/postgres-store";
+import { PostgresStore } from "../../src/db/postgres-store";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { lockDatabaseForServing } from "../../src/db/sqlite-serve-lock";
 import type { Store } from "../../src/db/store";
@@ -163,6 +163,20 @@ export function faultOperations(world: World): Operation[] {
         world.trace.push(`  ${relay.commitsCut()} COMMIT answer(s) lost`);
         relay.close();
         await connection.end({ timeout: 1 }).catch(() => {});
+      },
+    ],
+    [
+      faults.connectionLost ? 2 : 0,
+      "change listener lost",
+      async () => {
+        // An instance's change listener loses its connection (the notifications sent meanwhile are
+        // lost): until it listens again it remembers nothing, so a key revoked meanwhile is refused
+        // at once, and a credit change is read. It listens again within a second.
+        const instance = world.pick(world.alive());
+        if (!(instance.inner instanceof PostgresStore)) return;
+        world.injected("change listener lost");
+        await instance.inner.changes.dropConnection();
+        world.trace.push(`  ${instance.name} lost its change listener`);
       },
     ],
     [

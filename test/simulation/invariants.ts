@@ -98,6 +98,10 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
       if (answer.creditsRemaining === null || answer.creditsRemaining < 0)
         violation(`look-up #${request.id} answered creditsRemaining ${answer.creditsRemaining}`);
     }
+    // A key retired before the request was sent (every instance had heard so) is refused, never
+    // billed (a HEAD under /api/ is refused before its key is looked at: 405).
+    if (request.retiredAtSend && request.shape.kind !== "head" && answer.status !== 401 && answer.status !== 503)
+      violation(`look-up #${request.id} by ${request.key.status} key ${request.key.id} answered ${answer.status}`);
     // A retry while the first request with its Idempotency-Key still runs (stalled, holding the
     // claim) is answered 409, unless the claim was abandoned (60 s passed since the first was sent)
     // by the time the retry could have claimed it: a retry still on its way when the clock moves on

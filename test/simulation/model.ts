@@ -162,6 +162,8 @@ export interface SentRequest {
   id: number;
   shape: LookUpShape;
   key: SimKey;
+  /** The key was rotated or revoked before the request was sent (and every instance had heard so). */
+  retiredAtSend: boolean;
   idempotencyKey: string | null;
   instance: Instance;
   /** Waiting at the stall gate until an `unstall` step. */

@@ -285,6 +285,7 @@ export function operations(world: World): Operation[] {
     });
     if (rotated === null) return;
     key.status = "ROTATED";
+    await world.changesHeard();
     organization.keys.push({
       id: rotated.key.id,
       organizationId: organization.id,
@@ -301,9 +302,16 @@ export function operations(world: World): Operation[] {
     const active = world.activeKeys(organization);
     if (active.length < 2) return;
     const key = world.pick(active);
+    // Every instance uses the key first (where instances remember keys, each now has it in memory).
+    const shape = (): LookUpShape => ({ kind: "single", organizationId: organization.id, gtins: [FRESH] });
+    await Promise.all(world.alive().map((instance) => world.sendLookUp(instance, shape(), key, null).settled));
     await revokeApiKey(world.observer, { organizationId: organization.id, id: key.id, now: world.first.clock.now() });
+    // A key is retired for the invariants once every instance has heard so (at once where nothing is remembered).
+    await world.changesHeard();
     key.status = "REVOKED";
     world.trace.push(`key ${key.id} revoked`);
+    // Then every instance is asked with it: each must refuse it (see the invariants).
+    await Promise.all(world.alive().map((instance) => world.sendLookUp(instance, shape(), key, null).settled));
   };
 
   const feedImport = async () => {

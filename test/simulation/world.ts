@@ -13,7 +13,7 @@ import { FakeClock } from "../../src/lib/clock";
 import { createLogger } from "../../src/lib/logger";
 import { createServices } from "../../src/services";
 import { WEBHOOK_SECRET } from "../billing/stripe-stand-in";
-import { ageReservations, queryRows, type TestDatabase } from "../support/context";
+import { ageReservations, changesHeard, queryRows, type TestDatabase } from "../support/context";
 import {
   STALLING,
   type Answer,
@@ -141,6 +141,7 @@ export class World {
       id: ++this.sequence,
       shape,
       key,
+      retiredAtSend: key.status !== "ACTIVE",
       idempotencyKey,
       instance,
       stalled: false,
@@ -233,6 +234,14 @@ export class World {
       }),
     );
     this.trace.push(`  webhook ${event.id} for ${label} → ${response.status}`);
+  }
+
+  /**
+   * Waits until every live instance has heard the changes committed so far (on PostgreSQL an
+   * instance remembers keys and balances, kept true by change notifications; see ChangeListener).
+   */
+  async changesHeard(): Promise<void> {
+    await Promise.all(this.alive().map((instance) => changesHeard(instance.inner)));
   }
 
   /** Counts a fault of the given class as injected. */

@@ -32,10 +32,19 @@ export async function openTestStore(): Promise<Store> {
   return new TestPostgresStore(schemaURL);
 }
 
+/**
+ * Waits until `store` has heard every change committed before the call: a PostgreSQL store learns
+ * of other instances' changes to what it remembers (keys, the catalog version) by notification. A
+ * SQLite store reads its file, which every connection shares at once.
+ */
+export async function changesHeard(store: Store): Promise<void> {
+  if (store instanceof PostgresStore) await store.changesHeard();
+}
+
 /** A PostgreSQL store on its own schema, which it drops when it closes. */
 class TestPostgresStore extends PostgresStore {
   constructor(private readonly schemaURL: string) {
-    super(openPostgresClient(schemaURL), openDebitConnection(schemaURL));
+    super(openPostgresClient(schemaURL), openDebitConnection(schemaURL), schemaURL);
   }
 
   override async close(): Promise<void> {

@@ -136,7 +136,8 @@ export class PostgresCatalog {
   );
 
   // Invariant: a product is handed out from memory only while the catalog version this instance
-  // last saw (with a request's key, findKeyCredential) is the one it was read under; a read that
+  // last saw (read with a request's key by findKeyCredential, or heard from the ChangeListener; after
+  // the listener lost its connection, none until the next read) is the one it was read under; a read that
   // overlapped a newer sighting is not kept. Every import moves the version in its transaction, so a
   // look-up never sees products older than the imports committed before its request began, on any
   // instance, without reading them again while nothing was imported.
@@ -144,6 +145,11 @@ export class PostgresCatalog {
 
   seeCatalogVersion(version: number): void {
     if (version > this.catalogSeen) this.catalogSeen = version;
+  }
+
+  /** Imports may have been missed: no product is handed out from memory until a version is read again. */
+  forgetCatalogVersion(): void {
+    this.catalogSeen = -1;
   }
 
   /** A product read under the current catalog version, from memory; undefined when it must be read. */

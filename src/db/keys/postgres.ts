@@ -2,10 +2,11 @@ import { and, desc, eq, gt, isNull, lt, or, type SQL, sql } from "drizzle-orm";
 import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { newId } from "../../lib/ids";
+import type { ChangeListener } from "../change-listener";
 import { emitPostgres } from "../webhooks/postgres";
 import { page, toKeyRecord } from "../rows";
 import * as schema from "../schema/postgres";
-import type { ApiKeyRecord, KeyControls, KeyCredential, KeyReplacement, NewApiKey, Page } from "../store";
+import type { ApiKeyRecord, BalanceAtKeyRead, KeyControls, KeyCredential, KeyReplacement, NewApiKey, Page } from "../store";
 import { keyEventData } from "../webhooks/records";
 
 const { users, apiKeys, creditBuckets, catalogVersion } = schema;
@@ -42,11 +43,23 @@ export const SPENDABLE_BUCKETS = spendableBuckets();
 /** Of an api_keys row: its requests take the capped path (a monthly credit limit, or no longer ACTIVE: its line's limit is the live key's). */
 export const CAPPED_KEY = sql`(monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE')`;
 
-/** What the PostgreSQL store lends its API keys: its retrying transaction, and the catalog version each key look-up reads. */
+/** Credentials remembered per instance at most; the oldest go first. */
+const REMEMBERED_CREDENTIALS = 50_000;
+
+/**
+ * What the PostgreSQL store lends its API keys: its retrying transaction, the catalog version each
+ * key read reads, the change listener that says when a remembered credential may be trusted, and
+ * the balances its reservations remember.
+ */
 export interface PostgresKeysDeps {
   transaction<T>(work: (tx: Tx) => Promise<T>, config?: PgTransactionConfig): Promise<T>;
   seeCatalogVersion(version: number): void;
+  changes: ChangeListener;
+  rememberRead(organizationId: string, spendable: number, now: number, epoch: number): void;
+  rememberedSpendable(organizationId: string, now: number): number | undefined;
 }
+
+type Credential = Omit<KeyCredential, "balance">;
 
 /** API keys on PostgreSQL: creation, the look-up for the bearer check, listing, rotation, revocation, controls and lastUsedAt. */
 export class PostgresKeys {
@@ -107,18 +120,59 @@ export class PostgresKeys {
       .prepare("key_credential_by_hash"),
   );
 
+  // Invariant: a credential is handed out from memory only while the change listener has heard
+  // every change since it was read (ChangeListener.canRemember), and every change of a key's
+  // credential, by any instance or the operator's CLI, notifies its hash (migration 0017). A key
+  // revoked anywhere is refused by every instance once the notification arrives (it is sent as the
+  // revocation commits), and by this one at once. While the listener is down every request reads.
+  private readonly credentials = new Map<string, Credential>();
+
   /**
-   * Read on every data request, never cached: a key revoked or rotated by any instance is refused at
-   * once. The same statement reads the catalog's version, so a look-up reads products at least as new
-   * as every import committed before its request began (see findProductWithOffers), and the
-   * organization's balance, which reserveCredits then does not read again.
+   * The key of a data request, with its organization's balance: from memory (see above) with the
+   * balance this instance remembers, or read in one statement with the catalog's version (so a
+   * look-up reads products at least as new as the imports committed before, see
+   * findProductWithOffers) and the balance, which reserveCredits then does not read again.
    */
   async findKeyCredential(keyHash: string, now: number = Date.now()): Promise<KeyCredential | null> {
+    const changes = this.deps.changes;
+    changes.start();
+    const remembered = changes.live ? this.credentials.get(keyHash) : undefined;
+    if (remembered !== undefined) return { ...remembered, balance: this.rememberedBalance(remembered, now) };
+    const epoch = changes.epoch;
+    const creditsEpoch = changes.creditsEpoch;
     const [row] = await this.credentialByHash().execute({ hash: keyHash, now });
     if (row === undefined) return null;
     const { catalogVersion: version, spendable, capped, ...credential } = row;
     this.seeCatalogVersion(version);
+    this.deps.rememberRead(credential.organizationId, spendable, now, creditsEpoch);
+    if (changes.canRemember(epoch)) this.remember(keyHash, credential);
     return { ...credential, balance: { spendable, capped } };
+  }
+
+  private remember(keyHash: string, credential: Credential): void {
+    if (this.credentials.size >= REMEMBERED_CREDENTIALS) this.credentials.delete(this.credentials.keys().next().value!);
+    this.credentials.set(keyHash, credential);
+  }
+
+  private rememberedBalance(credential: Credential, now: number): BalanceAtKeyRead | undefined {
+    const spendable = this.deps.rememberedSpendable(credential.organizationId, now);
+    if (spendable === undefined) return undefined;
+    return { spendable, capped: credential.monthlyCreditLimit !== null || credential.status !== "ACTIVE", remembered: true };
+  }
+
+  /** A key's credential changed somewhere (ChangeListener). */
+  forgetCredential(keyHash: string): void {
+    this.credentials.delete(keyHash);
+  }
+
+  forgetCredentials(): void {
+    this.credentials.clear();
+  }
+
+  /** After this instance changed a key: forgotten now, not when its own notification comes back. */
+  private changedHere(): void {
+    this.deps.changes.noteChange();
+    this.forgetCredentials();
   }
 
   async getApiKey(organizationId: string, id: string): Promise<ApiKeyRecord | null> {
@@ -150,6 +204,7 @@ export class PostgresKeys {
       await emitPostgres(tx, [{ id: newId("msg", now), organizationId, type: "key.revoked", data: keyEventData(key), createdAt: now }]);
       return true;
     });
+    this.changedHere();
     return revoked ? this.getApiKey(organizationId, id) : null;
   }
 
@@ -177,6 +232,7 @@ export class PostgresKeys {
       await emitPostgres(tx, [{ id: newId("msg", replacement.createdAt), organizationId, type: "key.rotated", data, createdAt: replacement.createdAt }]);
       return true;
     });
+    this.changedHere();
     return rotated ? this.getApiKeyById(replacement.id) : null;
   }
 
@@ -186,6 +242,7 @@ export class PostgresKeys {
       .set({ ...controls, status: "ACTIVE" })
       .where(and(eq(apiKeys.id, id), eq(apiKeys.organizationId, organizationId), eq(apiKeys.status, "ACTIVE")))
       .returning({ id: apiKeys.id });
+    this.changedHere();
     return changed.length === 1 ? this.getApiKey(organizationId, id) : null;
   }
 

@@ -4,6 +4,7 @@
 import type postgres from "postgres";
 import { utcMonth } from "../../lib/clock";
 import { BILLED_REASON, type UsageRecord } from "../store";
+import { CHANGES_CHANNEL } from "../change-listener";
 import { fefoOrder } from "./allocation";
 import { type Debit, type DebitPlan, type LockedState, planDebits } from "./debit-plan";
 
@@ -36,8 +37,12 @@ export interface PendingDebit {
   reject: (error: unknown) => void;
 }
 
-/** What the debit statement did with one commit; absent: nothing (the reservation was gone, or its claim taken over). */
-export type DebitOutcome = { outcome: "committed" } | { outcome: "spent"; available: number };
+/**
+ * What the debit statement did with one commit; absent: nothing (the reservation was gone, or its
+ * claim taken over). `spendable`: of a hold's organization, the credits its buckets have left once
+ * the batch committed (read under the batch's locks, so exact at that moment).
+ */
+export type DebitOutcome = { outcome: "committed"; spendable?: number } | { outcome: "spent"; available: number };
 
 /**
  * The CTEs that write the webhook events of balances crossing the low-credit threshold or reaching
@@ -74,18 +79,32 @@ export function balanceEvents(sql: postgres.Sql | postgres.TransactionSql) {
 // organization's row moved once, under its lock, which orders balanceAfter across instances) and
 // the Idempotency-Key answers, so they commit together. It commits synchronously (the WAL is flushed
 // before anyone is answered): a debit once answered survives a crash of the database server.
-export async function debitBatch(sql: postgres.Sql, items: PendingDebit[], options: { retried: boolean }): Promise<Map<string, DebitOutcome>> {
-  const { plan, written, lockedBy } = await lockAndPlan(sql, items, options.retried);
+export async function debitBatch(
+  sql: postgres.Sql,
+  items: PendingDebit[],
+  options: { retried: boolean; instanceId: string },
+): Promise<Map<string, DebitOutcome>> {
+  const { plan, written, lockedBy, spendable } = await lockAndPlan(sql, items, options.retried);
   const committed = new Set(plan.committed);
   const claimed = items.filter((item) => item.held === null && committed.has(item.reservationId)).map((item) => item.reservationId);
   const answers = items.filter((item) => item.usage.idempotency !== undefined && committed.has(item.reservationId));
   const extra = sql`${claimedWrite(sql, claimed)}${answersWrite(sql, answers)}`;
-  const [done, ended] = await Promise.allSettled([writePlan(sql, plan, { reason: BILLED_REASON, lockedBy, extra }), sql`COMMIT`]);
+  const [done, told, ended] = await Promise.allSettled([
+    writePlan(sql, plan, { reason: BILLED_REASON, lockedBy, extra }),
+    notifySpendable(sql, spendable, options.instanceId),
+    sql`COMMIT`,
+  ]);
   if (done.status === "rejected") throw done.reason;
+  if (told.status === "rejected") throw told.reason;
   if (ended.status === "rejected") throw ended.reason;
   if (ended.value.command !== "COMMIT") throw new Error(`the transaction ended with ${ended.value.command}`);
+  const organizationOf = new Map(items.map((item) => [item.reservationId, item.held?.organizationId]));
+  const committedOf = (id: string): DebitOutcome => {
+    const organizationId = organizationOf.get(id);
+    return { outcome: "committed", spendable: organizationId === undefined ? undefined : spendable.get(organizationId) };
+  };
   return new Map<string, DebitOutcome>([
-    ...[...written, ...plan.committed].map((id): [string, DebitOutcome] => [id, { outcome: "committed" }]),
+    ...[...written, ...plan.committed].map((id): [string, DebitOutcome] => [id, committedOf(id)]),
     ...plan.spent.map(({ reservationId, available }): [string, DebitOutcome] => [reservationId, { outcome: "spent", available }]),
   ]);
 }
@@ -107,7 +126,11 @@ interface BatchReads {
  * fails. Only a retry looks for its ledger row (a first attempt's row ids are new); only commits with
  * an Idempotency-Key or a reservation row read those.
  */
-async function lockAndPlan(sql: postgres.Sql, items: PendingDebit[], retried: boolean): Promise<{ plan: DebitPlan; written: Set<string>; lockedBy: string }> {
+async function lockAndPlan(
+  sql: postgres.Sql,
+  items: PendingDebit[],
+  retried: boolean,
+): Promise<{ plan: DebitPlan; written: Set<string>; lockedBy: string; spendable: Map<string, number> }> {
   const now = Math.max(...items.map((item) => item.usage.now));
   // A part the batch does not need is not sent: an empty answer stands in for it.
   const none = Promise.resolve([] as postgres.Row[]);
@@ -129,7 +152,8 @@ async function lockAndPlan(sql: postgres.Sql, items: PendingDebit[], retried: bo
       ? none
       : sql`SELECT id, organization_id, amount, key_id, request_id, allocations::text AS allocations FROM reservations WHERE id = ANY(${rowIds}::text[]) ORDER BY id FOR UPDATE`,
     ...lockStatements(sql, { organizations, keyIds, rowIds, now }),
-    sql<[{ id: string }]>`SELECT pg_current_xact_id()::text AS id`,
+    // Marks the transaction as a debit: the buckets' trigger leaves its notice to notifySpendable.
+    sql<[{ id: string }]>`SELECT pg_current_xact_id()::text AS id, set_config('price_service.debit', 'on', true) AS debit`,
   ] as const;
   try {
     const [, written, fences, reserved, buckets, sums, keys, [locker]] = await Promise.all(statements);
@@ -151,7 +175,8 @@ async function lockAndPlan(sql: postgres.Sql, items: PendingDebit[], retried: bo
     };
     const locked = lockedStateOf(buckets, sums, keys);
     const writtenAlready = items.filter((item) => reads.written.has(item.transactionId)).map((item) => item.reservationId);
-    return { plan: planDebits(debitsOf(items, reads), locked), written: new Set(writtenAlready), lockedBy: locker!.id };
+    const plan = planDebits(debitsOf(items, reads), locked);
+    return { plan, written: new Set(writtenAlready), lockedBy: locker!.id, spendable: spendableAfter(locked, plan) };
   } catch (error) {
     await Promise.allSettled(statements);
     await sql`ROLLBACK`;
@@ -178,6 +203,28 @@ export function lockStatements(sql: postgres.Sql | postgres.TransactionSql, of: 
       SELECT id, coalesce(line_id, id) AS line, (monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE') AS capped FROM api_keys
       WHERE id = ANY(${keyIds}::text[])${ofRows("key_id")}`,
   ] as const;
+}
+
+/**
+ * Tells every instance, as the batch commits, what the buckets of its organizations hold after it
+ * (ChangeListener: "<schema> credits <organization> <spendable> <instance>"), so they admit on it.
+ */
+function notifySpendable(sql: postgres.Sql, spendable: Map<string, number>, instanceId: string) {
+  return sql`SELECT pg_notify(${CHANGES_CHANNEL}, current_schema() || ' credits ' || t.organization_id || ' ' || t.spendable || ' ' || ${instanceId})
+    FROM unnest(${[...spendable.keys()]}::text[], ${[...spendable.values()].map(String)}::bigint[]) AS t(organization_id, spendable)`;
+}
+
+/** Per organization whose buckets the batch locked: what they hold once the plan is written. */
+function spendableAfter(locked: LockedState, plan: DebitPlan): Map<string, number> {
+  const organizationOf = new Map(locked.buckets.map((bucket) => [bucket.id, bucket.organizationId]));
+  const spendable = new Map<string, number>();
+  const add = (organizationId: string, amount: number) => spendable.set(organizationId, (spendable.get(organizationId) ?? 0) + amount);
+  for (const bucket of locked.buckets) add(bucket.organizationId, bucket.remaining);
+  for (const taken of plan.buckets) {
+    const organizationId = organizationOf.get(taken.id);
+    if (organizationId !== undefined) add(organizationId, -taken.amount);
+  }
+  return spendable;
 }
 
 /** The rows of lockStatements as the debit planner reads them. */

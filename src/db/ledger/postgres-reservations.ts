@@ -4,6 +4,7 @@ import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
 import { utcMonth } from "../../lib/clock";
 import { newId } from "../../lib/ids";
+import type { ChangeListener } from "../change-listener";
 import { isConnectionLost } from "../database-errors";
 import { CAPPED_KEY, SPENDABLE_BUCKETS } from "../keys/postgres";
 import { isOverdrawRefused, retrying } from "../postgres-retry";
@@ -32,6 +33,9 @@ const bucketColumns = {
 // spells the same order in SQL, and locks buckets in it).
 const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
 
+/** How long a balance read admits requests without being read again (see rememberSpendable). */
+const BALANCE_MEMORY_MS = 1_000;
+
 /** Debits per group-commit statement at most; more wait for the next one. */
 const COMMIT_BATCH_LIMIT = 500;
 
@@ -45,6 +49,8 @@ export interface PostgresReservationsDeps {
   databaseNow(): postgres.PendingQuery<postgres.Row[]>;
   debitConnection(): postgres.Sql;
   lostConnectionPatienceMs(): number;
+  /** Says whether a balance read may be remembered, and signs this instance's debit notices. */
+  changes: ChangeListener;
 }
 
 /**
@@ -84,7 +90,7 @@ export class PostgresReservations {
 
   /** One batch of the group commit, on the store's debit connection (see debitBatch). */
   private debitBatch(items: PendingDebit[], options: { retried: boolean }): Promise<Map<string, DebitOutcome>> {
-    return debitBatch(this.deps.debitConnection(), items, options);
+    return debitBatch(this.deps.debitConnection(), items, { ...options, instanceId: this.deps.changes.instanceId });
   }
 
   // A billed request of a key without a monthly credit limit (nearly all) writes once: its debit.
@@ -106,9 +112,14 @@ export class PostgresReservations {
   // that the stale sweep gives back.
   async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
     const reservationId = newId("res", input.now);
-    const balance = input.balance ?? (await this.balanceCheck().execute({ organizationId: input.organizationId, keyId: input.keyId, now: input.now }))[0]!;
-    if (balance.capped) return this.reserveCapped(input, reservationId);
-    const available = Math.max(0, balance.spendable - (this.heldHere.get(input.organizationId) ?? 0));
+    let balance = input.balance ?? (await this.readBalance(input));
+    // Too few remembered credits are read again: another instance may have granted or given back some.
+    if (balance.remembered && !balance.capped && this.availableOf(input.organizationId, balance) < input.amount) balance = await this.readBalance(input);
+    if (balance.capped) {
+      this.spendableSeen.delete(input.organizationId);
+      return this.reserveCapped(input, reservationId);
+    }
+    const available = this.availableOf(input.organizationId, balance);
     if (available < input.amount) return { ok: false, available };
     this.held.set(reservationId, {
       organizationId: input.organizationId,
@@ -119,6 +130,50 @@ export class PostgresReservations {
     });
     this.holdHere(input.organizationId, input.amount);
     return { ok: true, reservationId, available: available - input.amount };
+  }
+
+  private availableOf(organizationId: string, balance: BalanceAtKeyRead): number {
+    return Math.max(0, balance.spendable - (this.heldHere.get(organizationId) ?? 0));
+  }
+
+  private async readBalance(input: { organizationId: string; keyId: string | null; now: number }): Promise<BalanceAtKeyRead> {
+    const epoch = this.deps.changes.creditsEpoch;
+    const balance = (await this.balanceCheck().execute({ organizationId: input.organizationId, keyId: input.keyId, now: input.now }))[0]!;
+    this.rememberRead(input.organizationId, balance.spendable, input.now, epoch);
+    return balance;
+  }
+
+  // The balance admission reads between reads, per organization, while the ChangeListener hears
+  // every change: its spendable credits as last read (with a key, or by a balance read no change
+  // overlapped), as left by this instance's last debit (read under the buckets' locks), or as
+  // another instance's debit announced it; forgotten when anything else changes the buckets (a
+  // grant, a refund, an expiry: the buckets' trigger says so) and after BALANCE_MEMORY_MS. It only
+  // admits: the debit, which takes the credits under the buckets' locks, refuses what is no longer
+  // there (CreditsSpentMeanwhile, a 402). Too few is read again before a request is refused.
+  private readonly spendableSeen = new Map<string, { spendable: number; since: number | null }>();
+
+  /** A balance read begun at credits epoch `epoch`. */
+  rememberRead(organizationId: string, spendable: number, now: number, epoch: number): void {
+    if (this.deps.changes.canRememberCredits(epoch)) this.spendableSeen.set(organizationId, { spendable, since: now });
+  }
+
+  /** Another instance's debit left `spendable` (null: something else changed the buckets). */
+  creditsChanged(organizationId: string, spendable: number | null): void {
+    if (spendable === null) this.spendableSeen.delete(organizationId);
+    else this.spendableSeen.set(organizationId, { spendable, since: null });
+  }
+
+  forgetSpendable(): void {
+    this.spendableSeen.clear();
+  }
+
+  rememberedSpendable(organizationId: string, now: number): number | undefined {
+    const seen = this.spendableSeen.get(organizationId);
+    if (seen === undefined || !this.deps.changes.live) return undefined;
+    seen.since ??= now;
+    if (now >= seen.since && now - seen.since < BALANCE_MEMORY_MS) return seen.spendable;
+    this.spendableSeen.delete(organizationId);
+    return undefined;
   }
 
   /** Credits held in memory by this instance's requests in flight: by reservation id, and their sum by organization. */
@@ -286,9 +341,17 @@ export class PostgresReservations {
     if (item.held !== null) {
       item.held.committing = false;
       if (outcome !== undefined) this.release(item.reservationId, item.held);
+      this.debitedHere(item.held.organizationId, item.usage.now, outcome);
     }
     if (outcome?.outcome === "spent") item.reject(new CreditsSpentMeanwhile(outcome.available));
     else item.resolve(outcome?.outcome === "committed");
+  }
+
+  /** A debit of held credits read the organization's buckets under lock: that is the balance to remember; forgotten when it is not known. */
+  private debitedHere(organizationId: string, now: number, outcome: DebitOutcome | undefined): void {
+    if (outcome?.outcome === "committed" && outcome.spendable !== undefined && this.deps.changes.live)
+      this.spendableSeen.set(organizationId, { spendable: outcome.spendable, since: now });
+    else this.spendableSeen.delete(organizationId);
   }
 
   private release(reservationId: string, held: HeldCredits): void {

@@ -1,0 +1,116 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import type { PostgresStore } from "../../src/db/postgres-store";
+import { SYSTEM_USER_ID } from "../../src/db/store";
+import { hashSecret } from "../../src/lib/crypto";
+import { createApiKey } from "../../src/modules/keys/service";
+import { queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
+
+// A PostgreSQL instance reads a key once and remembers it while its change listener hears every
+// change; every change of a credential, by any instance or a direct write, is notified by a trigger.
+// The key statement is counted by wrapping it, so the tests see which requests read the database.
+let stores: TwoStores;
+let serving: PostgresStore;
+let other: PostgresStore;
+let keyHash: string;
+let keyId: string;
+let reads: number;
+/** Held reads wait for this before returning their rows (see holdReads). */
+let gate: Promise<void> | null;
+
+type Prepared = { execute(values: object): Promise<unknown[]> };
+
+beforeEach(async () => {
+  stores = await twoStoresOnOneDatabase();
+  serving = stores.one as PostgresStore;
+  other = stores.two as PostgresStore;
+  const now = Date.now();
+  await other.ensureSystemUser(now);
+  const created = await createApiKey(other, { organizationId: stores.organizationId, name: "k", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now });
+  keyHash = hashSecret(created.clearKey);
+  keyId = created.key.id;
+  reads = 0;
+  gate = null;
+  const keys = (serving as unknown as { keys: { credentialByHash: () => Prepared } }).keys;
+  const prepared = keys.credentialByHash();
+  keys.credentialByHash = () => ({
+    execute: async (values) => {
+      reads++;
+      const rows = await prepared.execute(values);
+      if (gate !== null) await gate;
+      return rows;
+    },
+  });
+  await rememberedWhenListening();
+});
+
+afterEach(() => stores.close());
+
+/** Reads the key until the listener is up and the credential remembered (the first reads start it). */
+async function rememberedWhenListening(): Promise<void> {
+  for (let attempt = 0; attempt < 200 && !serving.changes.live; attempt++) {
+    await serving.findKeyCredential(keyHash);
+    await Bun.sleep(10);
+  }
+  expect(serving.changes.live).toBe(true);
+  await serving.findKeyCredential(keyHash);
+}
+
+const status = async () => (await serving.findKeyCredential(keyHash))!.status;
+
+describe("a remembered key credential on PostgreSQL", () => {
+  test("is read once while the listener hears every change; lastUsedAt flushes change nothing it remembers", async () => {
+    const before = reads;
+    for (let index = 0; index < 5; index++) expect(await status()).toBe("ACTIVE");
+    await other.touchApiKeys(new Map([[keyId, Date.now()]]));
+    await serving.changesHeard();
+    expect(await status()).toBe("ACTIVE");
+    expect(reads).toBe(before);
+  });
+
+  test("revoked by another instance: refused once the change is heard, which takes one notification", async () => {
+    await other.revokeApiKey(stores.organizationId, keyId, Date.now());
+    await serving.changesHeard();
+    expect(await status()).toBe("REVOKED");
+  });
+
+  test("a direct write to the key's row (not through the store) is heard too", async () => {
+    await queryRows(other, "UPDATE api_keys SET status = 'REVOKED' WHERE id = ?", [keyId]);
+    await serving.changesHeard();
+    expect(await status()).toBe("REVOKED");
+  });
+
+  test("while the listener's connection is down every request reads the key: a revocation meanwhile is refused at once", async () => {
+    await serving.changes.dropConnection();
+    for (let attempt = 0; attempt < 100 && serving.changes.live; attempt++) await Bun.sleep(10);
+    expect(serving.changes.live).toBe(false);
+    await other.revokeApiKey(stores.organizationId, keyId, Date.now());
+    const before = reads;
+    expect(await status()).toBe("REVOKED");
+    expect(reads).toBe(before + 1);
+    // It listens again within its reconnection delay, starting with nothing remembered.
+    for (let attempt = 0; attempt < 300 && !serving.changes.live; attempt++) await Bun.sleep(10);
+    expect(serving.changes.live).toBe(true);
+    expect(await status()).toBe("REVOKED");
+  });
+
+  test("a read that overlapped a change is not remembered: the next request reads again", async () => {
+    (serving as unknown as { keys: { forgetCredentials(): void } }).keys.forgetCredentials();
+    let letThrough!: () => void;
+    gate = new Promise<void>((resolve) => (letThrough = resolve));
+    const overlapping = serving.findKeyCredential(keyHash);
+    await Bun.sleep(50);
+    await other.revokeApiKey(stores.organizationId, keyId, Date.now());
+    await serving.changesHeard();
+    letThrough();
+    gate = null;
+    expect((await overlapping)!.status).toBe("ACTIVE");
+    const before = reads;
+    expect(await status()).toBe("REVOKED");
+    expect(reads).toBe(before + 1);
+  });
+
+  test("a key changed through the serving instance itself is refused on its next request, before any notification", async () => {
+    await serving.revokeApiKey(stores.organizationId, keyId, Date.now());
+    expect(await status()).toBe("REVOKED");
+  });
+});
