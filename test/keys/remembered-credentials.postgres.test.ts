@@ -3,7 +3,7 @@ import type { PostgresStore } from "../../src/db/postgres-store";
 import { SYSTEM_USER_ID } from "../../src/db/store";
 import { hashSecret } from "../../src/lib/crypto";
 import { createApiKey } from "../../src/modules/keys/service";
-import { queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
+import { ledgerSum, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
 
 // A PostgreSQL instance reads a key once and remembers it while its change listener hears every
 // change; every change of a credential, by any instance or a direct write, is notified by a trigger.
@@ -112,5 +112,88 @@ describe("a remembered key credential on PostgreSQL", () => {
   test("a key changed through the serving instance itself is refused on its next request, before any notification", async () => {
     await serving.revokeApiKey(stores.organizationId, keyId, Date.now());
     expect(await status()).toBe("REVOKED");
+  });
+});
+
+describe("a remembered balance on PostgreSQL", () => {
+  const grant = (store: PostgresStore, amount: number) =>
+    store.grantCredits({
+      organizationId: stores.organizationId,
+      source: "grant",
+      type: "grant",
+      amount,
+      expiresAt: null,
+      description: "grant",
+      now: Date.now(),
+    });
+  const remembered = async () => (await serving.findKeyCredential(keyHash))!.balance;
+  /** A billed debit of `amount` through `store`, as a look-up makes it. */
+  const debit = async (store: PostgresStore, amount: number) => {
+    const reservation = await store.reserveCredits({
+      organizationId: stores.organizationId,
+      amount,
+      keyId,
+      requestId: `req_${crypto.randomUUID()}`,
+      now: Date.now(),
+    });
+    if (!reservation.ok) throw new Error("not reserved");
+    expect(await store.commitReservation(reservation.reservationId, { gtin: "04006381333931", description: "look-up", now: Date.now() })).toBe(true);
+  };
+
+  test("another instance's debit says what the buckets hold after it: the balance follows without a read", async () => {
+    await grant(other, 10);
+    await serving.changesHeard();
+    expect(await remembered()).toBeUndefined();
+    (serving as unknown as { keys: { forgetCredentials(): void } }).keys.forgetCredentials();
+    expect((await serving.findKeyCredential(keyHash))!.balance).toEqual({ spendable: 10, capped: false });
+    expect(await remembered()).toEqual({ spendable: 10, capped: false, remembered: true });
+    await debit(other, 3);
+    await serving.changesHeard();
+    const before = reads;
+    expect(await remembered()).toEqual({ spendable: 7, capped: false, remembered: true });
+    expect(reads).toBe(before);
+    expect(await ledgerSum(serving, stores.organizationId)).toBe(7);
+  });
+
+  test("a grant by another instance makes it forget the balance: the next request reads it", async () => {
+    await grant(other, 1);
+    await serving.changesHeard();
+    (serving as unknown as { keys: { forgetCredentials(): void } }).keys.forgetCredentials();
+    await serving.findKeyCredential(keyHash);
+    expect(await remembered()).toEqual({ spendable: 1, capped: false, remembered: true });
+    await grant(other, 4);
+    await serving.changesHeard();
+    expect(await remembered()).toBeUndefined();
+  });
+
+  test("its own debit leaves the balance its batch read under lock", async () => {
+    await grant(serving, 5);
+    (serving as unknown as { keys: { forgetCredentials(): void } }).keys.forgetCredentials();
+    await serving.findKeyCredential(keyHash);
+    await debit(serving, 2);
+    expect(await remembered()).toEqual({ spendable: 3, capped: false, remembered: true });
+  });
+
+  test("credits another instance spent meanwhile are refused at the debit: a 402, nothing billed", async () => {
+    await grant(other, 2);
+    await serving.changesHeard();
+    (serving as unknown as { keys: { forgetCredentials(): void } }).keys.forgetCredentials();
+    await serving.findKeyCredential(keyHash);
+    // The serving instance admits on the 2 it remembers while the other spends them, before it hears so.
+    const reservation = await serving.reserveCredits({
+      organizationId: stores.organizationId,
+      amount: 2,
+      keyId,
+      requestId: "req_late",
+      now: Date.now(),
+      balance: await remembered(),
+    });
+    expect(reservation.ok).toBe(true);
+    await debit(other, 2);
+    if (!reservation.ok) return;
+    await expect(serving.commitReservation(reservation.reservationId, { gtin: "04006381333931", description: "late", now: Date.now() })).rejects.toMatchObject({
+      available: 0,
+    });
+    expect(await ledgerSum(serving, stores.organizationId)).toBe(0);
   });
 });
