@@ -59,8 +59,8 @@ export class PostgresStore implements Store {
     databaseUrl: string | null = null,
   ) {
     this.changes = new ChangeListener(databaseUrl, {
-      keyChanged: (keyHash) => this.keys.forgetCredential(keyHash),
-      creditsChanged: (organizationId, spendable) => this.reservations.creditsChanged(organizationId, spendable),
+      keyChanged: (keyId) => this.keys.forget(keyId),
+      creditsChanged: (organizationId) => this.reservations.creditsChanged(organizationId),
       catalogMoved: (version) => this.catalog.seeCatalogVersion(version),
       forgetAll: () => {
         this.keys.forgetCredentials();
@@ -92,8 +92,8 @@ export class PostgresStore implements Store {
       transaction: (work, config) => this.transaction(work, config),
       seeCatalogVersion: (version) => this.catalog.seeCatalogVersion(version),
       changes: this.changes,
-      rememberRead: (organizationId, spendable, now, epoch) => this.reservations.rememberRead(organizationId, spendable, now, epoch),
-      rememberedSpendable: (organizationId, now) => this.reservations.rememberedSpendable(organizationId, now),
+      rememberRead: (organizationId, spendable, epoch) => this.reservations.rememberRead(organizationId, spendable, epoch),
+      rememberedSpendable: (organizationId) => this.reservations.rememberedSpendable(organizationId),
     });
     this.billing = new PostgresBilling(this.db, {
       transaction: (work, config) => this.transaction(work, config),

@@ -55,8 +55,8 @@ export interface PostgresKeysDeps {
   transaction<T>(work: (tx: Tx) => Promise<T>, config?: PgTransactionConfig): Promise<T>;
   seeCatalogVersion(version: number): void;
   changes: ChangeListener;
-  rememberRead(organizationId: string, spendable: number, now: number, epoch: number): void;
-  rememberedSpendable(organizationId: string, now: number): number | undefined;
+  rememberRead(organizationId: string, spendable: number, epoch: number): void;
+  rememberedSpendable(organizationId: string): number | undefined;
 }
 
 type Credential = Omit<KeyCredential, "balance">;
@@ -126,6 +126,8 @@ export class PostgresKeys {
   // revoked anywhere is refused by every instance once the notification arrives (it is sent as the
   // revocation commits), and by this one at once. While the listener is down every request reads.
   private readonly credentials = new Map<string, Credential>();
+  /** The hash each remembered key is kept under, by key id (notifications name keys by id). */
+  private readonly hashOf = new Map<string, string>();
 
   /**
    * The key of a data request, with its organization's balance: from memory (see above) with the
@@ -137,36 +139,41 @@ export class PostgresKeys {
     const changes = this.deps.changes;
     changes.start();
     const remembered = changes.live ? this.credentials.get(keyHash) : undefined;
-    if (remembered !== undefined) return { ...remembered, balance: this.rememberedBalance(remembered, now) };
+    if (remembered !== undefined) return { ...remembered, balance: this.rememberedBalance(remembered) };
     const epoch = changes.epoch;
     const creditsEpoch = changes.creditsEpoch;
     const [row] = await this.credentialByHash().execute({ hash: keyHash, now });
     if (row === undefined) return null;
     const { catalogVersion: version, spendable, capped, ...credential } = row;
     this.seeCatalogVersion(version);
-    this.deps.rememberRead(credential.organizationId, spendable, now, creditsEpoch);
+    this.deps.rememberRead(credential.organizationId, spendable, creditsEpoch);
     if (changes.canRemember(epoch)) this.remember(keyHash, credential);
     return { ...credential, balance: { spendable, capped } };
   }
 
   private remember(keyHash: string, credential: Credential): void {
-    if (this.credentials.size >= REMEMBERED_CREDENTIALS) this.credentials.delete(this.credentials.keys().next().value!);
+    if (this.credentials.size >= REMEMBERED_CREDENTIALS) this.forget(this.credentials.values().next().value!.id);
     this.credentials.set(keyHash, credential);
+    this.hashOf.set(credential.id, keyHash);
   }
 
-  private rememberedBalance(credential: Credential, now: number): BalanceAtKeyRead | undefined {
-    const spendable = this.deps.rememberedSpendable(credential.organizationId, now);
+  private rememberedBalance(credential: Credential): BalanceAtKeyRead | undefined {
+    const spendable = this.deps.rememberedSpendable(credential.organizationId);
     if (spendable === undefined) return undefined;
     return { spendable, capped: credential.monthlyCreditLimit !== null || credential.status !== "ACTIVE", remembered: true };
   }
 
   /** A key's credential changed somewhere (ChangeListener). */
-  forgetCredential(keyHash: string): void {
+  forget(keyId: string): void {
+    const keyHash = this.hashOf.get(keyId);
+    if (keyHash === undefined) return;
+    this.hashOf.delete(keyId);
     this.credentials.delete(keyHash);
   }
 
   forgetCredentials(): void {
     this.credentials.clear();
+    this.hashOf.clear();
   }
 
   /** After this instance changed a key: forgotten now, not when its own notification comes back. */

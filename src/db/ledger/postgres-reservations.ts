@@ -90,7 +90,7 @@ export class PostgresReservations {
 
   /** One batch of the group commit, on the store's debit connection (see debitBatch). */
   private debitBatch(items: PendingDebit[], options: { retried: boolean }): Promise<Map<string, DebitOutcome>> {
-    return debitBatch(this.deps.debitConnection(), items, { ...options, instanceId: this.deps.changes.instanceId });
+    return debitBatch(this.deps.debitConnection(), items, options);
   }
 
   // A billed request of a key without a monthly credit limit (nearly all) writes once: its debit.
@@ -139,39 +139,37 @@ export class PostgresReservations {
   private async readBalance(input: { organizationId: string; keyId: string | null; now: number }): Promise<BalanceAtKeyRead> {
     const epoch = this.deps.changes.creditsEpoch;
     const balance = (await this.balanceCheck().execute({ organizationId: input.organizationId, keyId: input.keyId, now: input.now }))[0]!;
-    this.rememberRead(input.organizationId, balance.spendable, input.now, epoch);
+    this.rememberRead(input.organizationId, balance.spendable, epoch);
     return balance;
   }
 
   // The balance admission reads between reads, per organization, while the ChangeListener hears
   // every change: its spendable credits as last read (with a key, or by a balance read no change
-  // overlapped), as left by this instance's last debit (read under the buckets' locks), or as
-  // another instance's debit announced it; forgotten when anything else changes the buckets (a
-  // grant, a refund, an expiry: the buckets' trigger says so) and after BALANCE_MEMORY_MS. It only
-  // admits: the debit, which takes the credits under the buckets' locks, refuses what is no longer
-  // there (CreditsSpentMeanwhile, a 402). Too few is read again before a request is refused.
-  private readonly spendableSeen = new Map<string, { spendable: number; since: number | null }>();
+  // overlapped) or as left by this instance's last debit (read under the buckets' locks), for at
+  // most BALANCE_MEMORY_MS; forgotten when anything but a debit changes the buckets (a grant, a
+  // refund, an expiry: the buckets' trigger says so). Other instances' debits since are not in it.
+  // It only admits: the debit, which takes the credits under the buckets' locks, refuses what is no
+  // longer there (CreditsSpentMeanwhile, a 402). Too few is read again before a request is refused.
+  private readonly spendableSeen = new Map<string, { spendable: number; at: number }>();
 
   /** A balance read begun at credits epoch `epoch`. */
-  rememberRead(organizationId: string, spendable: number, now: number, epoch: number): void {
-    if (this.deps.changes.canRememberCredits(epoch)) this.spendableSeen.set(organizationId, { spendable, since: now });
+  rememberRead(organizationId: string, spendable: number, epoch: number): void {
+    if (this.deps.changes.canRememberCredits(epoch)) this.spendableSeen.set(organizationId, { spendable, at: performance.now() });
   }
 
-  /** Another instance's debit left `spendable` (null: something else changed the buckets). */
-  creditsChanged(organizationId: string, spendable: number | null): void {
-    if (spendable === null) this.spendableSeen.delete(organizationId);
-    else this.spendableSeen.set(organizationId, { spendable, since: null });
+  /** Something other than a debit changed the organization's buckets. */
+  creditsChanged(organizationId: string): void {
+    this.spendableSeen.delete(organizationId);
   }
 
   forgetSpendable(): void {
     this.spendableSeen.clear();
   }
 
-  rememberedSpendable(organizationId: string, now: number): number | undefined {
+  rememberedSpendable(organizationId: string): number | undefined {
     const seen = this.spendableSeen.get(organizationId);
-    if (seen === undefined || !this.deps.changes.live) return undefined;
-    seen.since ??= now;
-    if (now >= seen.since && now - seen.since < BALANCE_MEMORY_MS) return seen.spendable;
+    if (seen === undefined) return undefined;
+    if (this.deps.changes.live && performance.now() - seen.at < BALANCE_MEMORY_MS) return seen.spendable;
     this.spendableSeen.delete(organizationId);
     return undefined;
   }
@@ -341,16 +339,16 @@ export class PostgresReservations {
     if (item.held !== null) {
       item.held.committing = false;
       if (outcome !== undefined) this.release(item.reservationId, item.held);
-      this.debitedHere(item.held.organizationId, item.usage.now, outcome);
+      this.debitedHere(item.held.organizationId, outcome);
     }
     if (outcome?.outcome === "spent") item.reject(new CreditsSpentMeanwhile(outcome.available));
     else item.resolve(outcome?.outcome === "committed");
   }
 
   /** A debit of held credits read the organization's buckets under lock: that is the balance to remember; forgotten when it is not known. */
-  private debitedHere(organizationId: string, now: number, outcome: DebitOutcome | undefined): void {
+  private debitedHere(organizationId: string, outcome: DebitOutcome | undefined): void {
     if (outcome?.outcome === "committed" && outcome.spendable !== undefined && this.deps.changes.live)
-      this.spendableSeen.set(organizationId, { spendable: outcome.spendable, since: now });
+      this.spendableSeen.set(organizationId, { spendable: outcome.spendable, at: performance.now() });
     else this.spendableSeen.delete(organizationId);
   }
 
