@@ -21,8 +21,11 @@ const HEARTBEAT_PATIENCE_MS = 3_000;
 export interface ChangeHandlers {
   /** A key's credential changed. */
   keyChanged(keyId: string): void;
-  /** Something other than a debit changed an organization's buckets (a grant, a refund, an expiry…). */
-  creditsChanged(organizationId: string): void;
+  /**
+   * An organization's buckets changed: by another instance's debit, which says what they hold after
+   * it (`spendable`), or otherwise (a grant, a refund, an expiry…: null, read them again).
+   */
+  creditsChanged(organizationId: string, spendable: number | null): void;
   /** An import committed catalog version `version`. */
   catalogMoved(version: number): void;
   /** Notifications may have been missed: everything remembered goes. */
@@ -45,6 +48,8 @@ export class ChangeListener {
   private closed = false;
   private schema: string | null = null;
   private readonly waiting = new Map<string, () => void>();
+  /** What this instance's own debits sign their notices with (it knows what they did already). */
+  readonly instanceId = crypto.randomUUID();
 
   /** `databaseUrl` null: never listens, so nothing is ever remembered. */
   constructor(
@@ -162,15 +167,16 @@ export class ChangeListener {
 
   private heard(channel: string, payload: string): void {
     if (channel !== CHANGES_CHANNEL) return;
-    const [schema, kind, value = ""] = payload.split(" ", 3) as [string, string, string?];
+    const [schema, kind, value = "", spendable, instance] = payload.split(" ", 5) as [string, string, string?, string?, string?];
     if (schema !== this.schema) return;
     this.lastHeard = performance.now();
     if (kind === "key") {
       this.changes++;
       this.handlers.keyChanged(value);
     } else if (kind === "credits") {
+      if (instance === this.instanceId) return;
       this.creditChanges++;
-      this.handlers.creditsChanged(value);
+      this.handlers.creditsChanged(value, spendable === undefined ? null : Number(spendable));
     } else if (kind === "catalog") this.handlers.catalogMoved(Number(value));
     else if (kind === "reset") {
       this.changes++;

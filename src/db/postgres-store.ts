@@ -60,7 +60,7 @@ export class PostgresStore implements Store {
   ) {
     this.changes = new ChangeListener(databaseUrl, {
       keyChanged: (keyId) => this.keys.forget(keyId),
-      creditsChanged: (organizationId) => this.reservations.creditsChanged(organizationId),
+      creditsChanged: (organizationId, spendable) => this.reservations.creditsChanged(organizationId, spendable),
       catalogMoved: (version) => this.catalog.seeCatalogVersion(version),
       forgetAll: () => {
         this.keys.forgetCredentials();

@@ -80,8 +80,10 @@ test("look-ups that cross the low-credit threshold send a signed credits.low to 
   // 10 trial credits: the sixth billed look-up takes the balance from 5 to 4, below the threshold.
   for (let i = 0; i < 6; i++) {
     const response = await service.request(`/api/v1/products/${FRESH_GTIN}/price`, { headers: { authorization: `Bearer ${clearKey}` } });
-    expect((await body(response, 200)).meta.creditsRemaining).toBe(9 - i);
+    expect((await body(response, 200)).meta.creditsConsumed).toBe(1);
   }
+  const balance = await service.request("/api/v1/customer/billing/balance", { headers: { authorization: `Bearer ${clearKey}` } });
+  expect(await body(balance, 200)).toMatchObject({ available: 4, reserved: 0 });
   const lowAt = Date.now();
   await received(1);
   // The hanging endpoint's deliveries hold their 10 s time-outs meanwhile: credits.low does not wait for them (a tick is 1 s).

@@ -4,6 +4,7 @@
 import type postgres from "postgres";
 import { utcMonth } from "../../lib/clock";
 import { BILLED_REASON, type UsageRecord } from "../store";
+import { CHANGES_CHANNEL } from "../change-listener";
 import { fefoOrder } from "./allocation";
 import { type Debit, type DebitPlan, type LockedState, planDebits } from "./debit-plan";
 
@@ -78,14 +79,23 @@ export function balanceEvents(sql: postgres.Sql | postgres.TransactionSql) {
 // organization's row moved once, under its lock, which orders balanceAfter across instances) and
 // the Idempotency-Key answers, so they commit together. It commits synchronously (the WAL is flushed
 // before anyone is answered): a debit once answered survives a crash of the database server.
-export async function debitBatch(sql: postgres.Sql, items: PendingDebit[], options: { retried: boolean }): Promise<Map<string, DebitOutcome>> {
+export async function debitBatch(
+  sql: postgres.Sql,
+  items: PendingDebit[],
+  options: { retried: boolean; instanceId: string },
+): Promise<Map<string, DebitOutcome>> {
   const { plan, written, lockedBy, spendable } = await lockAndPlan(sql, items, options.retried);
   const committed = new Set(plan.committed);
   const claimed = items.filter((item) => item.held === null && committed.has(item.reservationId)).map((item) => item.reservationId);
   const answers = items.filter((item) => item.usage.idempotency !== undefined && committed.has(item.reservationId));
   const extra = sql`${claimedWrite(sql, claimed)}${answersWrite(sql, answers)}`;
-  const [done, ended] = await Promise.allSettled([writePlan(sql, plan, { reason: BILLED_REASON, lockedBy, extra }), sql`COMMIT`]);
+  const [done, told, ended] = await Promise.allSettled([
+    writePlan(sql, plan, { reason: BILLED_REASON, lockedBy, extra }),
+    notifySpendable(sql, spendable, options.instanceId),
+    sql`COMMIT`,
+  ]);
   if (done.status === "rejected") throw done.reason;
+  if (told.status === "rejected") throw told.reason;
   if (ended.status === "rejected") throw ended.reason;
   if (ended.value.command !== "COMMIT") throw new Error(`the transaction ended with ${ended.value.command}`);
   const organizationOf = new Map(items.map((item) => [item.reservationId, item.held?.organizationId]));
@@ -142,10 +152,7 @@ async function lockAndPlan(
       ? none
       : sql`SELECT id, organization_id, amount, key_id, request_id, allocations::text AS allocations FROM reservations WHERE id = ANY(${rowIds}::text[]) ORDER BY id FOR UPDATE`,
     ...lockStatements(sql, { organizations, keyIds, rowIds, now }),
-    // Marks the transaction as a debit, which the buckets' trigger does not announce: a transaction
-    // that notifies takes a database-wide lock at its commit, which would queue every instance's
-    // debits behind each other's WAL flush. Other instances see a debit's effect at their own next
-    // balance read (see PostgresReservations.rememberedSpendable).
+    // Marks the transaction as a debit: the buckets' trigger leaves its notice to notifySpendable.
     sql<[{ id: string }]>`SELECT pg_current_xact_id()::text AS id, set_config('price_service.debit', 'on', true) AS debit`,
   ] as const;
   try {
@@ -196,6 +203,18 @@ export function lockStatements(sql: postgres.Sql | postgres.TransactionSql, of: 
       SELECT id, coalesce(line_id, id) AS line, (monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE') AS capped FROM api_keys
       WHERE id = ANY(${keyIds}::text[])${ofRows("key_id")}`,
   ] as const;
+}
+
+/**
+ * Tells the other instances, as the batch commits, what the buckets of its organizations hold after
+ * it ("<schema> credits <organization> <spendable> <instance>", see ChangeListener), so a client
+ * whose requests a load balancer spreads over them reads one balance going down.
+ */
+function notifySpendable(sql: postgres.Sql, spendable: Map<string, number>, instanceId: string) {
+  return sql`SELECT pg_notify(${CHANGES_CHANNEL}, n.nspname || ' credits ' || t.organization_id || ' ' || t.spendable || ' ' || ${instanceId})
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,
+      unnest(${[...spendable.keys()]}::text[], ${[...spendable.values()].map(String)}::bigint[]) AS t(organization_id, spendable)
+    WHERE c.oid = 'credit_buckets'::regclass`;
 }
 
 /** Per organization whose buckets the batch locked: what they hold once the plan is written. */

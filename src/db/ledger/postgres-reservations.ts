@@ -90,7 +90,8 @@ export class PostgresReservations {
 
   /** One batch of the group commit, on the store's debit connection (see debitBatch). */
   private debitBatch(items: PendingDebit[], options: { retried: boolean }): Promise<Map<string, DebitOutcome>> {
-    return debitBatch(this.deps.debitConnection(), items, options);
+    this.batchEpoch = this.deps.changes.creditsEpoch;
+    return debitBatch(this.deps.debitConnection(), items, { ...options, instanceId: this.deps.changes.instanceId });
   }
 
   // A billed request of a key without a monthly credit limit (nearly all) writes once: its debit.
@@ -144,22 +145,27 @@ export class PostgresReservations {
   }
 
   // The balance admission reads between reads, per organization, while the ChangeListener hears
-  // every change: its spendable credits as last read (with a key, or by a balance read no change
-  // overlapped) or as left by this instance's last debit (read under the buckets' locks), for at
-  // most BALANCE_MEMORY_MS; forgotten when anything but a debit changes the buckets (a grant, a
-  // refund, an expiry: the buckets' trigger says so). Other instances' debits since are not in it.
-  // It only admits: the debit, which takes the credits under the buckets' locks, refuses what is no
-  // longer there (CreditsSpentMeanwhile, a 402). Too few is read again before a request is refused.
+  // every change, for at most BALANCE_MEMORY_MS: its spendable credits as last read (with a key, or
+  // by a balance read no change overlapped), as left by this instance's last debit (read under the
+  // buckets' locks; forgotten when another instance's notice came meanwhile, as their order is then
+  // unknown), or as another instance's debit announced it; forgotten when anything but a debit
+  // changes the buckets (a grant, a refund, an expiry: the buckets' trigger says so). It only
+  // admits: the debit, which takes the credits under the buckets' locks, refuses what is no longer
+  // there (CreditsSpentMeanwhile, a 402). Too few is read again before a request is refused.
   private readonly spendableSeen = new Map<string, { spendable: number; at: number }>();
+
+  /** The credits epoch when the batch in flight was sent. */
+  private batchEpoch = -1;
 
   /** A balance read begun at credits epoch `epoch`. */
   rememberRead(organizationId: string, spendable: number, epoch: number): void {
     if (this.deps.changes.canRememberCredits(epoch)) this.spendableSeen.set(organizationId, { spendable, at: performance.now() });
   }
 
-  /** Something other than a debit changed the organization's buckets. */
-  creditsChanged(organizationId: string): void {
-    this.spendableSeen.delete(organizationId);
+  /** Another instance's debit left `spendable` (null: something else changed the buckets). */
+  creditsChanged(organizationId: string, spendable: number | null): void {
+    if (spendable === null) this.spendableSeen.delete(organizationId);
+    else this.spendableSeen.set(organizationId, { spendable, at: performance.now() });
   }
 
   forgetSpendable(): void {
@@ -347,7 +353,7 @@ export class PostgresReservations {
 
   /** A debit of held credits read the organization's buckets under lock: that is the balance to remember; forgotten when it is not known. */
   private debitedHere(organizationId: string, outcome: DebitOutcome | undefined): void {
-    if (outcome?.outcome === "committed" && outcome.spendable !== undefined && this.deps.changes.live)
+    if (outcome?.outcome === "committed" && outcome.spendable !== undefined && this.deps.changes.canRememberCredits(this.batchEpoch))
       this.spendableSeen.set(organizationId, { spendable: outcome.spendable, at: performance.now() });
     else this.spendableSeen.delete(organizationId);
   }
