@@ -145,10 +145,9 @@ export class PostgresReservations {
   }
 
   // The balance admission reads between reads, per organization, while the ChangeListener hears
-  // every change, for at most BALANCE_MEMORY_MS: its spendable credits as last read (with a key, or
-  // by a balance read no change overlapped), as left by this instance's last debit (read under the
-  // buckets' locks; forgotten when another instance's notice came meanwhile, as their order is then
-  // unknown), or as another instance's debit announced it; forgotten when anything but a debit
+  // every change, for at most BALANCE_MEMORY_MS: its spendable credits as last read (with a key or
+  // by a balance read), as left by this instance's last debit (read under the buckets' locks), or as
+  // another instance's debit announced it (see rememberSeen for reads and debits that overlap a notice); forgotten when anything but a debit
   // changes the buckets (a grant, a refund, an expiry: the buckets' trigger says so). It only
   // admits: the debit, which takes the credits under the buckets' locks, refuses what is no longer
   // there (CreditsSpentMeanwhile, a 402). Too few is read again before a request is refused.
@@ -159,7 +158,20 @@ export class PostgresReservations {
 
   /** A balance read begun at credits epoch `epoch`. */
   rememberRead(organizationId: string, spendable: number, epoch: number): void {
-    if (this.deps.changes.canRememberCredits(epoch)) this.spendableSeen.set(organizationId, { spendable, at: performance.now() });
+    this.rememberSeen(organizationId, spendable, epoch);
+  }
+
+  /**
+   * Remembers what a read or a debit begun at credits epoch `epoch` found. When a change was heard
+   * meanwhile their order is unknown: an announced debit's balance is kept if it is the lower, and
+   * nothing is kept after any other change (the next request reads).
+   */
+  private rememberSeen(organizationId: string, spendable: number, epoch: number): void {
+    if (!this.deps.changes.live) return;
+    const at = performance.now();
+    if (this.deps.changes.canRememberCredits(epoch)) return void this.spendableSeen.set(organizationId, { spendable, at });
+    const heard = this.spendableSeen.get(organizationId);
+    if (heard !== undefined) this.spendableSeen.set(organizationId, { spendable: Math.min(spendable, heard.spendable), at });
   }
 
   /** Another instance's debit left `spendable` (null: something else changed the buckets). */
@@ -353,8 +365,7 @@ export class PostgresReservations {
 
   /** A debit of held credits read the organization's buckets under lock: that is the balance to remember; forgotten when it is not known. */
   private debitedHere(organizationId: string, outcome: DebitOutcome | undefined): void {
-    if (outcome?.outcome === "committed" && outcome.spendable !== undefined && this.deps.changes.canRememberCredits(this.batchEpoch))
-      this.spendableSeen.set(organizationId, { spendable: outcome.spendable, at: performance.now() });
+    if (outcome?.outcome === "committed" && outcome.spendable !== undefined) this.rememberSeen(organizationId, outcome.spendable, this.batchEpoch);
     else this.spendableSeen.delete(organizationId);
   }
 
