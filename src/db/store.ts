@@ -96,8 +96,8 @@ export interface KeyCredential extends KeyControls {
 /**
  * The organization's spendable credits at the key read's `now` (not less what this process holds),
  * and whether the key's requests take the capped path (a monthly credit limit, or no longer ACTIVE).
- * `remembered`: not read with this key but kept from an earlier read, less this process's debits
- * since; too few of them is read again before a request is refused.
+ * `remembered`: not read with this key but kept in memory (an earlier read, a debit's reading under
+ * lock, or another instance's notice); too few of them is read again before a request is refused.
  */
 export interface BalanceAtKeyRead {
   spendable: number;

@@ -122,9 +122,9 @@ export class PostgresKeys {
 
   // Invariant: a credential is handed out from memory only while the change listener has heard
   // every change since it was read (ChangeListener.canRemember), and every change of a key's
-  // credential, by any instance or the operator's CLI, notifies its hash (migration 0017). A key
+  // credential, by any instance or the operator's CLI, notifies its id (migration 0017). A key
   // revoked anywhere is refused by every instance once the notification arrives (it is sent as the
-  // revocation commits), and by this one at once. While the listener is down every request reads.
+  // revocation commits), and by this one at once. While the listener does not hear, every request reads.
   private readonly credentials = new Map<string, Credential>();
   /** The hash each remembered key is kept under, by key id (notifications name keys by id). */
   private readonly hashOf = new Map<string, string>();
