@@ -27,6 +27,11 @@ beforeEach(async () => {
     (await createApiKey(importing, { organizationId: organization.id, name: "k", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now })).clearKey,
   );
   await importing.applyFeedRecords([offer(GTIN, 1299)], now);
+  // The serving instance listens before the tests begin: when its listener starts to count it
+  // forgets the version it saw, which would otherwise race the tests' first reads.
+  serving.changes.start();
+  for (let waited = 0; waited < 5_000 && !serving.changes.live; waited += 10) await Bun.sleep(10);
+  expect(serving.changes.live).toBe(true);
 });
 
 afterEach(async () => {
