@@ -33,7 +33,7 @@ const bucketColumns = {
 // spells the same order in SQL, and locks buckets in it).
 const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
 
-/** How long a balance read admits requests without being read again (see rememberSpendable). */
+/** How long a remembered balance admits requests without being read again (see spendableSeen). */
 const BALANCE_MEMORY_MS = 1_000;
 
 /** Debits per group-commit statement at most; more wait for the next one. */
@@ -147,8 +147,8 @@ export class PostgresReservations {
   // The balance admission reads between reads, per organization, while the ChangeListener hears
   // every change, for at most BALANCE_MEMORY_MS: its spendable credits as last read (with a key or
   // by a balance read), as left by this instance's last debit (read under the buckets' locks), or as
-  // another instance's debit announced it (see rememberSeen for reads and debits that overlap a notice); forgotten when anything but a debit
-  // changes the buckets (a grant, a refund, an expiry: the buckets' trigger says so). It only
+  // another instance's debit announced it (see rememberRead for reads and debits that overlap a
+  // notice); forgotten when anything but a debit changes the buckets (a grant, a refund, an expiry: the buckets' trigger says so). It only
   // admits: the debit, which takes the credits under the buckets' locks, refuses what is no longer
   // there (CreditsSpentMeanwhile, a 402). Too few is read again before a request is refused.
   private readonly spendableSeen = new Map<string, { spendable: number; at: number }>();
@@ -156,17 +156,12 @@ export class PostgresReservations {
   /** The credits epoch when the batch in flight was sent. */
   private batchEpoch = -1;
 
-  /** A balance read begun at credits epoch `epoch`. */
-  rememberRead(organizationId: string, spendable: number, epoch: number): void {
-    this.rememberSeen(organizationId, spendable, epoch);
-  }
-
   /**
    * Remembers what a read or a debit begun at credits epoch `epoch` found. When a change was heard
    * meanwhile their order is unknown: an announced debit's balance is kept if it is the lower, and
    * nothing is kept after any other change (the next request reads).
    */
-  private rememberSeen(organizationId: string, spendable: number, epoch: number): void {
+  rememberRead(organizationId: string, spendable: number, epoch: number): void {
     if (!this.deps.changes.live) return;
     const at = performance.now();
     if (this.deps.changes.canRememberCredits(epoch)) return void this.spendableSeen.set(organizationId, { spendable, at });
@@ -365,7 +360,7 @@ export class PostgresReservations {
 
   /** A debit of held credits read the organization's buckets under lock: that is the balance to remember; forgotten when it is not known. */
   private debitedHere(organizationId: string, outcome: DebitOutcome | undefined): void {
-    if (outcome?.outcome === "committed" && outcome.spendable !== undefined) this.rememberSeen(organizationId, outcome.spendable, this.batchEpoch);
+    if (outcome?.outcome === "committed" && outcome.spendable !== undefined) this.rememberRead(organizationId, outcome.spendable, this.batchEpoch);
     else this.spendableSeen.delete(organizationId);
   }
 
