@@ -43,7 +43,7 @@ const POSTGRES_TESTS = [
   "test/keys/key-limit-instances.postgres.test.ts",
 ];
 
-const targets = {
+export const targets = {
   sqlite: {
     mutate: [
       "src/db/ledger/allocation.ts",
@@ -69,6 +69,9 @@ const targets = {
 
 const target = targets[store];
 const narrowed = process.env.MUTATE_FILES?.split(",").filter(Boolean);
+// A narrowed run keeps its results when asked to (MUTATE_KEEP=1, see scripts/mutate.ts): the kept
+// results then hold the files it names, which is how a whole run is built up a few files at a time.
+const keeps = process.env.MUTATE_COMMAND === undefined && (narrowed === undefined || process.env.MUTATE_KEEP === "1");
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
@@ -85,10 +88,10 @@ export default {
   reporters: ["clear-text", "progress-append-only", "json"],
   jsonReporter: { fileName: `reports/mutation/${store}.json` },
   thresholds: { high: 90, low: 85, break: 85 },
-  // The last whole run's results live in the repository: a run retests only the mutants of code
-  // changed since (so CI's run is short), and `npm run mutate -- --force` retests every one.
-  // A narrowed or quick round neither reads nor replaces them.
-  incremental: narrowed === undefined && process.env.MUTATE_COMMAND === undefined,
+  // The kept results live in the repository: a run retests only the mutants of code changed since
+  // (so CI's run is short), and `npm run mutate -- --force` retests every one. A narrowed or quick
+  // round neither reads nor replaces them unless MUTATE_KEEP=1.
+  incremental: keeps,
   incrementalFile: `test/mutation/${store}.incremental.json`,
   tempDirName: `.stryker-tmp/${store}`,
   cleanTempDir: "always",

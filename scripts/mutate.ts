@@ -1,23 +1,68 @@
-// `npm run mutate [-- --store sqlite|postgres] [--kept-only]`: mutation testing of the money code
-// with StrykerJS (stryker.config.mjs), once per store; the PostgreSQL side when a server answers.
-// Runs are incremental against the results kept in test/mutation/; `--kept-only` (CI) skips a store
-// that has none kept rather than starting a whole run. Prints each store's score and the combined
-// one; the JSON reports land in reports/mutation/.
+// `npm run mutate [-- --store sqlite|postgres] [--kept-only | --add FILE…] [--force]`: mutation
+// testing of the money code with StrykerJS (stryker.config.mjs), once per store; the PostgreSQL side
+// when a server answers. Runs are incremental against the results kept in test/mutation/:
+// - no option: every file of the store's target (a whole run);
+// - `--kept-only` (CI): only the files the kept results hold, and nothing for a store with none;
+// - `--add FILE`: the kept files and FILE, so a whole run too long for one sitting is built up a
+//   file at a time;
+// - `--again FILE`: as `--add`, with FILE's kept results dropped first, so its mutants are tested
+//   again (the kept results know when code changed, not when a test that kills a mutant was added);
+// - `--force`: every mutant of those files again, kept results or not.
+// Prints each store's score, the target files its kept results do not hold yet, and the combined
+// score; the JSON reports land in reports/mutation/.
 import { parseArgs } from "node:util";
+import { targets } from "../stryker.config.mjs";
 import { postgresReachable } from "./postgres-reachable";
 
-const { values } = parseArgs({ options: { store: { type: "string", multiple: true }, "kept-only": { type: "boolean", default: false } } });
-const stores = values.store ?? ["sqlite", ...((await postgresReachable()) ? ["postgres"] : [])];
+type Store = "sqlite" | "postgres";
+
+const { values } = parseArgs({
+  options: {
+    store: { type: "string", multiple: true },
+    "kept-only": { type: "boolean", default: false },
+    add: { type: "string", multiple: true },
+    again: { type: "string", multiple: true },
+    force: { type: "boolean", default: false },
+  },
+});
+const stores = (values.store ?? ["sqlite", ...((await postgresReachable()) ? ["postgres"] : [])]) as Store[];
+
+/** A target entry's file, without the line range Stryker may be given (`file:10-20`). */
+const fileOf = (entry: string) => entry.replace(/:\d+-\d+$/, "");
+
+/** The files the store's kept results hold (empty when none are kept), less those of `again`, whose results are dropped. */
+async function keptFiles(store: Store, again: string[]): Promise<Set<string>> {
+  const kept = Bun.file(`test/mutation/${store}.incremental.json`);
+  if (!(await kept.exists())) return new Set();
+  const report = (await kept.json()) as { files: Record<string, unknown> };
+  if (again.some((file) => file in report.files)) {
+    for (const file of again) delete report.files[file];
+    await Bun.write(kept, `${JSON.stringify(report)}\n`);
+  }
+  return new Set(Object.keys(report.files));
+}
+
+/** The target entries a run of `store` mutates, or null for all of them (a whole run). */
+async function entriesToRun(store: Store): Promise<string[] | null> {
+  const kept = await keptFiles(store, values.again ?? []);
+  const added = new Set([...(values.add ?? []), ...(values.again ?? [])]);
+  if (!values["kept-only"] && added.size === 0) return null;
+  const unknown = [...added].filter((file) => !targets[store].mutate.some((entry) => fileOf(entry) === file));
+  if (unknown.length > 0) throw new Error(`not in the ${store} target (stryker.config.mjs): ${unknown.join(", ")}`);
+  return targets[store].mutate.filter((entry) => kept.has(fileOf(entry)) || added.has(fileOf(entry)));
+}
 
 let killed = 0;
 let total = 0;
 for (const store of stores) {
-  if (values["kept-only"] && !(await Bun.file(`test/mutation/${store}.incremental.json`).exists())) {
+  const entries = await entriesToRun(store);
+  if (entries !== null && entries.length === 0) {
     console.log(`mutation ${store}: no results kept in test/mutation/, skipped (a whole run: npm run mutate -- --store ${store})`);
     continue;
   }
-  const run = Bun.spawn(["npx", "stryker", "run", "stryker.config.mjs"], {
-    env: { ...process.env, MUTATE_STORE: store },
+  const narrowed = entries === null ? {} : { MUTATE_FILES: entries.join(","), MUTATE_KEEP: "1" };
+  const run = Bun.spawn(["npx", "stryker", "run", "stryker.config.mjs", ...(values.force ? ["--force"] : [])], {
+    env: { ...process.env, ...narrowed, MUTATE_STORE: store },
     stdout: "inherit",
     stderr: "inherit",
   });
@@ -27,6 +72,8 @@ for (const store of stores) {
   const detected = mutants.filter((mutant) => ["Killed", "Timeout"].includes(mutant.status)).length;
   const valid = mutants.filter((mutant) => ["Killed", "Timeout", "Survived", "NoCoverage"].includes(mutant.status)).length;
   console.log(`mutation ${store}: ${detected} of ${valid} mutants detected (${((100 * detected) / valid).toFixed(1)} %)`);
+  const missing = targets[store].mutate.map(fileOf).filter((file) => !(file in report.files));
+  if (missing.length > 0) console.log(`mutation ${store}: not in the kept results yet: ${missing.join(", ")} (npm run mutate -- --store ${store} --add FILE)`);
   killed += detected;
   total += valid;
 }
