@@ -52,6 +52,20 @@ async function entriesToRun(store: Store): Promise<string[] | null> {
   return targets[store].mutate.filter((entry) => kept.has(fileOf(entry)) || added.has(fileOf(entry)));
 }
 
+/**
+ * Cuts each kept mutant's statusReason (the failing command's whole output, most of the file's
+ * size) to its first line: the results Stryker reuses are the statuses, not the reasons.
+ */
+async function trimKept(store: Store): Promise<void> {
+  const kept = Bun.file(`test/mutation/${store}.incremental.json`);
+  if (!(await kept.exists())) return;
+  const report = (await kept.json()) as { files: Record<string, { mutants: Array<{ statusReason?: string }> }> };
+  for (const file of Object.values(report.files)) {
+    for (const mutant of file.mutants) if (mutant.statusReason !== undefined) mutant.statusReason = mutant.statusReason.split("\n", 1)[0]!.slice(0, 160);
+  }
+  await Bun.write(kept, `${JSON.stringify(report, null, 1)}\n`);
+}
+
 let killed = 0;
 let total = 0;
 for (const store of stores) {
@@ -67,6 +81,7 @@ for (const store of stores) {
     stderr: "inherit",
   });
   if ((await run.exited) !== 0) process.exit(1);
+  await trimKept(store);
   const report = (await Bun.file(`reports/mutation/${store}.json`).json()) as { files: Record<string, { mutants: Array<{ status: string }> }> };
   const mutants = Object.values(report.files).flatMap((file) => file.mutants);
   const detected = mutants.filter((mutant) => ["Killed", "Timeout"].includes(mutant.status)).length;

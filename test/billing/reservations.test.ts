@@ -149,6 +149,26 @@ describe("credit reservations", () => {
     await expectInvariant();
   });
 
+  test("a release racing a commit that waits for the group commit: exactly one wins, and the ledger says which", async () => {
+    await grant(5);
+    const id = reservationId(await reserve(2));
+    const committing = store.commitReservation(id, { gtin: null, description: "late", now: clock.now() });
+    const released = await store.releaseReservation(id, clock.now());
+    const committed = await committing;
+    expect(committed).toBe(!released);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: committed ? 3 : 5, reserved: 0 });
+    expect((await store.listTransactions(organizationId, { limit: 10, types: ["usage"] })).items).toHaveLength(committed ? 1 : 0);
+    await expectInvariant();
+  });
+
+  test("a shrink must keep some of the reservation and less than all of it: anything else is refused and changes nothing", async () => {
+    await grant(5);
+    const id = reservationId(await reserve(3));
+    for (const keep of [0, 3, 4]) await expect(store.shrinkReservation(id, keep, clock.now())).rejects.toThrow(RangeError);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 2, reserved: 3 });
+    await expectInvariant();
+  });
+
   test("a reservation that is no longer held cannot be shrunk: nothing is given back twice", async () => {
     await grant(5);
     const released = reservationId(await reserve(3));

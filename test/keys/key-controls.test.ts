@@ -261,6 +261,22 @@ describe("monthlyCreditLimit", () => {
     expect((await listed(ada, capped.key.id)).creditsSpentThisMonth).toBe(1);
   });
 
+  test("a partly billed batch holds against the key's limit only what it kept: the rest of the limit stays usable", async () => {
+    await grant(ada, 100);
+    const capped = await createKey(ada, { monthlyCreditLimit: 3 });
+    const batch = await context.request("/api/v1/products/prices", {
+      method: "POST",
+      headers: { authorization: `Bearer ${capped.clearKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ gtins: [FRESH, UNKNOWN, "00000000000017"] }),
+    });
+    expect(batch.status).toBe(200);
+    expect((await json(batch)).meta.creditsConsumed).toBe(1);
+    expect((await price(capped.clearKey)).status).toBe(200);
+    expect((await price(capped.clearKey)).status).toBe(200);
+    expect((await price(capped.clearKey)).status).toBe(402);
+    expect((await listed(ada, capped.key.id)).creditsSpentThisMonth).toBe(3);
+  });
+
   test("a limit lowered below the month's spending caps the key at once; raised or cleared, it works again", async () => {
     await grant(ada, 100);
     const { key, clearKey } = await createKey(ada);
