@@ -128,6 +128,45 @@ describe("a refund while look-ups hold credits of the refunded pack", () => {
     await expectInvariant(store, organizationId, clock.now());
   });
 
+  test("a hold across two buckets, one refunded: its release pays the refund from that bucket's share alone, on a row naming it", async () => {
+    const [pack] = (await store.getBalance(organizationId, clock.now())).buckets;
+    await store.grantCredits({ organizationId, source: "grant", type: "grant", amount: 2, expiresAt: clock.now() + 3_600_000, description: "soonest", now: clock.now() });
+    const reservation = await store.reserveCredits({ organizationId, amount: 5, keyId, requestId: "req_two_buckets", now: clock.now() });
+    if (!reservation.ok) throw new Error("expected the reservation to succeed");
+    expect(await refund(PRICE)).toMatchObject({ applied: true, clawedBack: 7 });
+    clock.advance(1000);
+    expect(await store.releaseReservation(reservation.reservationId, clock.now())).toBe(true);
+    const [paid] = (await store.listTransactions(organizationId, { limit: 1, types: ["refund"] })).items;
+    expect(paid).toMatchObject({ amount: -3, bucketId: pack!.id });
+    expect(await ledgerAmounts(store, organizationId, "refund")).toBe(-10);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 2, reserved: 0 });
+    await expectInvariant(store, organizationId, clock.now());
+  });
+
+  test("a hold across two buckets, one refunded, shrunk by a partial commit: what it gives back pays the refund", async () => {
+    await store.grantCredits({ organizationId, source: "grant", type: "grant", amount: 2, expiresAt: clock.now() + 3_600_000, description: "soonest", now: clock.now() });
+    const reservation = await store.reserveCredits({ organizationId, amount: 5, keyId, requestId: "req_two_buckets", now: clock.now() });
+    if (!reservation.ok) throw new Error("expected the reservation to succeed");
+    expect(await refund(PRICE)).toMatchObject({ applied: true, clawedBack: 7 });
+    clock.advance(1000);
+    expect(await store.shrinkReservation(reservation.reservationId, 1, clock.now())).toBe(true);
+    expect(await ledgerAmounts(store, organizationId, "refund")).toBe(-10);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 1, reserved: 1 });
+    expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "batch", now: clock.now(), items: 1 })).toBe(true);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 1, reserved: 0 });
+    await expectInvariant(store, organizationId, clock.now());
+  });
+
+  test("a refund writes off its own organization's expired credits first, never another organization's", async () => {
+    const other = (await store.createOrganization({ name: "Other", now: clock.now() })).id;
+    await store.grantCredits({ organizationId: other, source: "grant", type: "grant", amount: 4, expiresAt: clock.now() + 500, description: "soon", now: clock.now() });
+    expect(await refund(PRICE)).toMatchObject({ applied: true });
+    const expiryOf = async (id: string) => (await store.listTransactions(id, { limit: 10, types: ["expiry"] })).items.map((row) => row.amount);
+    expect(await expiryOf(other)).toEqual([]);
+    expect(await store.expireBuckets(clock.now())).toBe(1);
+    expect(await expiryOf(other)).toEqual([-4]);
+  });
+
   test("a second refund event for the same amount takes nothing more, held credits or not", async () => {
     const held = await hold(3);
     await refund(PRICE);

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import type { Store } from "../../src/db/store";
+import { type Store, SYSTEM_USER_ID } from "../../src/db/store";
 import { FakeClock } from "../../src/lib/clock";
+import { createApiKey } from "../../src/modules/keys/service";
 import { openStore } from "../../src/services";
 import { ageReservations, createTestDatabase, ledgerSum, openTestStore } from "../support/context";
 
@@ -200,6 +201,34 @@ describe("credit reservations", () => {
     const results = await Promise.all(Array.from({ length: 50 }, () => reserve(1)));
     expect(results.filter((result) => result.ok)).toHaveLength(20);
     expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 0, reserved: 20 });
+    await expectInvariant();
+  });
+
+  test("an expired bucket a request holds is written off once the hold ends, never as a row of 0 credits", async () => {
+    await grant(3, clock.now() + HOUR);
+    const id = reservationId(await reserve(3));
+    clock.advance(HOUR);
+    await store.expireBuckets(clock.now());
+    await store.releaseReservation(id, clock.now());
+    await store.expireBuckets(clock.now());
+    const rows = (await store.listTransactions(organizationId, { limit: 10, types: ["expiry"] })).items;
+    expect(rows.map((row) => row.amount)).toEqual([-3]);
+    expect(await store.getBalance(organizationId, clock.now())).toMatchObject({ available: 0, reserved: 0 });
+    await expectInvariant();
+  });
+
+  test("a key's monthly limit starts again at the month's turn, whatever the month before left in memory", async () => {
+    await grant(5);
+    await store.ensureSystemUser(clock.now());
+    const { key } = await createApiKey(store, { organizationId, name: "capped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now(), monthlyCreditLimit: 1 });
+    const reserveWithKey = () => store.reserveCredits({ organizationId, amount: 1, keyId: key.id, requestId: `req_${crypto.randomUUID()}`, now: clock.now() });
+    const spendOne = async () => expect(await store.commitReservation(reservationId(await reserveWithKey()), { gtin: null, description: "capped", now: clock.now() })).toBe(true);
+    clock.set(Date.parse("2026-11-30T23:59:59.000Z"));
+    await spendOne();
+    expect(await reserveWithKey()).toMatchObject({ ok: false, keyLimit: 1 });
+    clock.set(Date.parse("2026-12-01T00:00:00.000Z"));
+    await spendOne();
+    expect(await reserveWithKey()).toMatchObject({ ok: false, keyLimit: 1 });
     await expectInvariant();
   });
 
