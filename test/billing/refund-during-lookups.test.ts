@@ -72,6 +72,19 @@ describe("a refund while look-ups hold credits of the refunded pack", () => {
     return ids;
   }
 
+  /** Credits that expire before the pack's, so a hold takes them first. */
+  function grantSoonest(amount: number) {
+    return store.grantCredits({
+      organizationId,
+      source: "grant",
+      type: "grant",
+      amount,
+      expiresAt: clock.now() + 3_600_000,
+      description: "soonest",
+      now: clock.now(),
+    });
+  }
+
   function refund(amount: number) {
     clock.advance(1000);
     return store.refundPayment({ event: null, ref: orderId, refundedAmount: amount, description: "Refund", now: clock.now() });
@@ -130,7 +143,7 @@ describe("a refund while look-ups hold credits of the refunded pack", () => {
 
   test("a hold across two buckets, one refunded: its release pays the refund from that bucket's share alone, on a row naming it", async () => {
     const [pack] = (await store.getBalance(organizationId, clock.now())).buckets;
-    await store.grantCredits({ organizationId, source: "grant", type: "grant", amount: 2, expiresAt: clock.now() + 3_600_000, description: "soonest", now: clock.now() });
+    await grantSoonest(2);
     const reservation = await store.reserveCredits({ organizationId, amount: 5, keyId, requestId: "req_two_buckets", now: clock.now() });
     if (!reservation.ok) throw new Error("expected the reservation to succeed");
     expect(await refund(PRICE)).toMatchObject({ applied: true, clawedBack: 7 });
@@ -144,7 +157,7 @@ describe("a refund while look-ups hold credits of the refunded pack", () => {
   });
 
   test("a hold across two buckets, one refunded, shrunk by a partial commit: what it gives back pays the refund", async () => {
-    await store.grantCredits({ organizationId, source: "grant", type: "grant", amount: 2, expiresAt: clock.now() + 3_600_000, description: "soonest", now: clock.now() });
+    await grantSoonest(2);
     const reservation = await store.reserveCredits({ organizationId, amount: 5, keyId, requestId: "req_two_buckets", now: clock.now() });
     if (!reservation.ok) throw new Error("expected the reservation to succeed");
     expect(await refund(PRICE)).toMatchObject({ applied: true, clawedBack: 7 });
@@ -159,7 +172,15 @@ describe("a refund while look-ups hold credits of the refunded pack", () => {
 
   test("a refund writes off its own organization's expired credits first, never another organization's", async () => {
     const other = (await store.createOrganization({ name: "Other", now: clock.now() })).id;
-    await store.grantCredits({ organizationId: other, source: "grant", type: "grant", amount: 4, expiresAt: clock.now() + 500, description: "soon", now: clock.now() });
+    await store.grantCredits({
+      organizationId: other,
+      source: "grant",
+      type: "grant",
+      amount: 4,
+      expiresAt: clock.now() + 500,
+      description: "soon",
+      now: clock.now(),
+    });
     expect(await refund(PRICE)).toMatchObject({ applied: true });
     const expiryOf = async (id: string) => (await store.listTransactions(id, { limit: 10, types: ["expiry"] })).items.map((row) => row.amount);
     expect(await expiryOf(other)).toEqual([]);

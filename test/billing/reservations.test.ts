@@ -220,9 +220,17 @@ describe("credit reservations", () => {
   test("a key's monthly limit starts again at the month's turn, whatever the month before left in memory", async () => {
     await grant(5);
     await store.ensureSystemUser(clock.now());
-    const { key } = await createApiKey(store, { organizationId, name: "capped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now(), monthlyCreditLimit: 1 });
+    const { key } = await createApiKey(store, {
+      organizationId,
+      name: "capped",
+      createdBy: SYSTEM_USER_ID,
+      keyPrefix: "pps_",
+      now: clock.now(),
+      monthlyCreditLimit: 1,
+    });
     const reserveWithKey = () => store.reserveCredits({ organizationId, amount: 1, keyId: key.id, requestId: `req_${crypto.randomUUID()}`, now: clock.now() });
-    const spendOne = async () => expect(await store.commitReservation(reservationId(await reserveWithKey()), { gtin: null, description: "capped", now: clock.now() })).toBe(true);
+    const spendOne = async () =>
+      expect(await store.commitReservation(reservationId(await reserveWithKey()), { gtin: null, description: "capped", now: clock.now() })).toBe(true);
     clock.set(Date.parse("2026-11-30T23:59:59.000Z"));
     await spendOne();
     expect(await reserveWithKey()).toMatchObject({ ok: false, keyLimit: 1 });
