@@ -621,6 +621,69 @@ describe("invoice.paid grants according to what was paid", () => {
     });
   }
 
+  const YEAR_LATER = Date.parse("2027-11-22T10:00:00.000Z");
+  const metadataCases: Array<[string, Record<string, string>, Record<string, unknown>, number, { expiresAt?: number; description?: string }?]> = [
+    ["credits per period in the subscription's metadata win over its plan's", { itemId: "basic-monthly", creditsPerPeriod: "1" }, {}, 1],
+    ["without credits per period in the metadata, its plan's period is paid at the plan's price", { itemId: "pro-monthly" }, { amount_paid: 19_900 }, 50_000],
+    ["an unknown plan without credits per period in the metadata grants nothing", { itemId: "nope", amountPerPeriod: "2900" }, {}, 0],
+    ["an unknown plan without a price per period in the metadata grants nothing", { itemId: "nope", creditsPerPeriod: "5000" }, {}, 0],
+    ["0 credits per period grants nothing", { creditsPerPeriod: "0", amountPerPeriod: "2900" }, {}, 0],
+    [
+      "1 credit per period is granted, named after no plan",
+      { creditsPerPeriod: "1", amountPerPeriod: "2900" },
+      {},
+      1,
+      { description: 'Subscription "subscription": 1 credits until 2026-12-22' },
+    ],
+    ["a payment worth less than a credit grants nothing", { creditsPerPeriod: "1", amountPerPeriod: "2900" }, { amount_paid: 1000 }, 0],
+    ["a payment worth exactly one credit grants it", { itemId: "basic-monthly", creditsPerPeriod: "5000" }, { amount_paid: 1 }, 1],
+    ["an invoice of no known organization grants nothing", { organizationId: "org_nope", itemId: "basic-monthly" }, { customer: "cus_nope" }, 0],
+    [
+      "the period ends when the invoice's first line with a period says, and the grant carries the metadata's plan name",
+      { itemId: "basic-monthly", planName: "Custom" },
+      {
+        lines: {
+          object: "list",
+          data: [
+            { id: "il_0", object: "line_item" },
+            { id: "il_1", object: "line_item", period: { start: 1, end: 1_800_000_000 } },
+          ],
+        },
+      },
+      5000,
+      { expiresAt: 1_800_000_000_000, description: 'Subscription "Custom": 5,000 credits until 2027-01-15' },
+    ],
+    [
+      "without a plan or a line's period, the period is a month from now",
+      { creditsPerPeriod: "10", amountPerPeriod: "2900" },
+      { lines: { object: "list", data: [], has_more: false } },
+      10,
+      { expiresAt: Date.parse("2026-12-22T10:00:00.000Z") },
+    ],
+    [
+      "without a line's period, the period is the plan's interval from now",
+      { itemId: "pro-yearly" },
+      { amount_paid: 199_000, lines: { object: "list", data: [], has_more: false } },
+      600_000,
+      { expiresAt: YEAR_LATER },
+    ],
+  ];
+  for (const [what, metadata, overrides, credits, expected] of metadataCases) {
+    test(what, async () => {
+      const subscription = { subscription: "sub_stripe_1", metadata: { organizationId: org.organizationId, ...metadata } };
+      const invoice = subscriptionInvoice("in_case", { parent: { type: "subscription_details", subscription_details: subscription }, ...overrides });
+      const response = await deliver(context, stripeEvent("evt_invoice", "invoice.paid", invoice));
+      expect(await json(response)).toEqual({ received: true, applied: credits > 0 });
+      const { available, buckets } = await balance();
+      expect(available).toBe(credits);
+      if (expected?.expiresAt !== undefined) expect(buckets[0]!.expiresAt).toBe(expected.expiresAt);
+      if (expected?.description !== undefined) {
+        const [granted] = (await context.store.listTransactions(org.organizationId, { limit: 1, types: ["subscription"] })).items;
+        expect(granted!.description).toBe(expected.description);
+      }
+    });
+  }
+
   test("a proration invoice does not block the period granted by the next renewal", async () => {
     await deliver(
       context,
