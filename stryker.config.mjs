@@ -33,7 +33,7 @@ const MONEY_TESTS = [
 // fails at the watchdog (a SQLite seed takes under 1 s alone, a PostgreSQL seed under 10 s) rather
 // than at Stryker's time-out, which is several times longer. Every `bun test` has the suite's
 // 30 s per-test limit (some PostgreSQL tests wait out a lock for longer than Bun's default 5 s).
-const UNIT_TESTS = "bun test --bail --timeout=30000 src/db/ledger src/modules/billing src/http/idempotency.test.ts";
+const UNIT_TESTS = "bun test --bail --timeout=30000 src/db/ledger src/modules/billing src/modules/products/service.test.ts src/http/idempotency.test.ts";
 
 const POSTGRES_TESTS = [
   "test/billing/held-in-memory.postgres.test.ts",
