@@ -170,6 +170,20 @@ describe("a refund while look-ups hold credits of the refunded pack", () => {
     await expectInvariant(store, organizationId, clock.now());
   });
 
+  test("a hold across two refunded packs pays both refunds on its release, in one row naming no single bucket", async () => {
+    const second = await buyPack(store, clock, organizationId, 10);
+    const reservation = await store.reserveCredits({ organizationId, amount: 15, keyId, requestId: "req_two_packs", now: clock.now() });
+    if (!reservation.ok) throw new Error("expected the reservation to succeed");
+    await refund(PRICE);
+    await store.refundPayment({ event: null, ref: second, refundedAmount: PRICE, description: "Refund", now: clock.now() });
+    clock.advance(1000);
+    expect(await store.releaseReservation(reservation.reservationId, clock.now())).toBe(true);
+    const [paid] = (await store.listTransactions(organizationId, { limit: 1, types: ["refund"] })).items;
+    expect(paid).toMatchObject({ amount: -15, bucketId: null });
+    expect(await ledgerAmounts(store, organizationId, "refund")).toBe(-20);
+    await expectInvariant(store, organizationId, clock.now());
+  });
+
   test("a refund writes off its own organization's expired credits first, never another organization's", async () => {
     const other = (await store.createOrganization({ name: "Other", now: clock.now() })).id;
     await store.grantCredits({
