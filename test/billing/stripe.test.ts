@@ -572,48 +572,40 @@ describe("Stripe events in any order, delivered more than once", () => {
     expect(await ledger()).toEqual(["adjustment600", "purchase1000", "refund-600", "usage-400"]);
   });
 
-  test("a dispute of a period's payment won before its credits expire gives them all back", async () => {
-    const dispute = (type: string, status: string) =>
-      stripeEvent(`evt_${type}_${status}`, type, {
-        id: "dp_2",
-        object: "dispute",
-        charge: "ch_2",
-        payment_intent: "pi_sub_1",
-        amount: 2900,
-        currency: "eur",
-        status,
-      });
+  const periodDispute = (type: string, status: string) =>
+    stripeEvent(`evt_${type}_${status}`, type, {
+      id: "dp_2",
+      object: "dispute",
+      charge: "ch_2",
+      payment_intent: "pi_sub_1",
+      amount: 2900,
+      currency: "eur",
+      status,
+    });
+  /** A subscription period paid by invoice in_sub_1, then disputed: its credits are withdrawn. Returns when they expire. */
+  const disputedPeriod = async () => {
     await deliverAll([stripeEvent("evt_inv", "invoice.paid", subscriptionInvoice("in_sub_1"))]);
     context.standIn.invoicePayments.set("pi_sub_1", "in_sub_1");
     const expiresAt = (await balance()).buckets[0]!.expiresAt!;
-    await deliverAll([dispute("charge.dispute.created", "needs_response")]);
+    await deliverAll([periodDispute("charge.dispute.created", "needs_response")]);
     expect((await balance()).available).toBe(0);
+    return expiresAt;
+  };
+
+  test("a dispute of a period's payment won before its credits expire gives them all back", async () => {
+    const expiresAt = await disputedPeriod();
     context.clock.set(expiresAt - 1);
-    await deliverAll([dispute("charge.dispute.closed", "won")]);
+    await deliverAll([periodDispute("charge.dispute.closed", "won")]);
     expect((await balance()).available).toBe(5000);
     expect(await ledger()).toEqual(["adjustment5000", "refund-5000", "subscription5000"]);
     expect(await ledgerSum(context.store, org.organizationId)).toBe(5000);
   });
 
   test("a dispute of a period's payment won once its credits expired gives none of them back", async () => {
-    const dispute = (type: string, status: string) =>
-      stripeEvent(`evt_${type}_${status}`, type, {
-        id: "dp_2",
-        object: "dispute",
-        charge: "ch_2",
-        payment_intent: "pi_sub_1",
-        amount: 2900,
-        currency: "eur",
-        status,
-      });
-    await deliverAll([stripeEvent("evt_inv", "invoice.paid", subscriptionInvoice("in_sub_1"))]);
-    context.standIn.invoicePayments.set("pi_sub_1", "in_sub_1");
-    const expiresAt = (await balance()).buckets[0]!.expiresAt!;
-    await deliverAll([dispute("charge.dispute.created", "needs_response")]);
-    expect((await balance()).available).toBe(0);
+    const expiresAt = await disputedPeriod();
     const before = await ledger();
     context.clock.set(expiresAt);
-    await deliverAll([dispute("charge.dispute.closed", "won")]);
+    await deliverAll([periodDispute("charge.dispute.closed", "won")]);
     expect(await ledger()).toEqual(before);
     expect(await ledgerSum(context.store, org.organizationId)).toBe(0);
   });
