@@ -54,13 +54,15 @@ async function entriesToRun(store: Store): Promise<string[] | null> {
 
 /**
  * Cuts each kept mutant's statusReason (the failing command's whole output, most of the file's
- * size) to its first line: the results Stryker reuses are the statuses, not the reasons.
+ * size) to its first line, and orders the mutants by id (Stryker writes reused ones in any order),
+ * so the file changes only when results do: the results Stryker reuses are the statuses.
  */
 async function trimKept(store: Store): Promise<void> {
   const kept = Bun.file(`test/mutation/${store}.incremental.json`);
   if (!(await kept.exists())) return;
-  const report = (await kept.json()) as { files: Record<string, { mutants: Array<{ statusReason?: string }> }> };
+  const report = (await kept.json()) as { files: Record<string, { mutants: Array<{ id: string; statusReason?: string }> }> };
   for (const file of Object.values(report.files)) {
+    file.mutants.sort((a, b) => Number(a.id) - Number(b.id));
     for (const mutant of file.mutants) if (mutant.statusReason !== undefined) mutant.statusReason = mutant.statusReason.split("\n", 1)[0]!.slice(0, 160);
   }
   await Bun.write(kept, `${JSON.stringify(report, null, 1)}\n`);
