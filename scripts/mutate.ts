@@ -30,25 +30,34 @@ const stores = (values.store ?? ["sqlite", ...((await postgresReachable()) ? ["p
 /** A target entry's file, without the line range Stryker may be given (`file:10-20`). */
 const fileOf = (entry: string) => entry.replace(/:\d+-\d+$/, "");
 
-/** The files the store's kept results hold (empty when none are kept), less those of `again`, whose results are dropped. */
-async function keptFiles(store: Store, again: string[]): Promise<Set<string>> {
-  const kept = Bun.file(`test/mutation/${store}.incremental.json`);
+/** The file of the store's kept results. */
+const keptResults = (store: Store) => Bun.file(`test/mutation/${store}.incremental.json`);
+
+/** The files the store's kept results hold (empty when none are kept). */
+async function keptFiles(store: Store): Promise<Set<string>> {
+  const kept = keptResults(store);
   if (!(await kept.exists())) return new Set();
+  return new Set(Object.keys(((await kept.json()) as { files: Record<string, unknown> }).files));
+}
+
+/** Drops the kept results of `files`, so the next run tests their mutants again. */
+async function dropKept(store: Store, files: string[]): Promise<void> {
+  const kept = keptResults(store);
+  if (files.length === 0 || !(await kept.exists())) return;
   const report = (await kept.json()) as { files: Record<string, unknown> };
-  if (again.some((file) => file in report.files)) {
-    for (const file of again) delete report.files[file];
-    await Bun.write(kept, `${JSON.stringify(report)}\n`);
-  }
-  return new Set(Object.keys(report.files));
+  for (const file of files) delete report.files[file];
+  await Bun.write(kept, `${JSON.stringify(report, null, 1)}\n`);
 }
 
 /** The target entries a run of `store` mutates, or null for all of them (a whole run). */
 async function entriesToRun(store: Store): Promise<string[] | null> {
-  const kept = await keptFiles(store, values.again ?? []);
-  const added = new Set([...(values.add ?? []), ...(values.again ?? [])]);
+  const again = values.again ?? [];
+  const added = new Set([...(values.add ?? []), ...again]);
   if (!values["kept-only"] && added.size === 0) return null;
   const unknown = [...added].filter((file) => !targets[store].mutate.some((entry) => fileOf(entry) === file));
   if (unknown.length > 0) throw new Error(`not in the ${store} target (stryker.config.mjs): ${unknown.join(", ")}`);
+  await dropKept(store, again);
+  const kept = await keptFiles(store);
   return targets[store].mutate.filter((entry) => kept.has(fileOf(entry)) || added.has(fileOf(entry)));
 }
 
@@ -58,7 +67,7 @@ async function entriesToRun(store: Store): Promise<string[] | null> {
  * so the file changes only when results do: the results Stryker reuses are the statuses.
  */
 async function trimKept(store: Store): Promise<void> {
-  const kept = Bun.file(`test/mutation/${store}.incremental.json`);
+  const kept = keptResults(store);
   if (!(await kept.exists())) return;
   const report = (await kept.json()) as { files: Record<string, { mutants: Array<{ id: string; statusReason?: string }> }> };
   for (const file of Object.values(report.files)) {

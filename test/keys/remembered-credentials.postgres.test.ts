@@ -3,7 +3,7 @@ import type { PostgresStore } from "../../src/db/postgres-store";
 import { SYSTEM_USER_ID } from "../../src/db/store";
 import { hashSecret } from "../../src/lib/crypto";
 import { createApiKey } from "../../src/modules/keys/service";
-import { ledgerSum, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
+import { ledgerSum, listenerLive, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
 
 // A PostgreSQL instance reads a key once and remembers it while its change listener hears every
 // change; every change of a credential, by any instance or a direct write, is notified by a trigger.
@@ -81,15 +81,13 @@ describe("a remembered key credential on PostgreSQL", () => {
 
   test("while the listener's connection is down every request reads the key: a revocation meanwhile is refused at once", async () => {
     await serving.changes.dropConnection();
-    for (let attempt = 0; attempt < 100 && serving.changes.live; attempt++) await Bun.sleep(10);
-    expect(serving.changes.live).toBe(false);
+    expect(await listenerLive(serving, false, 1_000)).toBe(true);
     await other.revokeApiKey(stores.organizationId, keyId, Date.now());
     const before = reads;
     expect(await status()).toBe("REVOKED");
     expect(reads).toBe(before + 1);
     // It listens again within its reconnection delay, starting with nothing remembered.
-    for (let attempt = 0; attempt < 300 && !serving.changes.live; attempt++) await Bun.sleep(10);
-    expect(serving.changes.live).toBe(true);
+    expect(await listenerLive(serving, true, 3_000)).toBe(true);
     expect(await status()).toBe("REVOKED");
   });
 
@@ -114,8 +112,7 @@ describe("a remembered key credential on PostgreSQL", () => {
     const before = reads;
     expect(await status()).toBe("ACTIVE");
     expect(reads).toBe(before);
-    for (let waited = 0; waited < 5_000 && serving.changes.live; waited += 50) await Bun.sleep(50);
-    expect(serving.changes.live).toBe(false);
+    expect(await listenerLive(serving, false)).toBe(true);
     await other.revokeApiKey(stores.organizationId, keyId, Date.now());
     expect(await status()).toBe("REVOKED");
     expect(reads).toBe(before + 1);

@@ -4,7 +4,7 @@ import { SYSTEM_USER_ID, type FeedRecord } from "../../src/db/store";
 import { hashSecret } from "../../src/lib/crypto";
 import { createApiKey } from "../../src/modules/keys/service";
 import { openStore } from "../../src/services";
-import { createTestDatabase, queryRows, type TestDatabase } from "../support/context";
+import { createTestDatabase, listenerLive, queryRows, type TestDatabase } from "../support/context";
 
 // A PostgreSQL instance hands out a product from memory while the catalog version it last saw (read
 // with a key it did not remember, or heard from the change notifications) is the one the product was
@@ -30,8 +30,7 @@ beforeEach(async () => {
   // The serving instance listens before the tests begin: when its listener starts to count it
   // forgets the version it saw, which would otherwise race the tests' first reads.
   serving.changes.start();
-  for (let waited = 0; waited < 5_000 && !serving.changes.live; waited += 10) await Bun.sleep(10);
-  expect(serving.changes.live).toBe(true);
+  expect(await listenerLive(serving, true)).toBe(true);
 });
 
 afterEach(async () => {

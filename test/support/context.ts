@@ -41,6 +41,12 @@ export async function changesHeard(store: Store): Promise<void> {
   if (store instanceof PostgresStore) await store.changesHeard();
 }
 
+/** Waits up to `withinMs` until the store's change listener counts (`live`) or does not, and says whether it came to be. */
+export async function listenerLive(store: PostgresStore, live: boolean, withinMs = 5_000): Promise<boolean> {
+  for (let waited = 0; waited < withinMs && store.changes.live !== live; waited += 10) await Bun.sleep(10);
+  return store.changes.live === live;
+}
+
 /** A PostgreSQL store on its own schema, which it drops when it closes. */
 class TestPostgresStore extends PostgresStore {
   constructor(private readonly schemaURL: string) {
