@@ -148,9 +148,10 @@ export class PostgresReservations {
   // every change, for at most BALANCE_MEMORY_MS: its spendable credits as last read (with a key or
   // by a balance read), as left by this instance's last debit (read under the buckets' locks), or as
   // another instance's debit announced it (see rememberRead for reads and debits that overlap a
-  // notice); forgotten when anything but a debit changes the buckets (a grant, a refund, an expiry: the buckets' trigger says so). It only
-  // admits: the debit, which takes the credits under the buckets' locks, refuses what is no longer
-  // there (CreditsSpentMeanwhile, a 402). Too few is read again before a request is refused.
+  // notice); forgotten when anything but a debit changes the buckets (a grant, a refund, an expiry:
+  // the buckets' trigger says so). It only admits: the debit, which takes the credits under the
+  // buckets' locks, refuses what is no longer there (CreditsSpentMeanwhile, a 402). Too few is read
+  // again before a request is refused.
   private readonly spendableSeen = new Map<string, { spendable: number; at: number }>();
 
   /** The credits epoch when the batch in flight was sent. */
