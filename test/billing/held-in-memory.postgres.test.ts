@@ -5,7 +5,8 @@ import { SYSTEM_USER_ID } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { hashSecret } from "../../src/lib/crypto";
 import { openDebitConnection } from "../../src/db/postgres-client";
-import { createTestDatabase, ledgerSum, queryRows, testApplicationName, type TestDatabase } from "../support/context";
+import { createTestDatabase, ledgerSum, queryRows, type TestDatabase } from "../support/context";
+import { testApplicationName } from "../support/schemas";
 import { startCommitAnswerLoss, startRelay } from "../support/postgres-relay";
 
 // An uncapped key's look-up holds its credits in the instance's memory and its debit takes them

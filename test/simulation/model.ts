@@ -12,7 +12,8 @@ import { applyPostgresMigrations } from "../../src/db/migrate";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createTestSchema, dropTestSchema, type TestDatabase } from "../support/context";
+import type { TestDatabase } from "../support/context";
+import { createTestSchema, dropTestSchema } from "../support/schemas";
 
 export type StoreKind = "sqlite" | "postgres";
 

@@ -3,7 +3,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
-import { applyPostgresMigrations } from "../../src/db/migrate";
 import { openDebitConnection, openPostgresClient } from "../../src/db/postgres-client";
 import { PostgresStore } from "../../src/db/postgres-store";
 import { SQLiteStore } from "../../src/db/sqlite-store";
@@ -14,6 +13,7 @@ import { createLogger } from "../../src/lib/logger";
 import { createApiKey } from "../../src/modules/keys/service";
 import { developmentIdentity, signIn as signInIdentity } from "../../src/modules/auth/service";
 import { createServices, openStore, type Services } from "../../src/services";
+import { createTestSchema, dropTestSchema, giveBackSchema, takeMigratedSchema } from "./schemas";
 
 export const BASE = "http://localhost";
 
@@ -27,9 +27,7 @@ export const TEST_DATABASE_URL: string | null = process.env.TEST_DATABASE_URL?.t
  */
 export async function openTestStore(): Promise<Store> {
   if (TEST_DATABASE_URL === null) return SQLiteStore.open("sqlite::memory:");
-  const schemaURL = await createTestSchema(TEST_DATABASE_URL);
-  await applyPostgresMigrations(schemaURL);
-  return new TestPostgresStore(schemaURL);
+  return new TestPostgresStore(await takeMigratedSchema(TEST_DATABASE_URL));
 }
 
 /**
@@ -47,7 +45,7 @@ export async function listenerLive(store: PostgresStore, live: boolean, withinMs
   return store.changes.live === live;
 }
 
-/** A PostgreSQL store on its own schema, which it drops when it closes. */
+/** A PostgreSQL store on a schema of its own, which it gives back for reuse (or drops) when it closes. */
 class TestPostgresStore extends PostgresStore {
   constructor(private readonly schemaURL: string) {
     super(openPostgresClient(schemaURL), openDebitConnection(schemaURL), schemaURL);
@@ -55,7 +53,7 @@ class TestPostgresStore extends PostgresStore {
 
   override async close(): Promise<void> {
     await super.close();
-    await dropTestSchema(this.schemaURL);
+    await giveBackSchema(this.schemaURL);
   }
 }
 
@@ -81,45 +79,6 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 export function createSQLiteTestDatabase(): TestDatabase {
   const directory = mkdtempSync(join(tmpdir(), "price-test-"));
   return { url: `sqlite:${join(directory, "test.db")}`, drop: async () => rmSync(directory, { recursive: true, force: true }) };
-}
-
-/**
- * Creates an empty schema and returns TEST_DATABASE_URL with it as the search_path, and an
- * application_name of its own (`price-service.<schema>`), so a test that ends backends ends only its
- * own (testApplicationName) and never another run's on the same server.
- */
-export async function createTestSchema(databaseUrl: string): Promise<string> {
-  const name = `test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
-  const admin = openPostgresClient(databaseUrl, { max: 1 });
-  try {
-    await admin.unsafe(`CREATE SCHEMA "${name}"`);
-  } finally {
-    await admin.end();
-  }
-  const url = new URL(databaseUrl);
-  url.searchParams.set("search_path", name);
-  url.searchParams.set("application_name", `price-service.${name}`);
-  return url.toString();
-}
-
-/** The application_name of the connections opened on a test schema's URL (createTestSchema). */
-export function testApplicationName(schemaURL: string): string {
-  const name = new URL(schemaURL).searchParams.get("application_name");
-  if (name === null) throw new Error("testApplicationName: not a test schema's URL");
-  return name;
-}
-
-export async function dropTestSchema(schemaURL: string): Promise<void> {
-  const url = new URL(schemaURL);
-  const name = url.searchParams.get("search_path")!;
-  url.searchParams.delete("search_path");
-  url.searchParams.delete("application_name");
-  const admin = openPostgresClient(url.toString(), { max: 1 });
-  try {
-    await admin.unsafe(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
-  } finally {
-    await admin.end();
-  }
 }
 
 export interface TestContext {
