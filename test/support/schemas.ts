@@ -1,11 +1,11 @@
 // PostgreSQL schemas for tests: each store, instance group or simulation seed gets a schema of its
-// own on TEST_DATABASE_URL. A test store's schema is emptied when its store closes and reused by the
-// next store of the same test process: migrating a new schema costs some 300 ms of DDL, emptying
-// one about 10 ms, and the suite opens hundreds of stores. A schema whose structure a test changed
-// (a trigger that fails writes, a renamed table) is dropped instead.
+// own on TEST_DATABASE_URL. Under the test runner (whose preload, cleanup.ts, drops what is left at
+// the end) a test store's schema is emptied when its store closes and reused by the next store of
+// the same process: migrating a new schema costs some 300 ms of DDL, emptying one about 10 ms, and
+// the suite opens hundreds of stores. A schema whose structure a test changed (a trigger that fails
+// writes, a renamed table) is dropped instead.
 import { openPostgresClient } from "../../src/db/postgres-client";
 import { applyPostgresMigrations } from "../../src/db/migrate";
-import { afterTheRun } from "./cleanup";
 
 /**
  * Creates an empty schema and returns TEST_DATABASE_URL with it as the search_path, and an
@@ -48,6 +48,7 @@ export async function dropTestSchema(schemaURL: string): Promise<void> {
 
 /** Emptied schemas ready for reuse, and what a freshly migrated one looks like. */
 const spared: string[] = [];
+let sparing = false;
 let fresh: { fingerprint: string; emptying: string } | null = null;
 
 /** A migrated, empty schema of its own: a spared one, or a new one. */
@@ -74,12 +75,16 @@ export async function giveBackSchema(schemaURL: string): Promise<void> {
   } finally {
     await client.end();
   }
-  if (!reusable) return dropTestSchema(schemaURL);
-  if (spared.length === 0) afterTheRun(dropSpared);
+  if (!reusable || !sparing) return dropTestSchema(schemaURL);
   spared.push(schemaURL);
 }
 
-async function dropSpared(): Promise<void> {
+/** From now on a closed test store's schema is kept for reuse (see dropSparedSchemas). */
+export function spareClosedSchemas(): void {
+  sparing = true;
+}
+
+export async function dropSparedSchemas(): Promise<void> {
   for (const schemaURL of spared.splice(0)) await dropTestSchema(schemaURL);
 }
 
