@@ -45,14 +45,19 @@ export async function listenerLive(store: PostgresStore, live: boolean, withinMs
   return store.changes.live === live;
 }
 
-/** A PostgreSQL store on a schema of its own, which it gives back for reuse (or drops) when it closes. */
+/** A PostgreSQL store on a schema of its own, which it gives back for reuse (or drops) when it first closes. */
 class TestPostgresStore extends PostgresStore {
+  private givenBack = false;
+
   constructor(private readonly schemaURL: string) {
     super(openPostgresClient(schemaURL), openDebitConnection(schemaURL), schemaURL);
   }
 
   override async close(): Promise<void> {
     await super.close();
+    // Closed twice, it must not give back a schema another store may have taken meanwhile.
+    if (this.givenBack) return;
+    this.givenBack = true;
     await giveBackSchema(this.schemaURL);
   }
 }
