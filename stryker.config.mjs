@@ -60,12 +60,16 @@ export const targets = {
       "src/modules/products/service.ts",
       "src/modules/billing/providers/stripe.ts:145-296",
     ],
+    // Two commands at once keep both cores busy.
+    concurrency: 2,
     command: `${UNIT_TESTS} && bun test/simulation/cli.ts --store sqlite --seeds 15 --first-failing --watchdog 30 > /dev/null && bun test --bail --timeout=30000 ${MONEY_TESTS.join(" ")}`,
   },
   postgres: {
     // The debit planner serves both stores' group commits and watch debits; its unit tests run first in either command.
     mutate: ["src/db/ledger/debit-plan.ts", "src/db/ledger/postgres.ts", "src/db/ledger/postgres-reservations.ts", "src/db/ledger/postgres-debits.ts", "src/db/idempotency/postgres.ts"],
-    command: `${UNIT_TESTS} && TEST_DATABASE_URL=${postgresUrl} bun test/simulation/cli.ts --store postgres --seeds 6 --first-failing --watchdog 120 > /dev/null && TEST_DATABASE_URL=${postgresUrl} bun test --bail --timeout=30000 --path-ignore-patterns= ${[...POSTGRES_TESTS, ...MONEY_TESTS].join(" ")}`,
+    // Its commands spend much of their time waiting (on locks, timers, a hung seed's watchdog): three at once.
+    concurrency: 3,
+    command: `${UNIT_TESTS} && TEST_DATABASE_URL=${postgresUrl} bun test/simulation/cli.ts --store postgres --seeds 6 --first-failing --watchdog 60 > /dev/null && TEST_DATABASE_URL=${postgresUrl} bun test --bail --timeout=30000 --path-ignore-patterns= ${[...POSTGRES_TESTS, ...MONEY_TESTS].join(" ")}`,
   },
 };
 
@@ -82,8 +86,10 @@ export default {
   mutate: narrowed ?? target.mutate,
   // SQL texts and messages: an emptied statement fails at its first run, a changed message moves no credit.
   mutator: { excludedMutations: ["StringLiteral"] },
-  concurrency: Number(process.env.MUTATE_CONCURRENCY ?? 2),
-  timeoutMS: 60_000,
+  concurrency: Number(process.env.MUTATE_CONCURRENCY ?? target.concurrency),
+  // Beyond the unmutated run's time, what a command running beside others may take before Stryker
+  // calls its mutant a time-out.
+  timeoutMS: 120_000,
   // The PostgreSQL command's first run (every test, unmutated) takes minutes on a busy machine.
   dryRunTimeoutMinutes: 20,
   ignorePatterns: ["dist", "bench/results", "test/screenshots", "reports", ".stryker-tmp", "data"],
