@@ -448,3 +448,32 @@ test("a debit that committed unseen while PostgreSQL stays away for seconds is f
     relay.close();
   }
 });
+
+test("a batch whose latest look-up comes after a bucket's expiry takes nothing from that bucket, whatever its earlier look-ups' clocks", async () => {
+  const now = Date.now();
+  const expiresAt = now + 1_000;
+  const organization = await store.createOrganization({ name: "expiring", now });
+  const credits = { organizationId: organization.id, source: "grant" as const, type: "grant" as const, description: "Credits", now };
+  await store.grantCredits({ ...credits, amount: 5, expiresAt });
+  await store.grantCredits({ ...credits, amount: 5, expiresAt: null });
+  const ids: string[] = [];
+  for (const [requestId, amount] of [["req_first", 1], ["req_before", 2], ["req_after", 2]] as const) {
+    const reservation = await store.reserveCredits({ organizationId: organization.id, amount, keyId: null, requestId, now });
+    if (!reservation.ok) throw new Error("reservation refused");
+    ids.push(reservation.reservationId);
+  }
+  // The first commit's batch is being written when the other two arrive: they make the next batch,
+  // one look-up answered before the expiry, the other at it.
+  const committed = await Promise.all([
+    store.commitReservation(ids[0]!, { gtin: null, description: "look-up", now }),
+    store.commitReservation(ids[1]!, { gtin: null, description: "look-up", now: expiresAt - 1 }),
+    store.commitReservation(ids[2]!, { gtin: null, description: "look-up", now: expiresAt }),
+  ]);
+  expect(committed).toEqual([true, true, true]);
+  const buckets = await queryRows<{ remaining: string }>(
+    store,
+    "SELECT remaining FROM credit_buckets WHERE organization_id = ? ORDER BY expires_at NULLS LAST",
+    [organization.id],
+  );
+  expect(buckets.map((bucket) => Number(bucket.remaining))).toEqual([4, 1]);
+});
