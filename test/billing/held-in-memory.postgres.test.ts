@@ -457,7 +457,11 @@ test("a batch whose latest look-up comes after a bucket's expiry takes nothing f
   await store.grantCredits({ ...credits, amount: 5, expiresAt });
   await store.grantCredits({ ...credits, amount: 5, expiresAt: null });
   const ids: string[] = [];
-  for (const [requestId, amount] of [["req_first", 1], ["req_before", 2], ["req_after", 2]] as const) {
+  for (const [requestId, amount] of [
+    ["req_first", 1],
+    ["req_before", 2],
+    ["req_after", 2],
+  ] as const) {
     const reservation = await store.reserveCredits({ organizationId: organization.id, amount, keyId: null, requestId, now });
     if (!reservation.ok) throw new Error("reservation refused");
     ids.push(reservation.reservationId);
