@@ -1,25 +1,16 @@
-import { afterEach, beforeEach, expect, test } from "bun:test";
-import type { Store } from "../../src/db/store";
-import type { FakeClock } from "../../src/lib/clock";
+import { afterEach, expect, test } from "bun:test";
 import { ledgerSum, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
 
 // A payment's grant and its reversal take turns on the payment's lock (lockPayment): whichever
 // commits second sees the other. Here the grant's commit is held open for a second (a deferred
 // trigger on its payment row) while the other instance hears of a refund of the same payment.
 let stores: TwoStores;
-let one: Store;
-let two: Store;
-let clock: FakeClock;
-let organizationId: string;
-
-beforeEach(async () => {
-  stores = await twoStoresOnOneDatabase();
-  ({ one, two, clock, organizationId } = stores);
-});
 
 afterEach(() => stores.close());
 
 test("a refund heard while another instance commits the grant of its payment waits for it, then takes the credits back", async () => {
+  stores = await twoStoresOnOneDatabase();
+  const { one, two, clock, organizationId } = stores;
   await queryRows(one, "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$");
   await queryRows(
     one,
