@@ -61,22 +61,24 @@ export async function takeMigratedSchema(databaseUrl: string): Promise<string> {
   return schemaURL;
 }
 
-/** Empties a closed store's schema for reuse; drops it when its structure changed or emptying fails. */
+/** Keeps a closed store's schema for reuse, emptied; drops it outside the test runner, or when its structure changed or emptying fails. */
 export async function giveBackSchema(schemaURL: string): Promise<void> {
+  if (sparing && (await emptied(schemaURL))) spared.push(schemaURL);
+  else await dropTestSchema(schemaURL);
+}
+
+/** Brings the schema back to a freshly migrated one's state, and says whether it could. */
+async function emptied(schemaURL: string): Promise<boolean> {
   const client = openPostgresClient(schemaURL, { max: 1 });
-  let reusable = false;
   try {
-    if (fresh !== null && (await fingerprint(client)) === fresh.fingerprint) {
-      await client.unsafe(fresh.emptying);
-      reusable = true;
-    }
+    if (fresh === null || (await fingerprint(client)) !== fresh.fingerprint) return false;
+    await client.unsafe(fresh.emptying);
+    return true;
   } catch {
-    reusable = false;
+    return false;
   } finally {
     await client.end();
   }
-  if (!reusable || !sparing) return dropTestSchema(schemaURL);
-  spared.push(schemaURL);
 }
 
 /** From now on a closed test store's schema is kept for reuse (see dropSparedSchemas). */
