@@ -98,20 +98,28 @@ export function operations(world: World): Operation[] {
       key.line,
     ]);
     const spent = Number(line?.spent ?? 0);
+    // A capped key's reservation rows count against its cap until they end, those of a request whose
+    // instance died too (until the stale sweep gives them back).
+    const [rows] = await queryRows<{ held: number | null }>(
+      world.observer,
+      "SELECT sum(r.amount) AS held FROM reservations r JOIN api_keys k ON k.id = r.key_id WHERE coalesce(k.line_id, k.id) = ?",
+      [key.line],
+    );
+    const keyHeld = Number(rows?.held ?? 0);
     const asked = creditsAsked(shape, world.config.creditCost);
     const request = world.sendLookUp(instance, shape, key, null);
     world.trace.push(
-      `  solo look-up #${request.id} ${shape.kind} ${shape.gtins.join(",")} on ${instance.name} by ${key.id}: ${before.available} available, ${before.reserved} held, ${spent} spent of ${key.monthlyLimit ?? "no cap"}, asks ${asked}`,
+      `  solo look-up #${request.id} ${shape.kind} ${shape.gtins.join(",")} on ${instance.name} by ${key.id}: ${before.available} available, ${before.reserved} held, ${spent} spent and ${keyHeld} held of ${key.monthlyLimit ?? "no cap"}, asks ${asked}`,
     );
     await request.settled;
     const answer = request.answer!;
     const violation = (text: string) => world.violations.push(`step ${world.trace.length}: solo look-up #${request.id}: ${text}`);
-    const affordable = before.available >= asked && (key.monthlyLimit === null || spent + asked <= key.monthlyLimit);
+    const affordable = before.available >= asked && (key.monthlyLimit === null || spent + keyHeld + asked <= key.monthlyLimit);
     if (asked === 0) return;
     if (answer.status === 402 && affordable)
-      violation(`402 although ${before.available} credits were available and the key had spent ${spent} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
+      violation(`402 although ${before.available} credits were available and the key had spent ${spent} and held ${keyHeld} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
     if (answer.status === 200 && !affordable)
-      violation(`200 although ${before.available} credits were available and the key had spent ${spent} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
+      violation(`200 although ${before.available} credits were available and the key had spent ${spent} and held ${keyHeld} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
     if (answer.status === 503) violation(`503 with nothing failing`);
     if (answer.status === 200 && answer.creditsRemaining !== before.available - answer.creditsConsumed) {
       violation(`creditsRemaining ${answer.creditsRemaining} ≠ ${before.available} available before − ${answer.creditsConsumed} consumed`);
