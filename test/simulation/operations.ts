@@ -117,9 +117,13 @@ export function operations(world: World): Operation[] {
     const affordable = before.available >= asked && (key.monthlyLimit === null || spent + keyHeld + asked <= key.monthlyLimit);
     if (asked === 0) return;
     if (answer.status === 402 && affordable)
-      violation(`402 although ${before.available} credits were available and the key had spent ${spent} and held ${keyHeld} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
+      violation(
+        `402 although ${before.available} credits were available and the key had spent ${spent} and held ${keyHeld} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`,
+      );
     if (answer.status === 200 && !affordable)
-      violation(`200 although ${before.available} credits were available and the key had spent ${spent} and held ${keyHeld} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`);
+      violation(
+        `200 although ${before.available} credits were available and the key had spent ${spent} and held ${keyHeld} of ${key.monthlyLimit ?? "no cap"} (asked ${asked})`,
+      );
     if (answer.status === 503) violation(`503 with nothing failing`);
     if (answer.status === 200 && answer.creditsRemaining !== before.available - answer.creditsConsumed) {
       violation(`creditsRemaining ${answer.creditsRemaining} ≠ ${before.available} available before − ${answer.creditsConsumed} consumed`);
