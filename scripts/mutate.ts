@@ -7,6 +7,8 @@
 //   file at a time;
 // - `--again FILE`: as `--add`, with FILE's kept results dropped first, so its mutants are tested
 //   again (the kept results know when code changed, not when a test that kills a mutant was added);
+// - `--survivors`: only the kept results' surviving mutants again (after a test that may kill them
+//   was added), their new results written into the kept results;
 // - `--force`: every mutant of those files again, kept results or not.
 // Prints each store's score, the target files its kept results do not hold yet, and the combined
 // score; the JSON reports land in reports/mutation/.
@@ -22,6 +24,7 @@ const { values } = parseArgs({
     "kept-only": { type: "boolean", default: false },
     add: { type: "string", multiple: true },
     again: { type: "string", multiple: true },
+    survivors: { type: "boolean", default: false },
     force: { type: "boolean", default: false },
   },
 });
@@ -77,23 +80,72 @@ async function trimKept(store: Store): Promise<void> {
   await Bun.write(kept, `${JSON.stringify(report, null, 1)}\n`);
 }
 
+interface Mutant {
+  id: string;
+  mutatorName: string;
+  replacement?: string;
+  status: string;
+  statusReason?: string;
+  killedBy?: string[];
+  testsCompleted?: number;
+  location: { start: { line: number; column: number }; end: { line: number; column: number } };
+}
+type Report = { files: Record<string, { source: string; mutants: Mutant[] }> };
+
+/** Stryker's mutate entries (`file:line:column-line:column`) of the kept results' surviving mutants. */
+async function survivorEntries(store: Store): Promise<string[]> {
+  const kept = keptResults(store);
+  if (!(await kept.exists())) return [];
+  const report = (await kept.json()) as Report;
+  return Object.entries(report.files).flatMap(([file, { mutants }]) =>
+    mutants
+      .filter((mutant) => mutant.status === "Survived")
+      .map(({ location: { start, end } }) => `${file}:${start.line}:${start.column - 1}-${end.line}:${end.column}`),
+  );
+}
+
+const mutantKey = (mutant: Mutant) =>
+  `${mutant.mutatorName} ${mutant.replacement} ${mutant.location.start.line}:${mutant.location.start.column}-${mutant.location.end.line}:${mutant.location.end.column}`;
+
+/** Writes the results of a run over some kept mutants (`--survivors`) into the kept results. */
+async function mergeIntoKept(store: Store): Promise<void> {
+  const kept = keptResults(store);
+  const report = (await kept.json()) as Report;
+  const rerun = (await Bun.file(`reports/mutation/${store}.json`).json()) as Report;
+  for (const [file, { source, mutants }] of Object.entries(rerun.files)) {
+    const target = report.files[file];
+    if (target?.source !== source) throw new Error(`${file} changed since its kept results: run npm run mutate -- --store ${store} --add ${file}`);
+    const byKey = new Map(target.mutants.map((mutant) => [mutantKey(mutant), mutant]));
+    for (const mutant of mutants) {
+      const keptMutant = byKey.get(mutantKey(mutant));
+      if (keptMutant === undefined) continue;
+      const { status, statusReason, killedBy, testsCompleted } = mutant;
+      Object.assign(keptMutant, { status, statusReason, killedBy, testsCompleted });
+    }
+  }
+  await Bun.write(kept, `${JSON.stringify(report, null, 1)}\n`);
+}
+
 let killed = 0;
 let total = 0;
 for (const store of stores) {
-  const entries = await entriesToRun(store);
+  const entries = values.survivors ? await survivorEntries(store) : await entriesToRun(store);
   if (entries !== null && entries.length === 0) {
-    console.log(`mutation ${store}: no results kept in test/mutation/, skipped (a whole run: npm run mutate -- --store ${store})`);
+    console.log(`mutation ${store}: no ${values.survivors ? "surviving mutants" : "results"} kept in test/mutation/, skipped`);
     continue;
   }
-  const narrowed = entries === null ? {} : { MUTATE_FILES: entries.join(","), MUTATE_KEEP: "1" };
+  // The survivors' run is scored within the kept results, not alone.
+  const narrowed =
+    entries === null ? {} : values.survivors ? { MUTATE_FILES: entries.join(","), MUTATE_BREAK: "0" } : { MUTATE_FILES: entries.join(","), MUTATE_KEEP: "1" };
   const run = Bun.spawn(["npx", "stryker", "run", "stryker.config.mjs", ...(values.force ? ["--force"] : [])], {
     env: { ...process.env, ...narrowed, MUTATE_STORE: store },
     stdout: "inherit",
     stderr: "inherit",
   });
   if ((await run.exited) !== 0) process.exit(1);
+  if (values.survivors) await mergeIntoKept(store);
   await trimKept(store);
-  const report = (await Bun.file(`reports/mutation/${store}.json`).json()) as { files: Record<string, { mutants: Array<{ status: string }> }> };
+  const report = (await (values.survivors ? keptResults(store) : Bun.file(`reports/mutation/${store}.json`)).json()) as Report;
   const mutants = Object.values(report.files).flatMap((file) => file.mutants);
   const detected = mutants.filter((mutant) => ["Killed", "Timeout"].includes(mutant.status)).length;
   const valid = mutants.filter((mutant) => ["Killed", "Timeout", "Survived", "NoCoverage"].includes(mutant.status)).length;
