@@ -41,6 +41,7 @@ const POSTGRES_TESTS = [
   "test/products/clock-skew.postgres.test.ts",
   "test/products/debit-in-doubt.postgres.test.ts",
   "test/keys/key-limit-instances.postgres.test.ts",
+  "test/keys/remembered-credentials.postgres.test.ts",
   "test/billing/payment-lock.postgres.test.ts",
   "test/http/idempotency-claims.postgres.test.ts",
 ];

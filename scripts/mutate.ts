@@ -7,7 +7,7 @@
 //   file at a time;
 // - `--again FILE`: as `--add`, with FILE's kept results dropped first, so its mutants are tested
 //   again (the kept results know when code changed, not when a test that kills a mutant was added);
-// - `--survivors`: only the kept results' surviving mutants again (after a test that may kill them
+// - `--survivors FILE`: only FILE's kept surviving mutants again (after a test that may kill them
 //   was added), their new results written into the kept results;
 // - `--force`: every mutant of those files again, kept results or not.
 // Prints each store's score, the target files its kept results do not hold yet, and the combined
@@ -24,7 +24,7 @@ const { values } = parseArgs({
     "kept-only": { type: "boolean", default: false },
     add: { type: "string", multiple: true },
     again: { type: "string", multiple: true },
-    survivors: { type: "boolean", default: false },
+    survivors: { type: "string", multiple: true },
     force: { type: "boolean", default: false },
   },
 });
@@ -92,15 +92,17 @@ interface Mutant {
 }
 type Report = { files: Record<string, { source: string; mutants: Mutant[] }> };
 
-/** Stryker's mutate entries (`file:line:column-line:column`) of the kept results' surviving mutants. */
-async function survivorEntries(store: Store): Promise<string[]> {
+/** Stryker's mutate entries (`file:line:column-line:column`) of the kept surviving mutants of `files`. */
+async function survivorEntries(store: Store, files: string[]): Promise<string[]> {
   const kept = keptResults(store);
   if (!(await kept.exists())) return [];
   const report = (await kept.json()) as Report;
   return Object.entries(report.files).flatMap(([file, { mutants }]) =>
-    mutants
-      .filter((mutant) => mutant.status === "Survived")
-      .map(({ location: { start, end } }) => `${file}:${start.line}:${start.column - 1}-${end.line}:${end.column}`),
+    !files.includes(file)
+      ? []
+      : mutants
+          .filter((mutant) => mutant.status === "Survived")
+          .map(({ location: { start, end } }) => `${file}:${start.line}:${start.column - 1}-${end.line}:${end.column}`),
   );
 }
 
@@ -129,7 +131,7 @@ async function mergeIntoKept(store: Store): Promise<void> {
 let killed = 0;
 let total = 0;
 for (const store of stores) {
-  const entries = values.survivors ? await survivorEntries(store) : await entriesToRun(store);
+  const entries = values.survivors ? await survivorEntries(store, values.survivors) : await entriesToRun(store);
   if (entries !== null && entries.length === 0) {
     console.log(`mutation ${store}: no ${values.survivors ? "surviving mutants" : "results"} kept in test/mutation/, skipped`);
     continue;

@@ -77,3 +77,11 @@ test("reservations racing with commits of the same key on two instances never pa
   expect((await one.monthlySpending([keyId], "2026-11")).get(keyId)).toBe(5);
   expect(await ledgerSum(one, organizationId)).toBe(95);
 });
+
+test("a look-up whose key read saw a limit that another instance cleared before its reservation is reserved, not refused", async () => {
+  const keyRead = { spendable: 100, capped: true };
+  await two.updateApiKeyControls(organizationId, keyId, { monthlyCreditLimit: null });
+  const reservation = await one.reserveCredits({ organizationId, amount: 1, keyId, requestId: "req_late", now: clock.now(), balance: keyRead });
+  expect(reservation).toMatchObject({ ok: true, available: 99 });
+  expect(await queryRows<{ n: number }>(one, "SELECT count(*)::int AS n FROM reservations WHERE key_id = ?", [keyId])).toEqual([{ n: 1 }]);
+});
