@@ -8,7 +8,8 @@
 // - `--again FILE`: as `--add`, with FILE's kept results dropped first, so its mutants are tested
 //   again (the kept results know when code changed, not when a test that kills a mutant was added);
 // - `--survivors FILE`: only FILE's kept surviving mutants again (after a test that may kill them
-//   was added), their new results written into the kept results;
+//   was added), their new results written into the kept results; with `--status Timeout`, its
+//   timed-out ones instead (a time-out may be a slow machine's, not a mutant that hangs);
 // - `--force`: every mutant of those files again, kept results or not.
 // Prints each store's score, the target files its kept results do not hold yet, and the combined
 // score; the JSON reports land in reports/mutation/.
@@ -25,6 +26,7 @@ const { values } = parseArgs({
     add: { type: "string", multiple: true },
     again: { type: "string", multiple: true },
     survivors: { type: "string", multiple: true },
+    status: { type: "string", default: "Survived" },
     force: { type: "boolean", default: false },
   },
 });
@@ -92,7 +94,7 @@ interface Mutant {
 }
 type Report = { files: Record<string, { source: string; mutants: Mutant[] }> };
 
-/** Stryker's mutate entries (`file:line:column-line:column`) of the kept surviving mutants of `files`. */
+/** Stryker's mutate entries (`file:line:column-line:column`) of the kept mutants of `files` with status `--status`. */
 async function survivorEntries(store: Store, files: string[]): Promise<string[]> {
   const kept = keptResults(store);
   if (!(await kept.exists())) return [];
@@ -101,7 +103,7 @@ async function survivorEntries(store: Store, files: string[]): Promise<string[]>
     !files.includes(file)
       ? []
       : mutants
-          .filter((mutant) => mutant.status === "Survived")
+          .filter((mutant) => mutant.status === values.status)
           .map(({ location: { start, end } }) => `${file}:${start.line}:${start.column - 1}-${end.line}:${end.column}`),
   );
 }

@@ -185,6 +185,54 @@ describe("a remembered balance on PostgreSQL", () => {
     expect(await remembered()).toBeUndefined();
   });
 
+  test("too few remembered credits are read again before a refusal: credits granted that it has not heard of yet are found", async () => {
+    await grant(other, 1);
+    await serving.changesHeard();
+    (serving as unknown as { keys: { forgetCredentials(): void } }).keys.forgetCredentials();
+    await serving.findKeyCredential(keyHash);
+    const stale = await remembered();
+    expect(stale).toEqual({ spendable: 1, capped: false, remembered: true });
+    // The request was admitted with the balance remembered before the grant, whose notice it has not heard.
+    await grant(other, 4);
+    const reservation = await serving.reserveCredits({
+      organizationId: stores.organizationId,
+      amount: 3,
+      keyId,
+      requestId: "req_after_grant",
+      now: Date.now(),
+      balance: stale,
+    });
+    expect(reservation).toMatchObject({ ok: true, available: 2 });
+  });
+
+  /** A key read (which brings the balance) held until `change` has been made by the other instance and heard. */
+  const readOverlapping = async (change: () => Promise<unknown>) => {
+    (serving as unknown as { keys: { forgetCredentials(): void } }).keys.forgetCredentials();
+    let letThrough!: () => void;
+    gate = new Promise<void>((resolve) => (letThrough = resolve));
+    const overlapping = serving.findKeyCredential(keyHash);
+    await Bun.sleep(50);
+    await change();
+    await serving.changesHeard();
+    letThrough();
+    gate = null;
+    return (await overlapping)!.balance;
+  };
+
+  test("a balance read that a grant overlapped is not remembered: the next request reads it", async () => {
+    await grant(other, 1);
+    await serving.changesHeard();
+    expect(await readOverlapping(() => grant(other, 4))).toEqual({ spendable: 1, capped: false });
+    expect(await remembered()).toBeUndefined();
+  });
+
+  test("a balance read that another instance's debit overlapped remembers the lower of the two: what the debit left", async () => {
+    await grant(other, 5);
+    await serving.changesHeard();
+    expect(await readOverlapping(() => debit(other, 2))).toEqual({ spendable: 5, capped: false });
+    expect(await remembered()).toEqual({ spendable: 3, capped: false, remembered: true });
+  });
+
   test("its own debit leaves the balance its batch read under lock", async () => {
     await grant(serving, 5);
     (serving as unknown as { keys: { forgetCredentials(): void } }).keys.forgetCredentials();
