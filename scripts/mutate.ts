@@ -121,14 +121,18 @@ async function mergeIntoKept(store: Store): Promise<void> {
     if (target?.source !== source) throw new Error(`${file} changed since its kept results: run npm run mutate -- --store ${store} --add ${file}`);
     const byKey = new Map(target.mutants.map((mutant) => [mutantKey(mutant), mutant]));
     for (const mutant of mutants) {
+      // Only the mutants asked for: others nested in their ranges keep their results.
       const keptMutant = byKey.get(mutantKey(mutant));
-      if (keptMutant === undefined) continue;
-      const { status, statusReason, killedBy, testsCompleted } = mutant;
+      if (keptMutant?.status !== values.status) continue;
+      const { status, statusReason, killedBy = [], testsCompleted } = mutant;
       Object.assign(keptMutant, { status, statusReason, killedBy, testsCompleted });
     }
   }
   await Bun.write(kept, `${JSON.stringify(report, null, 1)}\n`);
 }
+
+// A quick round's command is not the store's: its results never replace kept ones.
+if (values.survivors && process.env.MUTATE_COMMAND !== undefined) throw new Error("--survivors runs the store's own command: unset MUTATE_COMMAND");
 
 let killed = 0;
 let total = 0;
