@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, Page } from "playwright-core";
 import { demoGTIN } from "../../src/modules/ingest/demo-data";
 import { CLIENT_ID, CLIENT_SECRET, startTestOpenIDProvider, type TestOpenIDProvider } from "../auth/oidc-provider";
-import { fetchInPage, freePort, heading, launchChromium, openPage, screenshot, startTestServer, type TestServer, type WatchedPage } from "./harness";
+import { fetchInPage, heading, launchChromium, openPage, reservePort, screenshot, startTestServer, type TestServer, type WatchedPage } from "./harness";
 
 const BROWSER_TEST_MS = 90_000;
 const FRESH_GTIN = demoGTIN(1); // the GTIN the quickstart's curl looks up
@@ -18,7 +18,8 @@ const pages: WatchedPage[] = [];
 
 beforeAll(async () => {
   browser = await launchChromium();
-  const port = await freePort();
+  const reserved = reservePort();
+  const port = reserved.port;
   provider = await startTestOpenIDProvider(
     {
       ada: { email: "ada@example.com", name: "Ada Lovelace" },
@@ -29,6 +30,7 @@ beforeAll(async () => {
     },
     { redirectURIs: [`http://127.0.0.1:${port}/api/v1/auth/oidc/callback`], requirePKCE: true },
   );
+  await reserved.release();
   server = await startTestServer(port, { OIDC_ISSUER: provider.issuer, OIDC_CLIENT_ID: CLIENT_ID, OIDC_CLIENT_SECRET: CLIENT_SECRET });
   const now = Date.now();
   await server.services.store.applyFeedRecords(

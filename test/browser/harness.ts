@@ -38,10 +38,15 @@ export async function launchChromium(): Promise<Browser> {
 
 /** A loopback port nobody listens on right now. */
 export async function freePort(): Promise<number> {
+  const reserved = reservePort();
+  await reserved.release();
+  return reserved.port;
+}
+
+/** A free port held until `release`, so servers started meanwhile (an identity provider on port 0) cannot take it. */
+export function reservePort(): { port: number; release(): Promise<void> } {
   const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(null) });
-  const port = probe.port!;
-  await probe.stop(true);
-  return port;
+  return { port: probe.port!, release: () => probe.stop(true) };
 }
 
 export interface TestServer {
