@@ -95,7 +95,7 @@ interface Mutant {
 type Report = { files: Record<string, { source: string; mutants: Mutant[] }> };
 
 /** Stryker's mutate entries (`file:line:column-line:column`) of the kept mutants of `files` with status `--status`. */
-async function survivorEntries(store: Store, files: string[]): Promise<string[]> {
+async function entriesWithStatus(store: Store, files: string[]): Promise<string[]> {
   const kept = keptResults(store);
   if (!(await kept.exists())) return [];
   const report = (await kept.json()) as Report;
@@ -137,9 +137,11 @@ if (values.survivors && process.env.MUTATE_COMMAND !== undefined) throw new Erro
 let killed = 0;
 let total = 0;
 for (const store of stores) {
-  const entries = values.survivors ? await survivorEntries(store, values.survivors) : await entriesToRun(store);
+  const entries = values.survivors ? await entriesWithStatus(store, values.survivors) : await entriesToRun(store);
   if (entries !== null && entries.length === 0) {
-    console.log(`mutation ${store}: no ${values.survivors ? "surviving mutants" : "results"} kept in test/mutation/, skipped`);
+    const none = values.survivors ? `no ${values.status} mutants of ${values.survivors.join(", ")}` : "no results";
+    const hint = values.survivors ? "" : ` (a whole run: npm run mutate -- --store ${store})`;
+    console.log(`mutation ${store}: ${none} kept in test/mutation/, skipped${hint}`);
     continue;
   }
   // The survivors' run is scored within the kept results, not alone.
