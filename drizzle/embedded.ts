@@ -16,6 +16,7 @@ import sqlite12 from "./sqlite/0012_source_ownership.sql" with { type: "text" };
 import sqlite13 from "./sqlite/0013_webhook_fair_claims.sql" with { type: "text" };
 import sqlite14 from "./sqlite/0014_price_watches.sql" with { type: "text" };
 import sqlite15 from "./sqlite/0015_price_days.sql" with { type: "text" };
+import sqlite16 from "./sqlite/0016_credit_leases.sql" with { type: "text" };
 import postgres0 from "./postgres/0000_init.sql" with { type: "text" };
 import postgres1 from "./postgres/0001_bucket_clawback_owed.sql" with { type: "text" };
 import postgres2 from "./postgres/0002_payment_reversals.sql" with { type: "text" };
@@ -34,6 +35,7 @@ import postgres14 from "./postgres/0014_price_watches.sql" with { type: "text" }
 import postgres15 from "./postgres/0015_price_days.sql" with { type: "text" };
 import postgres16 from "./postgres/0016_rate_limit_buckets.sql" with { type: "text" };
 import postgres17 from "./postgres/0017_change_notifications.sql" with { type: "text" };
+import postgres18 from "./postgres/0018_credit_leases.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
@@ -52,6 +54,7 @@ export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0013_webhook_fair_claims", when: 1795658491683, breakpoints: true, sql: sqlite13 },
   { tag: "0014_price_watches", when: 1795660142188, breakpoints: true, sql: sqlite14 },
   { tag: "0015_price_days", when: 1795660584921, breakpoints: true, sql: sqlite15 },
+  { tag: "0016_credit_leases", when: 1795819794093, breakpoints: true, sql: sqlite16 },
 ];
 
 export const postgresMigrations: EmbeddedMigration[] = [
@@ -73,4 +76,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0015_price_days", when: 1795660588500, breakpoints: true, sql: postgres15 },
   { tag: "0016_rate_limit_buckets", when: 1795758690470, breakpoints: true, sql: postgres16 },
   { tag: "0017_change_notifications", when: 1795835000000, breakpoints: true, sql: postgres17 },
+  { tag: "0018_credit_leases", when: 1795818083884, breakpoints: true, sql: postgres18 },
 ];

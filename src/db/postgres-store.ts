@@ -9,6 +9,7 @@ import { applyPostgresMigrations } from "./migrate";
 import { grant } from "./ledger/operations";
 import { type AsyncLedgerPort, type LedgerStep, runAsync } from "./ledger/port";
 import { postgresLedgerPort } from "./ledger/postgres";
+import type { CreditLeases } from "./ledger/postgres-leases";
 import { PostgresReservations } from "./ledger/postgres-reservations";
 import { retrying } from "./postgres-retry";
 import { openDebitConnection, openPostgresClient } from "./postgres-client";
@@ -100,6 +101,11 @@ export class PostgresStore implements Store {
       money: (operation) => this.money(operation),
       ledger: (tx) => this.ledger(tx),
     });
+  }
+
+  /** The credit leases this instance spends from (tests and the simulation set their policy). */
+  get leases(): CreditLeases {
+    return this.reservations.leases;
   }
 
   /** What keeps the credentials, balances and catalog version this instance remembers true (see ChangeListener). */
@@ -247,8 +253,8 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // Debits queued for the group commit are written before the pool closes.
-    await this.reservations.drain();
+    // Debits queued for the group commit are written, and leases given back, before the pool closes.
+    await this.reservations.close(Date.now());
     await this.changes.close();
     await this.client.end({ timeout: 5 });
     if (this.debitConnection !== this.client) await this.debitConnection.end({ timeout: 5 });

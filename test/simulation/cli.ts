@@ -36,6 +36,7 @@ for (const store of stores) {
   let debitsInDoubt = 0;
   const operationCounts: Record<string, number> = {};
   const faultCounts: Record<string, number> = {};
+  const leaseCounts: Record<string, number> = {};
   for (const seed of seeds) {
     if (values.progress) process.stderr.write(`${store} seed ${seed}\n`);
     const trace: string[] = [];
@@ -49,6 +50,7 @@ for (const store of stores) {
     faults += report.faultsInjected;
     addCounts(operationCounts, report.operationCounts);
     addCounts(faultCounts, report.faultCounts);
+    addCounts(leaseCounts, report.leaseCounts);
     violations += report.violations.length;
     debitsInDoubt += report.trace.filter((line) => line.endsWith("(debit in doubt)")).length;
     if (report.violations.length > 0 || values.trace) {
@@ -66,6 +68,7 @@ for (const store of stores) {
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   console.log(`${store} operations: ${formatCounts(operationCounts)}`);
   console.log(`${store} faults: ${formatCounts(faultCounts)}`);
+  if (store === "postgres") console.log(`${store} credit leases: ${formatCounts(leaseCounts)}`);
   console.log(
     `${store}: ${seeds.length} seeds, ${operations} operations, ${faults} faults injected, ${debitsInDoubt} look-ups answered with their debit in doubt, ${violations} violations, ${failed} failing seeds, ${seconds} s`,
   );

@@ -60,6 +60,8 @@ export interface SimulationReport {
   operationCounts: Record<string, number>;
   /** Faults injected, by class. */
   faultCounts: Record<string, number>;
+  /** What the instances' credit leases went through (PostgreSQL). */
+  leaseCounts: Record<string, number>;
   violations: string[];
   trace: string[];
 }

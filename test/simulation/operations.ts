@@ -375,8 +375,20 @@ export function operations(world: World): Operation[] {
     }
   };
 
+  /** Look-ups of one organization on one instance, one after another: on PostgreSQL the first ones take a lease, the next spend it. */
+  const burst = async () => {
+    const instance = world.pick(world.alive());
+    const organization = world.pick(world.organizations);
+    for (let count = 0; count < 5; count++) {
+      const shape: LookUpShape = { kind: "single", organizationId: organization.id, gtins: [FRESH] };
+      const request = await world.send(instance, shape, world.pick(world.activeKeys(organization)), null, false);
+      await request.settled;
+    }
+  };
+
   return [
     [30, "look-up", lookUp],
+    [6, "burst", burst],
     [3, "watch", watch],
     [1, "unwatch", unwatch],
     [4, "evaluate watches", evaluateWatches],

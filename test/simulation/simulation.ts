@@ -6,6 +6,7 @@
 // failing seed replays (on PostgreSQL the timing of connection faults may differ; the trace records
 // every answer). The model, operations, faults and invariants live in the modules beside this one.
 import Stripe from "stripe";
+import { PostgresStore } from "../../src/db/postgres-store";
 import { SYSTEM_USER_ID, STALE_RESERVATION_MS, type Store } from "../../src/db/store";
 import { createApiKey } from "../../src/modules/keys/service";
 import { startStripeStandIn, type StripeStandIn } from "../billing/stripe-stand-in";
@@ -126,6 +127,7 @@ export async function simulate(options: {
       faultsInjected: [...world.faultCounts.values()].reduce((sum, count) => sum + count, 0),
       operationCounts,
       faultCounts: Object.fromEntries(world.faultCounts),
+      leaseCounts: leaseCounts(world),
       violations: world.violations,
       trace: world.trace,
     };
@@ -139,6 +141,15 @@ export async function simulate(options: {
     for (const connection of world.openConnections) await connection.close().catch(() => {});
     await database.drop();
   }
+}
+
+/** What the instances' credit leases went through (PostgreSQL), summed. */
+function leaseCounts(world: World): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const instance of world.instances)
+    if (instance.inner instanceof PostgresStore)
+      for (const [name, count] of Object.entries(instance.inner.leases.counts)) counts[name] = (counts[name] ?? 0) + count;
+  return counts;
 }
 
 /**

@@ -6,6 +6,7 @@ import type Stripe from "stripe";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { PostgresStore } from "../../src/db/postgres-store";
+import type { LeasePolicy } from "../../src/db/ledger/postgres-leases";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { lockDatabaseForServing } from "../../src/db/sqlite-serve-lock";
 import type { Store } from "../../src/db/store";
@@ -29,6 +30,9 @@ import {
 } from "./model";
 
 export const STRIPE = { key: "sk_test_standin" };
+
+/** See startInstance. */
+const SIMULATION_LEASES: LeasePolicy = { share: 2, minCredits: 1, maxCredits: 6, ms: 10_000, marginMs: 100 };
 
 export class World {
   readonly trace: string[];
@@ -114,6 +118,9 @@ export class World {
     // In two seeds of three a debit waits for PostgreSQL only 0.5 s, so the database-away fault leaves
     // debits in doubt (answered 503, maybe committed) and the checks see their answers.
     if (inner instanceof PostgresStore && this.seed % 3 !== 1) inner.lostConnectionPatienceMs = 500;
+    // Leases of a few credits that lapse within seconds: the simulation's balances are small, and
+    // its look-ups should meet leases taken, spent, lapsed, lost and given back.
+    if (inner instanceof PostgresStore) inner.leases.policy = SIMULATION_LEASES;
     const clock = new FakeClock(now);
     const instance = { name, clock, alive: true, stalls: [], inner, serveLock } as unknown as Instance;
     instance.store = instanceStore(inner, () => instance);

@@ -266,7 +266,7 @@ export async function tableNames(store: Store): Promise<string[]> {
  * time, which a test cannot move), as if their requests had stalled that long.
  */
 export async function ageReservations(store: Store, ms: number): Promise<void> {
-  await queryRows(store, `UPDATE reservations SET created_at = created_at - ${Math.trunc(ms)}`);
+  await queryRows(store, `UPDATE reservations SET created_at = created_at - ${Math.trunc(ms)}, expires_at = expires_at - ${Math.trunc(ms)}`);
 }
 
 /**

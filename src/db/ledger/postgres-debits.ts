@@ -7,13 +7,22 @@ import { BILLED_REASON, type UsageRecord } from "../store";
 import { CHANGES_CHANNEL } from "../change-listener";
 import { fefoOrder } from "./allocation";
 import { type Debit, type DebitPlan, type LockedState, planDebits } from "./debit-plan";
+import type { Lease } from "./postgres-leases";
 
 /**
  * The same order inside postgres.js statements: a fragment of constant text (a template call with
  * no parameters, as `sql` written inline would make), so each statement's text and plan stay one.
  */
 export function fefo(sql: postgres.Sql | postgres.TransactionSql, table?: string): postgres.PendingQuery<postgres.Row[]> {
-  const text = fefoOrder(table);
+  return constantText(sql, fefoOrder(table));
+}
+
+/** Of an api_keys row: its requests take the capped path (as CAPPED_KEY says it in drizzle). */
+export function cappedKey(sql: postgres.Sql | postgres.TransactionSql): postgres.PendingQuery<postgres.Row[]> {
+  return constantText(sql, "(monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE')");
+}
+
+function constantText(sql: postgres.Sql | postgres.TransactionSql, text: string): postgres.PendingQuery<postgres.Row[]> {
   return sql(Object.assign([text], { raw: [text] }) as unknown as TemplateStringsArray);
 }
 
@@ -25,6 +34,8 @@ export interface HeldCredits {
   requestId: string;
   /** While its debit is being written. */
   committing: boolean;
+  /** The lease the credits are held against; absent: they are held against the buckets. */
+  lease?: Lease;
 }
 
 /** A commit waiting for the group commit; its ledger row's id is fixed once, so a retried debit is recognized. */
@@ -200,7 +211,7 @@ export function lockStatements(sql: postgres.Sql | postgres.TransactionSql, of: 
     sql<Array<{ id: string; ledger_balance: string; low_credit_threshold: string | null }>>`
       SELECT id, ledger_balance, low_credit_threshold FROM organizations WHERE id = ANY(${organizations}::text[])${ofRows("organization_id")} ORDER BY id FOR NO KEY UPDATE`,
     sql<Array<{ id: string; line: string; capped: boolean }>>`
-      SELECT id, coalesce(line_id, id) AS line, (monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE') AS capped FROM api_keys
+      SELECT id, coalesce(line_id, id) AS line, ${cappedKey(sql)} AS capped FROM api_keys
       WHERE id = ANY(${keyIds}::text[])${ofRows("key_id")}`,
   ] as const;
 }
@@ -295,6 +306,19 @@ function answersWrite(sql: postgres.Sql, items: PendingDebit[]) {
       )`;
 }
 
+/** The CTE `counted`: a plan's usage counters added under `reason`. */
+export function countersWrite(sql: postgres.Sql | postgres.TransactionSql, counters: DebitPlan["counters"], reason: string) {
+  return sql`counted AS (
+        INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
+        SELECT organization_id, period_ms, period_start, key_id, ${reason}, requests, credits
+        FROM unnest(${counters.map((c) => c.organizationId)}::text[], ${counters.map((c) => c.periodMs)}::int[], ${counters.map((c) => String(c.periodStart))}::bigint[],
+                    ${counters.map((c) => c.keyId)}::text[], ${counters.map((c) => c.requests)}::int[], ${counters.map((c) => String(c.credits))}::bigint[])
+          AS t(organization_id, period_ms, period_start, key_id, requests, credits)
+        ON CONFLICT (organization_id, period_ms, period_start, key_id, reason)
+        DO UPDATE SET requests = usage_counters.requests + excluded.requests, credits = usage_counters.credits + excluded.credits
+      )`;
+}
+
 /**
  * A planned debit written by one plain statement (the buckets, the organizations' sums, the usage
  * rows, the usage counters under `reason`, the key lines' monthly spending and the balance events
@@ -326,15 +350,7 @@ export function writePlan(
                     ${plan.ledger.map((r) => String(r.createdAt))}::bigint[])
           AS t(id, organization_id, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
       ),
-      counted AS (
-        INSERT INTO usage_counters (organization_id, period_ms, period_start, key_id, reason, requests, credits)
-        SELECT organization_id, period_ms, period_start, key_id, ${options.reason}, requests, credits
-        FROM unnest(${plan.counters.map((c) => c.organizationId)}::text[], ${plan.counters.map((c) => c.periodMs)}::int[], ${plan.counters.map((c) => String(c.periodStart))}::bigint[],
-                    ${plan.counters.map((c) => c.keyId)}::text[], ${plan.counters.map((c) => c.requests)}::int[], ${plan.counters.map((c) => String(c.credits))}::bigint[])
-          AS t(organization_id, period_ms, period_start, key_id, requests, credits)
-        ON CONFLICT (organization_id, period_ms, period_start, key_id, reason)
-        DO UPDATE SET requests = usage_counters.requests + excluded.requests, credits = usage_counters.credits + excluded.credits
-      ),
+      ${countersWrite(sql, plan.counters, options.reason)},
       spending AS (
         INSERT INTO api_key_monthly_usage (key_id, month, spent)
         SELECT * FROM unnest(${plan.spending.map((s) => s.line)}::text[], ${plan.spending.map((s) => s.month)}::text[], ${plan.spending.map((s) => String(s.spent))}::bigint[])

@@ -9,10 +9,11 @@ import { isConnectionLost } from "../database-errors";
 import { CAPPED_KEY, SPENDABLE_BUCKETS } from "../keys/postgres";
 import { isOverdrawRefused, retrying } from "../postgres-retry";
 import * as schema from "../schema/postgres";
-import { CreditsSpentMeanwhile, DebitInDoubt, splitAllocations, STALE_RESERVATION_MS } from "../store";
+import { BILLED_REASON, CreditsSpentMeanwhile, DebitInDoubt, splitAllocations, STALE_RESERVATION_MS } from "../store";
 import type { Balance, BalanceAtKeyRead, Reservation, Store, UsageRecord } from "../store";
 import { fefoOrder } from "./allocation";
 import { balanceEvents, type DebitOutcome, debitBatch, fefo, type HeldCredits, type PendingDebit } from "./postgres-debits";
+import { CreditLeases, type LeasedDebit } from "./postgres-leases";
 
 const { creditBuckets, reservations } = schema;
 
@@ -63,7 +64,17 @@ export class PostgresReservations {
     private readonly client: postgres.Sql,
     private readonly db: DB,
     private readonly deps: PostgresReservationsDeps,
-  ) {}
+  ) {
+    this.leases = new CreditLeases({
+      client,
+      instanceId: deps.changes.instanceId,
+      giveBack: (leaseId, now) => this.giveBackLease(leaseId, now),
+      reason: BILLED_REASON,
+    });
+  }
+
+  /** The credit leases this instance spends from (see CreditLeases). */
+  readonly leases: CreditLeases;
 
   private transaction<T>(work: (tx: Tx) => Promise<T>, config?: PgTransactionConfig): Promise<T> {
     return this.deps.transaction(work, config);
@@ -86,6 +97,12 @@ export class PostgresReservations {
   /** Waits for the debits queued for the group commit to be written. */
   async drain(): Promise<void> {
     await this.flushing;
+  }
+
+  /** Writes the queued debits, then gives every lease back (at shutdown, once no request holds credits). */
+  async close(now: number): Promise<void> {
+    await this.drain();
+    await this.leases.giveAllBack(now);
   }
 
   /** One batch of the group commit, on the store's debit connection (see debitBatch). */
@@ -114,14 +131,27 @@ export class PostgresReservations {
   async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
     const reservationId = newId("res", input.now);
     let balance = input.balance ?? (await this.readBalance(input));
+    if (!balance.capped) {
+      const leased = this.holdLeased(input, reservationId, balance);
+      if (leased !== null) return leased;
+    }
     // Too few remembered credits are read again: another instance may have granted or given back some.
     if (balance.remembered && !balance.capped && this.availableOf(input.organizationId, balance) < input.amount) balance = await this.readBalance(input);
     if (balance.capped) {
       this.spendableSeen.delete(input.organizationId);
       return this.reserveCapped(input, reservationId);
     }
-    const available = this.availableOf(input.organizationId, balance);
-    if (available < input.amount) return { ok: false, available };
+    let available = this.availableOf(input.organizationId, balance);
+    // Its buckets and its lease may cover together what neither covers alone.
+    if (
+      available < input.amount &&
+      available + this.leases.spare(input.organizationId, input.now) >= input.amount &&
+      (await this.leases.recall(input.organizationId))
+    ) {
+      balance = await this.readBalance(input);
+      available = this.availableOf(input.organizationId, balance);
+    }
+    if (available < input.amount) return { ok: false, available: available + this.leases.spare(input.organizationId, input.now) };
     this.held.set(reservationId, {
       organizationId: input.organizationId,
       amount: input.amount,
@@ -130,7 +160,19 @@ export class PostgresReservations {
       committing: false,
     });
     this.holdHere(input.organizationId, input.amount);
+    this.leases.want(input.organizationId, available - input.amount, input.now);
     return { ok: true, reservationId, available: available - input.amount };
+  }
+
+  /** Holds a request's credits against the organization's lease when it has a usable one that covers them (see CreditLeases). */
+  private holdLeased(input: Parameters<Store["reserveCredits"]>[0], reservationId: string, balance: BalanceAtKeyRead): Reservation | null {
+    const lease = this.leases.hold(input.organizationId, input.amount, input.now);
+    if (lease === null) return null;
+    const { organizationId, amount, keyId, requestId } = input;
+    this.held.set(reservationId, { organizationId, amount, keyId, requestId, committing: false, lease });
+    const inBuckets = this.availableOf(organizationId, balance);
+    this.leases.want(organizationId, inBuckets, input.now);
+    return { ok: true, reservationId, available: inBuckets + this.leases.spare(organizationId, input.now) };
   }
 
   private availableOf(organizationId: string, balance: BalanceAtKeyRead): number {
@@ -172,8 +214,9 @@ export class PostgresReservations {
 
   /** Another instance's debit left `spendable` (null: something else changed the buckets). */
   creditsChanged(organizationId: string, spendable: number | null): void {
-    if (spendable === null) this.spendableSeen.delete(organizationId);
-    else this.spendableSeen.set(organizationId, { spendable, at: performance.now() });
+    if (spendable === null) return void this.spendableSeen.delete(organizationId);
+    this.spendableSeen.set(organizationId, { spendable, at: performance.now() });
+    this.leases.bucketsLeft(organizationId, spendable);
   }
 
   forgetSpendable(): void {
@@ -307,28 +350,57 @@ export class PostgresReservations {
       const firsts = new Map(queued.map((item) => [item.reservationId, item] as const).reverse());
       const batch = queued.filter((item) => firsts.get(item.reservationId) === item);
       for (const item of queued) if (firsts.get(item.reservationId) !== item) item.resolve(false);
+      const unleased = await this.debitLeased(batch);
+      if (unleased.length === 0) continue;
       try {
-        const outcomes = await retrying(() => this.debitBatch(batch, { retried: false }), isOverdrawRefused);
-        for (const item of batch) this.settleDebit(item, outcomes.get(item.reservationId));
+        const outcomes = await retrying(() => this.debitBatch(unleased, { retried: false }), isOverdrawRefused);
+        for (const item of unleased) this.settleDebit(item, outcomes.get(item.reservationId));
       } catch {
-        // One bad debit must not fail its neighbours: retry each alone and fail only the culprit. A
-        // debit whose statement did commit although its caller saw an error is found by its ledger
-        // row's id, so it is never written twice.
-        const patientUntil = performance.now() + this.lostConnectionPatienceMs;
-        for (const item of batch) {
-          try {
-            this.settleDebit(item, (await this.debitAlone(item, patientUntil)).get(item.reservationId));
-          } catch (error) {
-            if (item.held !== null) item.held.committing = false;
-            // Every attempt lost its connection: the last one that reached PostgreSQL may have committed.
-            item.reject(isConnectionLost(error) ? new DebitInDoubt(error) : error);
-          }
-        }
+        await this.debitEachAlone(unleased);
       }
     }
     // Cleared in the same turn as the loop's last look at the queue (every failure is caught above),
     // so a commit queued by a caller answered just now starts a new loop rather than being left behind.
     this.flushing = null;
+  }
+
+  /**
+   * Debits the batch's look-ups held against leases, in one statement (CreditLeases.debit), and
+   * returns the rest. Those of a lease whose debit failed are debited alone from the buckets (a
+   * retry finds its ledger row when the failed statement committed after all); the lease is lost.
+   * Idempotent requests take the buckets' debit, which fences them with their claim.
+   */
+  private async debitLeased(batch: PendingDebit[]): Promise<PendingDebit[]> {
+    const leased = batch.filter((item) => item.held?.lease?.lost === false && item.usage.idempotency === undefined);
+    if (leased.length === 0) return batch;
+    try {
+      await retrying(() => this.leases.debit(this.deps.debitConnection(), leased.map(leasedDebitOf)));
+      for (const item of leased) this.settleDebit(item, { outcome: "committed" });
+    } catch {
+      for (const item of leased) {
+        this.leases.lose(item.held!.lease!);
+      }
+      await this.debitEachAlone(leased);
+    }
+    return batch.filter((item) => !leased.includes(item));
+  }
+
+  /**
+   * One bad debit must not fail its neighbours: each is retried alone and only the culprit fails. A
+   * debit whose statement did commit although its caller saw an error is found by its ledger row's
+   * id, so it is never written twice.
+   */
+  private async debitEachAlone(items: PendingDebit[]): Promise<void> {
+    const patientUntil = performance.now() + this.lostConnectionPatienceMs;
+    for (const item of items) {
+      try {
+        this.settleDebit(item, (await this.debitAlone(item, patientUntil)).get(item.reservationId));
+      } catch (error) {
+        if (item.held !== null) item.held.committing = false;
+        // Every attempt lost its connection: the last one that reached PostgreSQL may have committed.
+        item.reject(isConnectionLost(error) ? new DebitInDoubt(error) : error);
+      }
+    }
   }
 
   /**
@@ -353,7 +425,9 @@ export class PostgresReservations {
     if (item.held !== null) {
       item.held.committing = false;
       if (outcome !== undefined) this.release(item.reservationId, item.held);
-      this.debitedHere(item.held.organizationId, outcome);
+      // A lease's debit leaves the buckets as they were.
+      if (item.held.lease === undefined || outcome?.outcome !== "committed" || outcome.spendable !== undefined)
+        this.debitedHere(item.held.organizationId, outcome);
     }
     if (outcome?.outcome === "spent") item.reject(new CreditsSpentMeanwhile(outcome.available));
     else item.resolve(outcome?.outcome === "committed");
@@ -367,7 +441,8 @@ export class PostgresReservations {
 
   private release(reservationId: string, held: HeldCredits): void {
     this.held.delete(reservationId);
-    this.holdHere(held.organizationId, -held.amount);
+    if (held.lease === undefined) this.holdHere(held.organizationId, -held.amount);
+    else this.leases.unhold(held.lease, held.amount);
   }
 
   async releaseReservation(reservationId: string, now: number): Promise<boolean> {
@@ -390,7 +465,8 @@ export class PostgresReservations {
     if (held !== undefined) {
       if (held.committing) return false;
       if (!(keep > 0 && keep < held.amount)) throw new RangeError(`cannot keep ${keep} of a reservation of ${held.amount}`);
-      this.holdHere(held.organizationId, keep - held.amount);
+      if (held.lease === undefined) this.holdHere(held.organizationId, keep - held.amount);
+      else this.leases.unhold(held.lease, held.amount - keep);
       held.amount = keep;
       return true;
     }
@@ -471,10 +547,23 @@ export class PostgresReservations {
    */
   async releaseStaleReservations(now: number): Promise<number> {
     const stale = await this.client<Array<{ id: string }>>`
-      SELECT id FROM reservations WHERE created_at < ${this.databaseNow()} - ${STALE_RESERVATION_MS}::bigint ORDER BY created_at`;
+      SELECT id FROM reservations
+      WHERE CASE WHEN expires_at IS NULL THEN created_at < ${this.databaseNow()} - ${STALE_RESERVATION_MS}::bigint ELSE expires_at < ${this.databaseNow()} END
+      ORDER BY created_at`;
     let released = 0;
     for (const { id } of stale) if (await this.releaseReservation(id, now)) released++;
     return released;
+  }
+
+  /** Gives a lease of this instance back to its buckets (paying the refunds they owe); nothing when it was swept already. */
+  private async giveBackLease(leaseId: string, now: number): Promise<void> {
+    await retrying(() =>
+      this.restoreCredits(
+        this.client,
+        this.client`DELETE FROM reservations WHERE id = ${leaseId} AND instance_id = ${this.deps.changes.instanceId} RETURNING organization_id, allocations`,
+        now,
+      ),
+    );
   }
 
   private readonly availableStatement = this.lazy(() =>
@@ -487,7 +576,7 @@ export class PostgresReservations {
 
   async availableCredits(organizationId: string, now: number, balance?: BalanceAtKeyRead): Promise<number> {
     const spendable = balance?.spendable ?? (await this.availableStatement().execute({ organizationId, now }))[0]!.available;
-    return Math.max(0, spendable - (this.heldHere.get(organizationId) ?? 0));
+    return Math.max(0, spendable - (this.heldHere.get(organizationId) ?? 0)) + this.leases.spare(organizationId, now);
   }
 
   // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a reader.
@@ -509,16 +598,42 @@ export class PostgresReservations {
             ),
           )
           .orderBy(...FEFO);
+        const lease = this.leases.usableLease(organizationId, now);
         const [held] = await tx
-          .select({ reserved: sql<number>`coalesce(sum(${reservations.amount}), 0)`.mapWith(Number) })
+          .select({
+            reserved: sql<number>`coalesce(sum(${reservations.amount}), 0)`.mapWith(Number),
+            leased: sql<number>`coalesce(sum(${reservations.amount}) FILTER (WHERE ${reservations.id} = ${lease?.id ?? null}), 0)`.mapWith(Number),
+          })
           .from(reservations)
           .where(eq(reservations.organizationId, organizationId));
         const inBuckets = buckets.reduce((sum, b) => sum + b.remaining, 0);
-        // What this instance's requests in flight hold in memory is still in the buckets.
+        // What this instance's requests in flight hold in memory is still in the buckets; what its
+        // lease holds that no request holds is available to them (other instances' leases are reserved).
         const heldHere = Math.min(inBuckets, this.heldHere.get(organizationId) ?? 0);
-        return { available: inBuckets - heldHere, reserved: held!.reserved + heldHere, buckets };
+        // (Only while its row holds what this instance believes: a swept lease holds nothing.)
+        const spare = lease !== undefined && held!.leased === lease.amount ? lease.amount - lease.held : 0;
+        return { available: inBuckets - heldHere + spare, reserved: held!.reserved + heldHere - spare, buckets };
       },
       { isolationLevel: "repeatable read", accessMode: "read only" },
     );
   }
+}
+
+/** A pending debit held against a lease, as CreditLeases.debit writes it. */
+function leasedDebitOf(item: PendingDebit): LeasedDebit {
+  const held = item.held!;
+  const { usage } = item;
+  return {
+    lease: held.lease!,
+    reservationId: item.reservationId,
+    transactionId: item.transactionId,
+    organizationId: held.organizationId,
+    amount: held.amount,
+    keyId: held.keyId,
+    requestId: held.requestId,
+    gtin: usage.gtin,
+    description: usage.description,
+    createdAt: usage.now,
+    items: usage.items ?? 1,
+  };
 }

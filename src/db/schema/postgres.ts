@@ -226,6 +226,9 @@ export const reservations = pgTable(
     keyId: text("key_id"),
     requestId: text("request_id").notNull(),
     createdAt: epochMs("created_at").notNull(),
+    /** A credit lease's (see CreditLeases): the instance that spends it, and when it lapses by the database's clock. */
+    instanceId: text("instance_id"),
+    expiresAt: epochMs("expires_at"),
   },
   (table) => [
     index("reservations_org_idx").on(table.organizationId),

@@ -218,6 +218,9 @@ export const reservations = sqliteTable(
     keyId: text("key_id"),
     requestId: text("request_id").notNull(),
     createdAt: integer("created_at").notNull(),
+    /** Credit leases exist on PostgreSQL only (one SQLite instance has nobody to share with); the columns keep the schemas alike. */
+    instanceId: text("instance_id"),
+    expiresAt: integer("expires_at"),
   },
   (table) => [index("reservations_org_idx").on(table.organizationId), index("reservations_created_idx").on(table.createdAt)],
 );

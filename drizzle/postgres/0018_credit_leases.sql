@@ -1,0 +1,2 @@
+ALTER TABLE "reservations" ADD COLUMN "instance_id" text;--> statement-breakpoint
+ALTER TABLE "reservations" ADD COLUMN "expires_at" bigint;

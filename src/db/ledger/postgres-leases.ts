@@ -1,0 +1,322 @@
+// Credit leases on PostgreSQL. An instance serving a busy organization takes a slice of its credits
+// out of the buckets into a reservation row of its own (a lease), holds its look-ups' credits
+// against that slice in memory, and debits them from it in one statement per group commit that
+// locks no bucket and tells no other instance anything: the buckets did not change. What the
+// debit still shares with other instances is the organization's running ledger sum, moved once per
+// statement under its row lock.
+//
+// Invariants: a lease row is the truth; this instance only spends what its copy says the row holds,
+// and each debit statement changes the row only if it still holds exactly that, belongs to this
+// instance and has not lapsed by the database's clock, else the statement fails whole and its
+// look-ups are debited from the buckets instead (the row, whatever it holds, is given back). Leased
+// credits count as reserved: ledger sum = buckets + reservation rows (leases among them) at every
+// commit. A lease lapses by the database's clock (a dead instance's comes back through the stale
+// sweep), is never spent past its earliest bucket's expiry, and is at most 1/share of the
+// organization's spendable credits when taken, so other instances rarely find the buckets empty
+// while a lease still holds credits.
+import type postgres from "postgres";
+import { newId } from "../../lib/ids";
+import { utcMonth } from "../../lib/clock";
+import { splitAllocations } from "./model";
+import { type Debit, planDebits } from "./debit-plan";
+import { balanceEvents, cappedKey, countersWrite, fefo } from "./postgres-debits";
+
+/** When an instance takes leases, and how large. */
+export interface LeasePolicy {
+  /** A lease is at most 1/share of the organization's spendable credits when taken. */
+  share: number;
+  /** The smallest lease worth taking: an organization with less than share × this spends from its buckets. */
+  minCredits: number;
+  maxCredits: number;
+  /** How long a lease lasts, by the database's clock. */
+  ms: number;
+  /** An instance stops spending a lease this long before it lapses by the database's answer. */
+  marginMs: number;
+}
+
+export const DEFAULT_LEASE_POLICY: LeasePolicy = { share: 8, minCredits: 50, maxCredits: 5_000, ms: 5_000, marginMs: 1_000 };
+
+export interface Lease {
+  id: string;
+  organizationId: string;
+  /** What its row holds as this instance last wrote it, and from which buckets, soonest-expiring first. */
+  amount: number;
+  allocations: Array<{ bucketId: string; amount: number }>;
+  /** Credits of it held by this instance's requests in flight. */
+  held: number;
+  /** Until when (performance.now()) this instance spends it. */
+  usableUntil: number;
+  /** The earliest expiry of its buckets (the requests' clock): it is not spent from then on. */
+  bucketsExpireAt: number | null;
+  /** Spent from no more: given back once its holds are settled. */
+  retired: boolean;
+  /** A debit of it failed, so its row may not hold what this instance believes: its holds are debited from the buckets. */
+  lost: boolean;
+}
+
+/** A look-up's credits held against a lease, as the lease debit writes them. */
+export interface LeasedDebit {
+  lease: Lease;
+  reservationId: string;
+  transactionId: string;
+  organizationId: string;
+  amount: number;
+  keyId: string | null;
+  requestId: string;
+  gtin: string | null;
+  description: string;
+  createdAt: number;
+  items: number;
+}
+
+export interface CreditLeasesDeps {
+  client: postgres.Sql;
+  instanceId: string;
+  /** Deletes a reservation row and gives its credits back to their buckets (paying refunds they owe). */
+  giveBack(leaseId: string, now: number): Promise<unknown>;
+  reason: string;
+}
+
+export class CreditLeases {
+  policy: LeasePolicy = DEFAULT_LEASE_POLICY;
+  /** What this instance's leases went through (the simulation reports it). */
+  readonly counts = { taken: 0, debits: 0, lost: 0, givenBack: 0 };
+  /** The lease each organization's look-ups hold against now. */
+  private readonly current = new Map<string, Lease>();
+  private readonly retiring = new Set<Lease>();
+  private readonly taking = new Map<string, Promise<void>>();
+
+  constructor(private readonly deps: CreditLeasesDeps) {}
+
+  /** Holds `amount` of the organization's current lease, when it is usable and covers it. */
+  hold(organizationId: string, amount: number, now: number): Lease | null {
+    const lease = this.current.get(organizationId);
+    if (lease === undefined || !this.usable(lease, now) || lease.amount - lease.held < amount) return null;
+    lease.held += amount;
+    return lease;
+  }
+
+  private usable(lease: Lease, now: number): boolean {
+    return !lease.retired && performance.now() < lease.usableUntil && (lease.bucketsExpireAt === null || now < lease.bucketsExpireAt);
+  }
+
+  /** The organization's current lease, while it is usable. */
+  usableLease(organizationId: string, now: number): Lease | undefined {
+    const lease = this.current.get(organizationId);
+    return lease !== undefined && this.usable(lease, now) ? lease : undefined;
+  }
+
+  /** Credits of the organization's current lease not held by a request. */
+  spare(organizationId: string, now: number): number {
+    const lease = this.usableLease(organizationId, now);
+    return lease === undefined ? 0 : lease.amount - lease.held;
+  }
+
+  /**
+   * Gives the organization's current lease back now, if no request holds it (true): a request its
+   * buckets alone cannot cover may still be covered by the two together.
+   */
+  async recall(organizationId: string): Promise<boolean> {
+    const lease = this.current.get(organizationId);
+    if (lease === undefined || lease.held > 0) return false;
+    this.current.delete(organizationId);
+    lease.retired = true;
+    this.counts.givenBack++;
+    await this.deps.giveBack(lease.id, this.lastNow);
+    return true;
+  }
+
+  /** Another instance's debit left the buckets with `spendable`: below what leases are taken from, this instance's goes back. */
+  bucketsLeft(organizationId: string, spendable: number): void {
+    const lease = this.current.get(organizationId);
+    if (lease !== undefined && spendable < this.policy.share * this.policy.minCredits) this.retire(lease);
+  }
+
+  /** A hold let go (its debit written, or its look-up released): a retired lease goes back once nothing holds it. */
+  unhold(lease: Lease, amount: number): void {
+    lease.held -= amount;
+    if (lease.retired && lease.held === 0) this.giveBack(lease);
+  }
+
+  /**
+   * Called with the organization's spendable credits in its buckets (as this instance knows them)
+   * after a request: takes a lease in the background when the organization is busy and rich enough
+   * and its current lease is missing, running low or lapsing.
+   */
+  want(organizationId: string, spendable: number, now: number): void {
+    this.lastNow = Math.max(this.lastNow, now);
+    if (this.taking.has(organizationId)) return;
+    const size = Math.min(this.policy.maxCredits, Math.floor(spendable / this.policy.share));
+    if (size < this.policy.minCredits) return;
+    const lease = this.current.get(organizationId);
+    const lasting =
+      lease !== undefined && this.usable(lease, now) && lease.amount - lease.held >= size / 4 && performance.now() < lease.usableUntil - this.policy.ms / 3;
+    if (lasting) return;
+    const taking = this.take(organizationId, size, now)
+      .catch(() => undefined)
+      .finally(() => this.taking.delete(organizationId));
+    this.taking.set(organizationId, taking);
+  }
+
+  /** Takes a lease of `size` credits from the buckets in FEFO order, if they hold share × size; the previous lease retires. */
+  private async take(organizationId: string, size: number, now: number): Promise<void> {
+    const id = newId("res", now);
+    const sentAt = performance.now();
+    const { client, instanceId } = this.deps;
+    const [row] = await client<Array<{ allocations: string | null; buckets_expire_at: string | null }>>`
+      WITH locked AS (
+        SELECT id, remaining, expires_at FROM credit_buckets
+        WHERE organization_id = ${organizationId} AND remaining > 0 AND (expires_at IS NULL OR expires_at > ${now})
+        ORDER BY ${fefo(client)}
+        FOR UPDATE
+      ),
+      total AS (SELECT coalesce(sum(remaining), 0)::bigint AS available FROM locked),
+      fefo AS (
+        SELECT id, remaining, expires_at, row_number() OVER w AS position, (sum(remaining) OVER w - remaining)::bigint AS before
+        FROM locked WINDOW w AS (ORDER BY ${fefo(client)})
+      ),
+      taken AS (
+        SELECT id, position, expires_at, least(remaining, ${size}::bigint - before) AS amount
+        FROM fefo, total WHERE total.available >= ${size * this.policy.share}::bigint AND before < ${size}
+      ),
+      debited AS (
+        UPDATE credit_buckets SET remaining = credit_buckets.remaining - taken.amount FROM taken WHERE credit_buckets.id = taken.id
+      ),
+      clock AS (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now),
+      leased AS (
+        INSERT INTO reservations (id, organization_id, amount, allocations, key_id, request_id, created_at, instance_id, expires_at)
+        SELECT ${id}, ${organizationId}, ${size}, jsonb_agg(jsonb_build_object('bucketId', id, 'amount', amount) ORDER BY position),
+               NULL, 'lease', clock.now, ${instanceId}, clock.now + ${this.policy.ms}
+        FROM taken, clock GROUP BY clock.now HAVING count(*) > 0
+        RETURNING allocations::text AS allocations
+      )
+      SELECT (SELECT allocations FROM leased) AS allocations, (SELECT min(expires_at) FROM taken) AS buckets_expire_at`;
+    if (row?.allocations == null) return;
+    const lease: Lease = {
+      id,
+      organizationId,
+      amount: size,
+      allocations: JSON.parse(row.allocations),
+      held: 0,
+      // It lapses `ms` after the database ran the statement, which is after `sentAt` whatever the clocks say.
+      usableUntil: sentAt + this.policy.ms - this.policy.marginMs,
+      bucketsExpireAt: row.buckets_expire_at === null ? null : Number(row.buckets_expire_at),
+      retired: false,
+      lost: false,
+    };
+    this.counts.taken++;
+    const previous = this.current.get(organizationId);
+    this.current.set(organizationId, lease);
+    if (previous !== undefined) this.retire(previous);
+  }
+
+  /** Spent from no more; given back at once when nothing holds it. */
+  retire(lease: Lease): void {
+    if (this.current.get(lease.organizationId) === lease) this.current.delete(lease.organizationId);
+    if (lease.retired) return;
+    lease.retired = true;
+    this.retiring.add(lease);
+    if (lease.held === 0) this.giveBack(lease);
+  }
+
+  /** A debit of the lease failed: its holds are debited from the buckets, and its row given back. */
+  lose(lease: Lease): void {
+    if (!lease.lost) this.counts.lost++;
+    lease.lost = true;
+    this.retire(lease);
+  }
+
+  /** The latest request time seen: what a lease given back dates its refund row by, if it pays one. */
+  private lastNow = 0;
+
+  private giveBack(lease: Lease): void {
+    this.retiring.delete(lease);
+    this.counts.givenBack++;
+    // A lease not given back (the connection lost) lapses, and the stale sweep gives it back.
+    void this.deps.giveBack(lease.id, this.lastNow).catch(() => undefined);
+  }
+
+  /** Gives every lease back (at shutdown, once no request holds any). */
+  async giveAllBack(now: number): Promise<void> {
+    await Promise.allSettled(this.taking.values());
+    const leases = [...this.current.values(), ...this.retiring];
+    this.current.clear();
+    this.retiring.clear();
+    await Promise.allSettled(leases.map((lease) => this.deps.giveBack(lease.id, now)));
+  }
+
+  /**
+   * Debits look-ups held against leases in one statement, a transaction of its own: the leases'
+   * rows, the organizations' sums (locked first, in id order, as every debit locks them), the usage
+   * rows, counters, key lines' monthly spending and balance events. It fails whole (and changes
+   * nothing) when a lease's row is not as this instance left it, has lapsed, or a key of the batch
+   * has been capped or revoked meanwhile; the caller then debits the look-ups from the buckets.
+   */
+  async debit(sql: postgres.Sql, debits: LeasedDebit[]): Promise<void> {
+    const rests = new Map<Lease, Array<{ bucketId: string; amount: number }>>();
+    const planned: Debit[] = debits.map((debit) => {
+      const { kept, given } = splitAllocations(rests.get(debit.lease) ?? debit.lease.allocations, debit.amount);
+      rests.set(debit.lease, given);
+      const { lease, ...rest } = debit;
+      return { ...rest, month: utcMonth(debit.createdAt), allocated: { allocations: kept, inBuckets: false } };
+    });
+    const organizations = [...new Set(debits.map((debit) => debit.organizationId))];
+    const keyIds = [...new Set(debits.flatMap((debit) => (debit.keyId === null ? [] : [debit.keyId])))];
+    // Sums from zero: each usage row's balance_after is the organization's sum before the statement plus its planned one.
+    const plan = planDebits(planned, {
+      buckets: [],
+      organizations: new Map(organizations.map((id) => [id, { ledgerBalance: 0, lowCreditThreshold: null }])),
+      keys: new Map(keyIds.map((id) => [id, { line: id, capped: false }])),
+    });
+    const leases = [...rests].map(([lease, rest]) => ({ lease, rest, amount: rest.reduce((sum, part) => sum + part.amount, 0) }));
+    const createdAt = Math.max(...debits.map((debit) => debit.createdAt));
+    await sql`
+      WITH locked AS (
+        SELECT id FROM organizations WHERE id = ANY(${organizations}::text[]) ORDER BY id FOR NO KEY UPDATE
+      ),
+      leased AS (
+        UPDATE reservations SET amount = t.amount, allocations = t.allocations::jsonb
+        FROM unnest(${leases.map((l) => l.lease.id)}::text[], ${leases.map((l) => String(l.lease.amount))}::bigint[],
+                    ${leases.map((l) => String(l.amount))}::bigint[], ${leases.map((l) => JSON.stringify(l.rest))}::text[]) AS t(id, old, amount, allocations)
+        WHERE reservations.id = t.id AND reservations.amount = t.old AND reservations.instance_id = ${this.deps.instanceId}
+          AND reservations.expires_at > (extract(epoch from clock_timestamp()) * 1000)::bigint AND EXISTS (SELECT 1 FROM locked)
+        RETURNING reservations.id
+      ),
+      moved AS (
+        UPDATE organizations SET ledger_balance = organizations.ledger_balance - t.amount
+        FROM locked JOIN unnest(${plan.organizations.map((o) => o.id)}::text[], ${plan.organizations.map((o) => String(o.amount))}::bigint[]) AS t(id, amount) ON t.id = locked.id
+        WHERE organizations.id = t.id
+        RETURNING organizations.id, organizations.ledger_balance + t.amount AS before, organizations.ledger_balance AS after, organizations.low_credit_threshold AS threshold
+      ),
+      ledger AS (
+        INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
+        SELECT t.id, t.organization_id, 'usage', t.amount, moved.before + t.balance_after, t.bucket_id, t.key_id, t.request_id, t.gtin, t.description, t.created_at
+        FROM unnest(${plan.ledger.map((r) => r.id)}::text[], ${plan.ledger.map((r) => r.organizationId)}::text[], ${plan.ledger.map((r) => String(r.amount))}::bigint[],
+                    ${plan.ledger.map((r) => String(r.balanceAfter))}::bigint[], ${plan.ledger.map((r) => r.bucketId)}::text[], ${plan.ledger.map((r) => r.keyId)}::text[],
+                    ${plan.ledger.map((r) => r.requestId)}::text[], ${plan.ledger.map((r) => r.gtin)}::text[], ${plan.ledger.map((r) => r.description)}::text[],
+                    ${plan.ledger.map((r) => String(r.createdAt))}::bigint[])
+          AS t(id, organization_id, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
+        JOIN moved ON moved.id = t.organization_id
+      ),
+      ${countersWrite(sql, plan.counters, this.deps.reason)},
+      spending AS (
+        INSERT INTO api_key_monthly_usage (key_id, month, spent)
+        SELECT coalesce(k.line_id, k.id), t.month, sum(t.spent)::bigint
+        FROM unnest(${plan.spending.map((s) => s.line)}::text[], ${plan.spending.map((s) => s.month)}::text[], ${plan.spending.map((s) => String(s.spent))}::bigint[])
+          AS t(key_id, month, spent) JOIN api_keys k ON k.id = t.key_id
+        WHERE EXISTS (SELECT 1 FROM locked)
+        GROUP BY 1, 2
+        ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
+      ),
+      crossings AS (SELECT id AS organization_id, before, after, threshold, ${createdAt}::bigint AS created_at FROM moved),
+      ${balanceEvents(sql)}
+      SELECT CASE WHEN (SELECT count(*) FROM leased) = ${leases.length}
+                   AND NOT EXISTS (SELECT 1 FROM api_keys WHERE id = ANY(${keyIds}::text[]) AND ${cappedKey(sql)})
+                  THEN 1 ELSE ('a lease or a key changed under the debit: ' || (SELECT count(*) FROM leased) || ' leases')::int END`;
+    this.counts.debits++;
+    for (const { lease, rest, amount } of leases) {
+      lease.amount = amount;
+      lease.allocations = rest;
+    }
+  }
+}
