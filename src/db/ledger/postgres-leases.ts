@@ -158,6 +158,11 @@ export class CreditLeases {
     this.taking.set(organizationId, taking);
   }
 
+  /** Resolves once the leases being taken are taken (or refused). */
+  async taken(): Promise<void> {
+    await Promise.allSettled(this.taking.values());
+  }
+
   /** Takes a lease of `size` credits from the buckets in FEFO order, if they hold share × size; the previous lease retires. */
   private async take(organizationId: string, size: number, now: number): Promise<void> {
     const id = newId("res", now);

@@ -1,0 +1,185 @@
+import { afterEach, beforeEach, expect, test } from "bun:test";
+import type postgres from "postgres";
+import type { PostgresStore } from "../../src/db/postgres-store";
+import type { Store } from "../../src/db/store";
+import type { FakeClock } from "../../src/lib/clock";
+import { ageReservations, ledgerSum, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
+
+// Credit leases (CreditLeases): an instance takes a slice of a busy organization's credits into a
+// reservation row of its own and debits its look-ups from it. Each fault of the mechanism: an
+// instance that dies holding a lease, a lease that lapses while a request holds it, clocks that
+// disagree, and a connection lost around a lease's debit.
+let stores: TwoStores;
+let one: PostgresStore;
+let two: PostgresStore;
+let clock: FakeClock;
+let organizationId: string;
+
+beforeEach(async () => {
+  stores = await twoStoresOnOneDatabase();
+  one = stores.one as PostgresStore;
+  two = stores.two as PostgresStore;
+  ({ clock, organizationId } = stores);
+  for (const store of [one, two]) store.leases.policy = { share: 2, minCredits: 5, maxCredits: 20, ms: 60_000, marginMs: 100 };
+  await one.grantCredits({ organizationId, source: "grant", type: "grant", amount: 100, expiresAt: null, description: "test", now: clock.now() });
+});
+
+afterEach(() => stores.close());
+
+let requests = 0;
+
+/** A look-up's credits held and debited on `store`; true when billed. */
+async function lookUp(store: Store, now = clock.now()): Promise<boolean> {
+  const reservation = await store.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: `req_${++requests}`, now });
+  if (!reservation.ok) return false;
+  return store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now });
+}
+
+/** Takes a lease on `store`: a first look-up asks for one, and it is awaited. */
+async function leaseOn(store: PostgresStore): Promise<void> {
+  expect(await lookUp(store)).toBe(true);
+  await store.leases.taken();
+}
+
+/** What the database holds, read through `two` (`one` may be closed). */
+async function sums() {
+  const [row] = await queryRows<{ buckets: number; reserved: number; leases: number; usage: number; counted: number }>(
+    two,
+    `SELECT (SELECT coalesce(sum(remaining), 0)::int FROM credit_buckets WHERE organization_id = ?) AS buckets,
+            (SELECT coalesce(sum(amount), 0)::int FROM reservations WHERE organization_id = ?) AS reserved,
+            (SELECT count(*)::int FROM reservations WHERE instance_id IS NOT NULL) AS leases,
+            (SELECT count(*)::int FROM credit_transactions WHERE type = 'usage') AS usage,
+            (SELECT coalesce(sum(credits), 0)::int FROM usage_counters WHERE period_ms = 3600000) AS counted`,
+    [organizationId, organizationId],
+  );
+  return { ...row!, ledger: await ledgerSum(two, organizationId) };
+}
+
+test("look-ups of a leased organization debit the lease: ledger = buckets + leases, one usage row each; given back at shutdown", async () => {
+  await leaseOn(one);
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 20, leases: 1, usage: 1, ledger: 99 });
+  for (let i = 0; i < 5; i++) expect(await lookUp(one)).toBe(true);
+  expect(one.leases.counts).toMatchObject({ taken: 1, debits: 5, lost: 0 });
+  // The buckets did not move: the lease did.
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 15, usage: 6, counted: 6, ledger: 94 });
+  const balance = await one.getBalance(organizationId, clock.now());
+  expect(balance).toMatchObject({ available: 94, reserved: 0 });
+  // Another instance sees the lease as held elsewhere.
+  expect(await two.getBalance(organizationId, clock.now())).toMatchObject({ available: 79, reserved: 15 });
+  const [rows] = await queryRows<{ ordered: boolean }>(
+    two,
+    "SELECT bool_and(balance_after = running) AS ordered FROM (SELECT balance_after, sum(amount) OVER (ORDER BY created_at, id) AS running FROM credit_transactions) t",
+  );
+  expect(rows!.ordered).toBe(true);
+  await one.close();
+  expect(await sums()).toMatchObject({ buckets: 94, reserved: 0, leases: 0, ledger: 94 });
+});
+
+test("an instance that dies holding a lease: its credits come back once the lease lapses by the database's clock, not before", async () => {
+  await leaseOn(one);
+  expect(await lookUp(one)).toBe(true);
+  // `one` is gone (it is never asked again); the other instance sweeps.
+  expect(await two.releaseStaleReservations(clock.now())).toBe(0);
+  expect(await sums()).toMatchObject({ reserved: 19, leases: 1 });
+  await ageReservations(two, 60_001);
+  expect(await two.releaseStaleReservations(clock.now())).toBe(1);
+  expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, ledger: 98 });
+  expect(await two.getBalance(organizationId, clock.now())).toMatchObject({ available: 98, reserved: 0 });
+});
+
+test("a lease that lapses while a request holds it: the debit takes the credits from the buckets, once; the lease is lost and goes back", async () => {
+  await leaseOn(one);
+  const reservation = await one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: "req_held", now: clock.now() });
+  expect(reservation.ok).toBe(true);
+  await ageReservations(one, 60_001);
+  const billed = await one.commitReservation(reservation.ok ? reservation.reservationId : "", { gtin: null, description: "look-up", now: clock.now() });
+  expect(billed).toBe(true);
+  expect(one.leases.counts.lost).toBe(1);
+  await Bun.sleep(50);
+  expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, counted: 2, ledger: 98 });
+});
+
+test("clocks that disagree: an instance an hour ahead sweeps no live lease, and a lease is not spent past its bucket's expiry", async () => {
+  await leaseOn(one);
+  expect(await two.releaseStaleReservations(clock.now() + 3_600_000)).toBe(0);
+  // `one`'s own clock an hour ahead: the lease lapses by the database's clock, so it is still spent.
+  expect(await lookUp(one, clock.now() + 3_600_000)).toBe(true);
+  expect(one.leases.counts.debits).toBe(1);
+
+  // A lease of credits that expire: from their expiry on (by the requests' clock), it is not spent.
+  const expiring = (await one.createOrganization({ name: "Expiring", now: clock.now() })).id;
+  await one.grantCredits({
+    organizationId: expiring,
+    source: "grant",
+    type: "grant",
+    amount: 100,
+    expiresAt: clock.now() + 10_000,
+    description: "test",
+    now: clock.now(),
+  });
+  const hold = (now: number) => one.reserveCredits({ organizationId: expiring, amount: 1, keyId: null, requestId: `req_${++requests}`, now });
+  const first = await hold(clock.now());
+  await one.leases.taken();
+  expect(one.leases.usableLease(expiring, clock.now())).toBeDefined();
+  expect(one.leases.usableLease(expiring, clock.now() + 10_000)).toBeUndefined();
+  expect(await hold(clock.now() + 10_000)).toMatchObject({ ok: false });
+  if (first.ok) await one.releaseReservation(first.reservationId, clock.now());
+});
+
+test("connection lost after a lease's debit committed: the retry finds its usage row, nothing is debited twice, the lease goes back whole", async () => {
+  await leaseOn(one);
+  const inner = one as unknown as { debitConnection: postgres.Sql };
+  const real = inner.debitConnection;
+  // The next lease debit commits, and its answer is lost on the way back.
+  let cut = 0;
+  inner.debitConnection = new Proxy(real, {
+    apply(target, self, args: unknown[]) {
+      const query = Reflect.apply(target, self, args) as postgres.PendingQuery<postgres.Row[]>;
+      const text = String((args[0] as string[] | undefined)?.[0] ?? "");
+      if (cut > 0 || !text.includes("SELECT id FROM organizations")) return query;
+      cut++;
+      return query.then(() => {
+        throw Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
+      });
+    },
+  });
+  expect(await lookUp(one)).toBe(true);
+  inner.debitConnection = real;
+  expect(cut).toBe(1);
+  expect(one.leases.counts.lost).toBe(1);
+  await Bun.sleep(50);
+  expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, counted: 2, ledger: 98 });
+});
+
+test("connection lost while a lease is taken: no lease, look-ups debit the buckets", async () => {
+  const inner = one as unknown as { client: postgres.Sql };
+  const real = inner.client;
+  const leases = one.leases as unknown as { deps: { client: postgres.Sql } };
+  leases.deps.client = new Proxy(real, {
+    apply(target, self, args: unknown[]) {
+      const text = String((args[0] as string[] | undefined)?.[0] ?? "");
+      if (text.includes("WITH locked AS") && text.includes("FROM credit_buckets"))
+        return Promise.reject(Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }));
+      return Reflect.apply(target, self, args);
+    },
+  });
+  expect(await lookUp(one)).toBe(true);
+  await one.leases.taken();
+  expect(await lookUp(one)).toBe(true);
+  expect(one.leases.counts).toMatchObject({ taken: 0, debits: 0 });
+  leases.deps.client = real;
+  expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, ledger: 98 });
+});
+
+test("connection lost while a lease is given back: the row stays until it lapses, and the sweep gives it back", async () => {
+  await leaseOn(one);
+  const leases = one.leases as unknown as { deps: { giveBack(leaseId: string, now: number): Promise<unknown> } };
+  const giveBack = leases.deps.giveBack;
+  leases.deps.giveBack = () => Promise.reject(Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" }));
+  await one.leases.giveAllBack(clock.now());
+  leases.deps.giveBack = giveBack;
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 20, leases: 1, ledger: 99 });
+  await ageReservations(two, 60_001);
+  expect(await two.releaseStaleReservations(clock.now())).toBe(1);
+  expect(await sums()).toMatchObject({ buckets: 99, reserved: 0, leases: 0, ledger: 99 });
+});
