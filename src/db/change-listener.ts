@@ -26,6 +26,8 @@ export interface ChangeHandlers {
    * it (`spendable`), or otherwise (a grant, a refund, an expiry…: null, read them again).
    */
   creditsChanged(organizationId: string, spendable: number | null): void;
+  /** Another instance found too few credits in an organization's buckets: leases of it go back. */
+  leasesWanted(organizationId: string): void;
   /** An import committed catalog version `version`. */
   catalogMoved(version: number): void;
   /** Notifications may have been missed: everything remembered goes. */
@@ -177,7 +179,8 @@ export class ChangeListener {
       if (instance === this.instanceId) return;
       this.creditChanges++;
       this.handlers.creditsChanged(value, spendable === undefined ? null : Number(spendable));
-    } else if (kind === "catalog") this.handlers.catalogMoved(Number(value));
+    } else if (kind === "leases") this.handlers.leasesWanted(value);
+    else if (kind === "catalog") this.handlers.catalogMoved(Number(value));
     else if (kind === "reset") {
       this.changes++;
       this.creditChanges++;
@@ -194,6 +197,11 @@ export class ChangeListener {
     const connection = this.connection;
     if (!this.listening || connection === null) return;
     if (!(await this.hearsItself(sql))) this.lost(connection);
+  }
+
+  /** Asks every instance to give its leases of the organization back. */
+  async wantLeasesBack(sql: postgres.Sql, organizationId: string): Promise<void> {
+    if (this.schema !== null) await sql`SELECT pg_notify(${CHANGES_CHANNEL}, ${`${this.schema} leases ${organizationId}`})`;
   }
 
   /** Drops the connection as a network failure would (for tests and the simulation's faults). */

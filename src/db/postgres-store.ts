@@ -62,6 +62,7 @@ export class PostgresStore implements Store {
     this.changes = new ChangeListener(databaseUrl, {
       keyChanged: (keyId) => this.keys.forget(keyId),
       creditsChanged: (organizationId, spendable) => this.reservations.creditsChanged(organizationId, spendable),
+      leasesWanted: (organizationId) => this.reservations.leases.giveBackOf(organizationId),
       catalogMoved: (version) => this.catalog.seeCatalogVersion(version),
       forgetAll: () => {
         this.keys.forgetCredentials();

@@ -183,3 +183,18 @@ test("connection lost while a lease is given back: the row stays until it lapses
   expect(await two.releaseStaleReservations(clock.now())).toBe(1);
   expect(await sums()).toMatchObject({ buckets: 99, reserved: 0, leases: 0, ledger: 99 });
 });
+
+test("a request the buckets cannot cover while another instance leases credits asks the lease back, and is served", async () => {
+  // Both instances hear the database's notifications (a look-up's key read starts them).
+  for (const store of [one, two]) store.changes.start();
+  for (let waited = 0; !(one.changes.live && two.changes.live) && waited < 3_000; waited += 10) await Bun.sleep(10);
+  await leaseOn(one);
+  two.leases.policy = { ...two.leases.policy, minCredits: 1_000 };
+  const most = await two.reserveCredits({ organizationId, amount: 79, keyId: null, requestId: "req_most", now: clock.now() });
+  expect(most.ok).toBe(true);
+  expect(await two.commitReservation(most.ok ? most.reservationId : "", { gtin: null, description: "look-up", now: clock.now() })).toBe(true);
+  expect(await sums()).toMatchObject({ buckets: 0, reserved: 20, leases: 1 });
+  // The buckets are empty; `one`'s lease holds 20: it goes back, and the look-up is served from them.
+  expect(await lookUp(two)).toBe(true);
+  expect(await sums()).toMatchObject({ buckets: 19, reserved: 0, leases: 0, ledger: 19 });
+});

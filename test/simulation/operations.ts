@@ -5,6 +5,7 @@
 import { newId } from "../../src/lib/ids";
 import { rotateApiKey, revokeApiKey } from "../../src/modules/keys/service";
 import { SYSTEM_USER_ID } from "../../src/db/store";
+import { PostgresStore } from "../../src/db/postgres-store";
 import { stripeEvent } from "../billing/stripe-stand-in";
 import { packOrder, queryRows } from "../support/context";
 import { FRESH, FRESH_TOO, MISSING, STALE, STALLING, START, type LookUpShape, type Purchase, type SimKey, type SimOrganization } from "./model";
@@ -93,6 +94,9 @@ export function operations(world: World): Operation[] {
     const key = world.pick(world.activeKeys(organization));
     const shape = newShape(organization, false);
     if (shape.kind === "head") shape.kind = "single";
+    // Other instances' leases go back first: one given back while it runs (asked by a refusal, or on
+    // hearing the buckets ran low) would move the balance it is checked against.
+    for (const other of world.alive()) if (other !== instance && other.inner instanceof PostgresStore) await other.inner.leases.giveAllBack(other.clock.now());
     const before = await instance.store.getBalance(organization.id, instance.clock.now());
     const [line] = await queryRows<{ spent: number | null }>(world.observer, "SELECT sum(spent) AS spent FROM api_key_monthly_usage WHERE key_id = ?", [
       key.line,

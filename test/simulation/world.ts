@@ -94,7 +94,10 @@ export class World {
    * clock (reservations, Idempotency-Key claims) age as much.
    */
   async advance(ms: number): Promise<void> {
-    for (const instance of this.instances) instance.clock.advance(ms);
+    for (const instance of this.instances) {
+      instance.clock.advance(ms);
+      if (instance.inner instanceof PostgresStore) instance.inner.leases.timePassed(ms);
+    }
     this.elapsed += ms;
     if (this.store !== "postgres") return;
     await ageReservations(this.observer, ms);

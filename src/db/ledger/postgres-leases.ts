@@ -55,25 +55,15 @@ export interface Lease {
 }
 
 /** A look-up's credits held against a lease, as the lease debit writes them. */
-export interface LeasedDebit {
-  lease: Lease;
-  reservationId: string;
-  transactionId: string;
-  organizationId: string;
-  amount: number;
-  keyId: string | null;
-  requestId: string;
-  gtin: string | null;
-  description: string;
-  createdAt: number;
-  items: number;
-}
+export type LeasedDebit = Omit<Debit, "month" | "allocated"> & { lease: Lease };
 
 export interface CreditLeasesDeps {
   client: postgres.Sql;
   instanceId: string;
   /** Deletes a reservation row and gives its credits back to their buckets (paying refunds they owe). */
   giveBack(leaseId: string, now: number): Promise<unknown>;
+  /** A lease of the organization was taken or given back: the credits in its buckets changed. */
+  changed(organizationId: string): void;
   reason: string;
 }
 
@@ -84,7 +74,8 @@ export class CreditLeases {
   /** The lease each organization's look-ups hold against now. */
   private readonly current = new Map<string, Lease>();
   private readonly retiring = new Set<Lease>();
-  private readonly taking = new Map<string, Promise<void>>();
+  /** Per organization, the take or give-back in flight: its balance is read again after it. */
+  private readonly changing = new Map<string, Promise<void>>();
 
   constructor(private readonly deps: CreditLeasesDeps) {}
 
@@ -122,8 +113,39 @@ export class CreditLeases {
     this.current.delete(organizationId);
     lease.retired = true;
     this.counts.givenBack++;
-    await this.deps.giveBack(lease.id, this.lastNow);
+    await this.track(organizationId, this.deps.giveBack(lease.id, this.lastNow));
     return true;
+  }
+
+  /** `ms` passed that this process's monotonic clock did not see (the simulation's clock moved): the leases lapse sooner. */
+  timePassed(ms: number): void {
+    for (const lease of [...this.current.values(), ...this.retiring]) lease.usableUntil -= ms;
+  }
+
+  /** The take or give-back of the organization's lease in flight, if any. */
+  changeOf(organizationId: string): Promise<void> | undefined {
+    return this.changing.get(organizationId);
+  }
+
+  /** Runs `work` as the organization's change in flight, after the one before it; says so once it is done (failed or not). */
+  private track(organizationId: string, work: Promise<unknown>): Promise<void> {
+    const done: Promise<void> = Promise.all([this.changing.get(organizationId), work])
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .finally(() => {
+        if (this.changing.get(organizationId) === done) this.changing.delete(organizationId);
+        this.deps.changed(organizationId);
+      });
+    this.changing.set(organizationId, done);
+    return done;
+  }
+
+  /** Another instance asks for the organization's leases: the current one retires (and goes back once unheld). */
+  giveBackOf(organizationId: string): void {
+    const lease = this.current.get(organizationId);
+    if (lease !== undefined) this.retire(lease);
   }
 
   /** Another instance's debit left the buckets with `spendable`: below what leases are taken from, this instance's goes back. */
@@ -145,22 +167,19 @@ export class CreditLeases {
    */
   want(organizationId: string, spendable: number, now: number): void {
     this.lastNow = Math.max(this.lastNow, now);
-    if (this.taking.has(organizationId)) return;
+    if (this.changing.has(organizationId)) return;
     const size = Math.min(this.policy.maxCredits, Math.floor(spendable / this.policy.share));
     if (size < this.policy.minCredits) return;
     const lease = this.current.get(organizationId);
     const lasting =
       lease !== undefined && this.usable(lease, now) && lease.amount - lease.held >= size / 4 && performance.now() < lease.usableUntil - this.policy.ms / 3;
     if (lasting) return;
-    const taking = this.take(organizationId, size, now)
-      .catch(() => undefined)
-      .finally(() => this.taking.delete(organizationId));
-    this.taking.set(organizationId, taking);
+    void this.track(organizationId, this.take(organizationId, size, now));
   }
 
-  /** Resolves once the leases being taken are taken (or refused). */
+  /** Resolves once the leases being taken or given back are (or failed). */
   async taken(): Promise<void> {
-    await Promise.allSettled(this.taking.values());
+    await Promise.all(this.changing.values());
   }
 
   /** Takes a lease of `size` credits from the buckets in FEFO order, if they hold share × size; the previous lease retires. */
@@ -238,12 +257,12 @@ export class CreditLeases {
     this.retiring.delete(lease);
     this.counts.givenBack++;
     // A lease not given back (the connection lost) lapses, and the stale sweep gives it back.
-    void this.deps.giveBack(lease.id, this.lastNow).catch(() => undefined);
+    void this.track(lease.organizationId, this.deps.giveBack(lease.id, this.lastNow));
   }
 
   /** Gives every lease back (at shutdown, once no request holds any). */
   async giveAllBack(now: number): Promise<void> {
-    await Promise.allSettled(this.taking.values());
+    await this.taken();
     const leases = [...this.current.values(), ...this.retiring];
     this.current.clear();
     this.retiring.clear();

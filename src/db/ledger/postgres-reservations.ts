@@ -37,6 +37,9 @@ const FEFO = [sql.raw(fefoOrder("credit_buckets"))] as const;
 /** How long a remembered balance admits requests without being read again (see spendableSeen). */
 const BALANCE_MEMORY_MS = 1_000;
 
+/** How long a request the buckets cannot cover waits for other instances to give their leases back. */
+const LEASE_RECALL_WAIT_MS = 100;
+
 /** Debits per group-commit statement at most; more wait for the next one. */
 const COMMIT_BATCH_LIMIT = 500;
 
@@ -69,6 +72,10 @@ export class PostgresReservations {
       client,
       instanceId: deps.changes.instanceId,
       giveBack: (leaseId, now) => this.giveBackLease(leaseId, now),
+      changed: (organizationId) => {
+        this.spendableSeen.delete(organizationId);
+        this.deps.changes.noteCreditsChange();
+      },
       reason: BILLED_REASON,
     });
   }
@@ -130,7 +137,10 @@ export class PostgresReservations {
   // that the stale sweep gives back.
   async reserveCredits(input: Parameters<Store["reserveCredits"]>[0]): Promise<Reservation> {
     const reservationId = newId("res", input.now);
-    let balance = input.balance ?? (await this.readBalance(input));
+    // A lease taken or given back meanwhile moved credits in or out of the buckets: they are read after it.
+    const changing = this.leases.changeOf(input.organizationId);
+    if (changing !== undefined) await changing;
+    let balance = (changing === undefined ? input.balance : undefined) ?? (await this.readBalance(input));
     if (!balance.capped) {
       const leased = this.holdLeased(input, reservationId, balance);
       if (leased !== null) return leased;
@@ -139,7 +149,10 @@ export class PostgresReservations {
     if (balance.remembered && !balance.capped && this.availableOf(input.organizationId, balance) < input.amount) balance = await this.readBalance(input);
     if (balance.capped) {
       this.spendableSeen.delete(input.organizationId);
-      return this.reserveCapped(input, reservationId);
+      const reserved = await this.reserveCapped(input, reservationId);
+      // The buckets may be short by what this instance's lease holds: it goes back, and the reservation is tried again.
+      if (!reserved.ok && reserved.keyLimit === undefined && (await this.leases.recall(input.organizationId))) return this.reserveCapped(input, reservationId);
+      return reserved;
     }
     let available = this.availableOf(input.organizationId, balance);
     // Its buckets and its lease may cover together what neither covers alone.
@@ -148,6 +161,10 @@ export class PostgresReservations {
       available + this.leases.spare(input.organizationId, input.now) >= input.amount &&
       (await this.leases.recall(input.organizationId))
     ) {
+      balance = await this.readBalance(input);
+      available = this.availableOf(input.organizationId, balance);
+    }
+    if (available < input.amount && (await this.othersGaveLeasesBack(input.organizationId, input.amount - available))) {
       balance = await this.readBalance(input);
       available = this.availableOf(input.organizationId, balance);
     }
@@ -161,7 +178,25 @@ export class PostgresReservations {
     });
     this.holdHere(input.organizationId, input.amount);
     this.leases.want(input.organizationId, available - input.amount, input.now);
-    return { ok: true, reservationId, available: available - input.amount };
+    return { ok: true, reservationId, available: available - input.amount + this.leases.spare(input.organizationId, input.now) };
+  }
+
+  /**
+   * Before a refusal: when other instances' leases of the organization hold at least `short`
+   * credits, asks them back and waits (up to LEASE_RECALL_WAIT_MS) for the buckets to change; true
+   * when they did, so the balance is worth reading again.
+   */
+  private async othersGaveLeasesBack(organizationId: string, short: number): Promise<boolean> {
+    if (!this.deps.changes.live) return false;
+    const [leased] = await this.client<[{ credits: string }]>`
+      SELECT coalesce(sum(amount), 0) AS credits FROM reservations
+      WHERE organization_id = ${organizationId} AND instance_id IS NOT NULL AND instance_id <> ${this.deps.changes.instanceId}`;
+    if (Number(leased.credits) < short) return false;
+    const epoch = this.deps.changes.creditsEpoch;
+    await this.deps.changes.wantLeasesBack(this.client, organizationId);
+    for (const until = performance.now() + LEASE_RECALL_WAIT_MS; performance.now() < until; await Bun.sleep(5))
+      if (this.deps.changes.creditsEpoch !== epoch) return true;
+    return false;
   }
 
   /** Holds a request's credits against the organization's lease when it has a usable one that covers them (see CreditLeases). */
@@ -284,8 +319,10 @@ export class PostgresReservations {
       isOverdrawRefused,
     );
     if ("refusedBy" in outcome) return { ok: false, available: await this.availableCredits(input.organizationId, input.now), keyLimit: outcome.refusedBy };
-    if (outcome.row.reservation_id === null) return { ok: false, available: Number(outcome.row.available) };
-    return { ok: true, reservationId, available: Number(outcome.row.available) - input.amount };
+    // What the buckets hold, and what this instance's lease holds free.
+    const available = Number(outcome.row.available) + this.leases.spare(input.organizationId, input.now);
+    if (outcome.row.reservation_id === null) return { ok: false, available };
+    return { ok: true, reservationId, available: available - input.amount };
   }
 
   private reserveStatement(tx: postgres.TransactionSql, input: Parameters<Store["reserveCredits"]>[0], reservationId: string) {
@@ -581,6 +618,7 @@ export class PostgresReservations {
 
   // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a reader.
   async getBalance(organizationId: string, now: number): Promise<Balance> {
+    await this.leases.changeOf(organizationId);
     // One snapshot for buckets and reservations, so a request committing meanwhile is counted once.
     return this.transaction(
       async (tx) => {
