@@ -94,9 +94,9 @@ export function operations(world: World): Operation[] {
     const key = world.pick(world.activeKeys(organization));
     const shape = newShape(organization, false);
     if (shape.kind === "head") shape.kind = "single";
-    // Other instances' leases go back first: one given back while it runs (asked by a refusal, or on
-    // hearing the buckets ran low) would move the balance it is checked against.
-    for (const other of world.alive()) if (other !== instance && other.inner instanceof PostgresStore) await other.inner.leases.giveAllBack(other.clock.now());
+    // Every lease goes back first: one given back while it runs (lapsed and replaced, asked back by
+    // a refusal, or on hearing the buckets ran low) would move the balance it is checked against.
+    for (const each of world.alive()) if (each.inner instanceof PostgresStore) await each.inner.leases.giveAllBack(each.clock.now());
     const before = await instance.store.getBalance(organization.id, instance.clock.now());
     const [line] = await queryRows<{ spent: number | null }>(world.observer, "SELECT sum(spent) AS spent FROM api_key_monthly_usage WHERE key_id = ?", [
       key.line,

@@ -154,20 +154,8 @@ export class PostgresReservations {
       if (!reserved.ok && reserved.keyLimit === undefined && (await this.leases.recall(input.organizationId))) return this.reserveCapped(input, reservationId);
       return reserved;
     }
-    let available = this.availableOf(input.organizationId, balance);
-    // Its buckets and its lease may cover together what neither covers alone.
-    if (
-      available < input.amount &&
-      available + this.leases.spare(input.organizationId, input.now) >= input.amount &&
-      (await this.leases.recall(input.organizationId))
-    ) {
-      balance = await this.readBalance(input);
-      available = this.availableOf(input.organizationId, balance);
-    }
-    if (available < input.amount && (await this.othersGaveLeasesBack(input.organizationId, input.amount - available))) {
-      balance = await this.readBalance(input);
-      available = this.availableOf(input.organizationId, balance);
-    }
+    if (this.availableOf(input.organizationId, balance) < input.amount) balance = await this.afterLeasesBack(input, balance);
+    const available = this.availableOf(input.organizationId, balance);
     if (available < input.amount) return { ok: false, available: available + this.leases.spare(input.organizationId, input.now) };
     this.held.set(reservationId, {
       organizationId: input.organizationId,
@@ -182,9 +170,22 @@ export class PostgresReservations {
   }
 
   /**
-   * Before a refusal: when other instances' leases of the organization hold at least `short`
-   * credits, asks them back and waits (up to LEASE_RECALL_WAIT_MS) for the buckets to change; true
-   * when they did, so the balance is worth reading again.
+   * Before a refusal: the buckets and this instance's lease may cover together what neither covers
+   * alone, or other instances' leases may; those go back, and the balance is read after them.
+   */
+  private async afterLeasesBack(input: Parameters<Store["reserveCredits"]>[0], balance: BalanceAtKeyRead): Promise<BalanceAtKeyRead> {
+    const { organizationId, amount, now } = input;
+    const available = this.availableOf(organizationId, balance);
+    const given =
+      available + this.leases.spare(organizationId, now) >= amount
+        ? await this.leases.recall(organizationId)
+        : await this.othersGaveLeasesBack(organizationId, amount - available);
+    return given ? this.readBalance(input) : balance;
+  }
+
+  /**
+   * When other instances' leases of the organization hold at least `short` credits: asks them
+   * back and waits (up to LEASE_RECALL_WAIT_MS) for the buckets to change; true when they did.
    */
   private async othersGaveLeasesBack(organizationId: string, short: number): Promise<boolean> {
     if (!this.deps.changes.live) return false;
