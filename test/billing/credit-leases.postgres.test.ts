@@ -198,3 +198,53 @@ test("a request the buckets cannot cover while another instance leases credits a
   expect(await lookUp(two)).toBe(true);
   expect(await sums()).toMatchObject({ buckets: 19, reserved: 0, leases: 0, ledger: 19 });
 });
+
+test("a refund while a lease holds the bucket's credits: what is free is clawed back now, the rest when the lease goes back", async () => {
+  const ref = "chk_leased";
+  await one.createOrder({
+    id: ref,
+    organizationId,
+    userId: null,
+    kind: "pack",
+    itemId: "pack-1k",
+    itemName: "1 000 credits",
+    credits: 1000,
+    interval: null,
+    validityDays: null,
+    amount: 900,
+    currency: "EUR",
+    provider: "local",
+    providerRef: null,
+    successUrl: null,
+    cancelUrl: null,
+    createdAt: clock.now(),
+  });
+  await one.completeOrder({
+    orderId: ref,
+    now: clock.now(),
+    event: null,
+    grant: { source: "pack", type: "purchase", amount: 1000, expiresAt: null, description: "1 000 credits" },
+    payment: { ref, amount: 900, currency: "EUR" },
+    subscription: null,
+    invoice: { description: "1 000 credits", amount: 900, currency: "EUR", periodStart: null, periodEnd: null },
+  });
+  // A lease of 200 credits: the pack's and the grant's, in FEFO order.
+  one.leases.policy = { ...one.leases.policy, maxCredits: 200 };
+  await leaseOn(one);
+  expect(await sums()).toMatchObject({ reserved: 200, leases: 1, ledger: 1099 });
+  const [pack] = await queryRows<{ leased: number; spent: number }>(
+    two,
+    `SELECT (SELECT coalesce(sum((a->>'amount')::int), 0)::int FROM reservations, jsonb_array_elements(allocations) a WHERE a->>'bucketId' = b.id) AS leased,
+            (SELECT coalesce(-sum(amount), 0)::int FROM credit_transactions WHERE type = 'usage' AND bucket_id = b.id) AS spent
+     FROM credit_buckets b WHERE granted = 1000`,
+  );
+  expect(pack!.leased).toBeGreaterThan(0);
+  const refund = await two.refundPayment({ event: null, ref, refundedAmount: 900, description: "refund", now: clock.now() });
+  expect(refund.clawedBack).toBe(1000 - pack!.spent - pack!.leased);
+  await one.leases.giveAllBack(clock.now());
+  // The lease's credits of the pack pay what the refund was still owed as they come back.
+  const after = await sums();
+  expect(after).toMatchObject({ reserved: 0, leases: 0, ledger: after.buckets });
+  const [refunds] = await queryRows<{ total: number }>(two, "SELECT sum(amount)::int AS total FROM credit_transactions WHERE type = 'refund'");
+  expect(refunds!.total).toBe(-(1000 - pack!.spent));
+});
