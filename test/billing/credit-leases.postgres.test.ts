@@ -3,7 +3,8 @@ import type postgres from "postgres";
 import type { PostgresStore } from "../../src/db/postgres-store";
 import type { Store } from "../../src/db/store";
 import type { FakeClock } from "../../src/lib/clock";
-import { ageReservations, ledgerSum, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
+import { completeLocalOrder } from "../../src/modules/billing/service";
+import { ageReservations, ledgerSum, packOrder, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
 
 // Credit leases (CreditLeases): an instance takes a slice of a busy organization's credits into a
 // reservation row of its own and debits its look-ups from it. Each fault of the mechanism: an
@@ -200,34 +201,9 @@ test("a request the buckets cannot cover while another instance leases credits a
 });
 
 test("a refund while a lease holds the bucket's credits: what is free is clawed back now, the rest when the lease goes back", async () => {
-  const ref = "chk_leased";
-  await one.createOrder({
-    id: ref,
-    organizationId,
-    userId: null,
-    kind: "pack",
-    itemId: "pack-1k",
-    itemName: "1 000 credits",
-    credits: 1000,
-    interval: null,
-    validityDays: null,
-    amount: 900,
-    currency: "EUR",
-    provider: "local",
-    providerRef: null,
-    successUrl: null,
-    cancelUrl: null,
-    createdAt: clock.now(),
-  });
-  await one.completeOrder({
-    orderId: ref,
-    now: clock.now(),
-    event: null,
-    grant: { source: "pack", type: "purchase", amount: 1000, expiresAt: null, description: "1 000 credits" },
-    payment: { ref, amount: 900, currency: "EUR" },
-    subscription: null,
-    invoice: { description: "1 000 credits", amount: 900, currency: "EUR", periodStart: null, periodEnd: null },
-  });
+  const ref = "ord_leased";
+  await one.createOrder(packOrder({ id: ref, organizationId, credits: 1000, amount: 900, now: clock.now() }));
+  expect((await completeLocalOrder({ store: one, clock }, ref)).applied).toBe(true);
   // A lease of 200 credits: the pack's and the grant's, in FEFO order.
   one.leases.policy = { ...one.leases.policy, maxCredits: 200 };
   await leaseOn(one);
