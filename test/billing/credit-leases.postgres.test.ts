@@ -203,7 +203,7 @@ test("a request the buckets cannot cover while another instance leases credits a
   expect(await sums()).toMatchObject({ buckets: 19, reserved: 0, leases: 0, ledger: 19 });
 });
 
-test("a refund while a lease holds the bucket's credits: what is free is clawed back now, the rest when the lease goes back", async () => {
+test("a refund takes the refunded pack's credits back from a lease at once; the lease's next debit goes to the buckets", async () => {
   const ref = "ord_leased";
   await one.createOrder(packOrder({ id: ref, organizationId, credits: 1000, amount: 900, now: clock.now() }));
   expect((await completeLocalOrder({ store: one, clock }, ref)).applied).toBe(true);
@@ -219,9 +219,11 @@ test("a refund while a lease holds the bucket's credits: what is free is clawed 
   );
   expect(pack!.leased).toBeGreaterThan(0);
   const refund = await two.refundPayment({ event: null, ref, refundedAmount: 900, description: "refund", now: clock.now() });
-  expect(refund.clawedBack).toBe(1000 - pack!.spent - pack!.leased);
-  await one.leases.giveAllBack(clock.now());
-  // The lease's credits of the pack pay what the refund was still owed as they come back.
+  expect(refund.clawedBack).toBe(1000 - pack!.spent);
+  // `one` still believes in its lease: the debit finds the row changed, and bills the grant's credits instead.
+  expect(await lookUp(one)).toBe(true);
+  expect(one.leases.counts.lost).toBe(1);
+  await one.leases.taken();
   const after = await sums();
   expect(after).toMatchObject({ reserved: 0, leases: 0, ledger: after.buckets });
   const [refunds] = await queryRows<{ total: number }>(two, "SELECT sum(amount)::int AS total FROM credit_transactions WHERE type = 'refund'");

@@ -157,7 +157,7 @@ export class CreditLeases {
   /** A hold let go (its debit written, or its look-up released): a retired lease goes back once nothing holds it. */
   unhold(lease: Lease, amount: number): void {
     lease.held -= amount;
-    if (lease.retired && lease.held === 0) this.giveBack(lease);
+    if (lease.retired && !lease.lost && lease.held === 0) this.giveBack(lease);
   }
 
   /**
@@ -243,11 +243,16 @@ export class CreditLeases {
     if (lease.held === 0) this.giveBack(lease);
   }
 
-  /** A debit of the lease failed: its holds are debited from the buckets, and its row given back. */
-  lose(lease: Lease): void {
-    if (!lease.lost) this.counts.lost++;
+  /** A debit of the lease failed: its row goes back now (whatever it holds), and its holds are debited from the buckets. */
+  async lose(lease: Lease): Promise<void> {
+    if (lease.lost) return;
+    this.counts.lost++;
     lease.lost = true;
-    this.retire(lease);
+    lease.retired = true;
+    if (this.current.get(lease.organizationId) === lease) this.current.delete(lease.organizationId);
+    this.retiring.delete(lease);
+    this.counts.givenBack++;
+    await this.track(lease.organizationId, this.deps.giveBack(lease.id, this.lastNow));
   }
 
   /** The latest request time seen: what a lease given back dates its refund row by, if it pays one. */

@@ -415,9 +415,7 @@ export class PostgresReservations {
       await retrying(() => this.leases.debit(this.deps.debitConnection(), leased.map(leasedDebitOf)));
       for (const item of leased) this.settleDebit(item, { outcome: "committed" });
     } catch {
-      for (const item of leased) {
-        this.leases.lose(item.held!.lease!);
-      }
+      await Promise.all([...new Set(leased.map((item) => item.held!.lease!))].map((lease) => this.leases.lose(lease)));
       await this.debitEachAlone(leased);
     }
     return batch.filter((item) => !leased.includes(item));

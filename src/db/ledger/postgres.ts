@@ -150,11 +150,12 @@ function bucketSteps(tx: Tx, deps: PostgresLedgerDeps): Pick<AsyncLedgerPort, "w
     // Credits reserved by requests in flight are out of the bucket already (all of it is free); with
     // the bucket locked, no reservation of it can start or be given back meanwhile.
     async settlementBucket(organizationId, bucketId, now) {
+      await tx.select({ id: creditBuckets.id }).from(creditBuckets).where(eq(creditBuckets.id, bucketId)).for("update");
+      await takeBackFromLeases(tx, organizationId, bucketId);
       const [bucket] = await tx
         .select({ remaining: creditBuckets.remaining, owed: creditBuckets.clawbackOwed, expiresAt: creditBuckets.expiresAt })
         .from(creditBuckets)
-        .where(eq(creditBuckets.id, bucketId))
-        .for("update");
+        .where(eq(creditBuckets.id, bucketId));
       const [reserved] = await tx
         .select({ held: sql<number>`coalesce(sum((allocation->>'amount')::bigint), 0)`.mapWith(Number) })
         .from(sql`${reservations}, jsonb_array_elements(${reservations.allocations}) AS allocation`)
@@ -178,4 +179,28 @@ function bucketSteps(tx: Tx, deps: PostgresLedgerDeps): Pick<AsyncLedgerPort, "w
         .where(eq(creditBuckets.id, bucketId));
     },
   };
+}
+
+/**
+ * Takes the credits of `bucketId` out of every instance's credit lease and puts them back in the
+ * bucket (the ledger sum does not move: they were reserved, now they are free), so a settlement
+ * claws them back at once rather than letting a lease spend them. The lease rows change, so their
+ * instances' next debits of them fail and go to the buckets, and the leases go back (see CreditLeases).
+ */
+async function takeBackFromLeases(tx: Tx, organizationId: string, bucketId: string): Promise<void> {
+  await tx.execute(sql`
+    WITH leased AS (
+      SELECT r.id, sum((a.value->>'amount')::bigint) AS amount
+      FROM ${reservations} r, jsonb_array_elements(r.allocations) a
+      WHERE r.organization_id = ${organizationId} AND r.instance_id IS NOT NULL AND a.value->>'bucketId' = ${bucketId}
+      GROUP BY r.id
+    ),
+    shrunk AS (
+      UPDATE ${reservations} r SET amount = r.amount - leased.amount,
+        allocations = (SELECT coalesce(jsonb_agg(e.value ORDER BY e.position), '[]'::jsonb)
+                       FROM jsonb_array_elements(r.allocations) WITH ORDINALITY AS e(value, position) WHERE e.value->>'bucketId' <> ${bucketId})
+      FROM leased WHERE r.id = leased.id
+      RETURNING leased.amount
+    )
+    UPDATE ${creditBuckets} SET remaining = remaining + (SELECT coalesce(sum(amount), 0) FROM shrunk) WHERE id = ${bucketId}`);
 }
