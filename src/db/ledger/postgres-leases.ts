@@ -110,10 +110,7 @@ export class CreditLeases {
   async recall(organizationId: string): Promise<boolean> {
     const lease = this.current.get(organizationId);
     if (lease === undefined || lease.held > 0) return false;
-    this.current.delete(organizationId);
-    lease.retired = true;
-    this.counts.givenBack++;
-    await this.track(organizationId, this.deps.giveBack(lease.id, this.lastNow));
+    await this.giveBack(lease);
     return true;
   }
 
@@ -157,7 +154,7 @@ export class CreditLeases {
   /** A hold let go (its debit written, or its look-up released): a retired lease goes back once nothing holds it. */
   unhold(lease: Lease, amount: number): void {
     lease.held -= amount;
-    if (lease.retired && !lease.lost && lease.held === 0) this.giveBack(lease);
+    if (lease.retired && !lease.lost && lease.held === 0) void this.giveBack(lease);
   }
 
   /**
@@ -240,7 +237,7 @@ export class CreditLeases {
     if (lease.retired) return;
     lease.retired = true;
     this.retiring.add(lease);
-    if (lease.held === 0) this.giveBack(lease);
+    if (lease.held === 0) void this.giveBack(lease);
   }
 
   /** A debit of the lease failed: its row goes back now (whatever it holds), and its holds are debited from the buckets. */
@@ -248,21 +245,20 @@ export class CreditLeases {
     if (lease.lost) return;
     this.counts.lost++;
     lease.lost = true;
-    lease.retired = true;
-    if (this.current.get(lease.organizationId) === lease) this.current.delete(lease.organizationId);
-    this.retiring.delete(lease);
-    this.counts.givenBack++;
-    await this.track(lease.organizationId, this.deps.giveBack(lease.id, this.lastNow));
+    await this.giveBack(lease);
   }
 
   /** The latest request time seen: what a lease given back dates its refund row by, if it pays one. */
   private lastNow = 0;
 
-  private giveBack(lease: Lease): void {
+  /** Spent from no more, and its row given back now. */
+  private giveBack(lease: Lease): Promise<void> {
+    lease.retired = true;
+    if (this.current.get(lease.organizationId) === lease) this.current.delete(lease.organizationId);
     this.retiring.delete(lease);
     this.counts.givenBack++;
     // A lease not given back (the connection lost) lapses, and the stale sweep gives it back.
-    void this.track(lease.organizationId, this.deps.giveBack(lease.id, this.lastNow));
+    return this.track(lease.organizationId, this.deps.giveBack(lease.id, this.lastNow));
   }
 
   /** Gives every lease back (at shutdown, once no request holds any). */
