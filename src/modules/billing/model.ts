@@ -53,7 +53,10 @@ export const BucketSchema = t.Object({
 
 export const BalanceResponse = t.Object({
   available: Int({ minimum: 0, description: "Spendable now" }),
-  reserved: Int({ minimum: 0, description: "Held by requests in flight" }),
+  reserved: Int({
+    minimum: 0,
+    description: "Held by requests in flight, and on PostgreSQL with several instances leased for a few seconds by the other instances",
+  }),
   buckets: t.Array(BucketSchema, { description: "Buckets that still hold credits, in spending order: soonest-expiring first, never-expiring last" }),
 });
 

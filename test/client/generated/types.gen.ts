@@ -3449,7 +3449,7 @@ export type GetBillingBalanceResponses = {
          */
         available: number;
         /**
-         * Held by requests in flight
+         * Held by requests in flight, and on PostgreSQL with several instances leased for a few seconds by the other instances
          */
         reserved: number;
         /**
