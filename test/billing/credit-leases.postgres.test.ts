@@ -9,7 +9,7 @@ import { ageReservations, ledgerSum, packOrder, queryRows, type TwoStores, twoSt
 // Credit leases (CreditLeases): an instance takes a slice of a busy organization's credits into a
 // reservation row of its own and debits its look-ups from it. Each fault of the mechanism: an
 // instance that dies holding a lease, a lease that lapses while a request holds it, clocks that
-// disagree, and a connection lost around a lease's debit.
+// disagree, a connection lost around a lease's debit, and a refund racing a lease's debit.
 let stores: TwoStores;
 let one: PostgresStore;
 let two: PostgresStore;
@@ -228,4 +228,57 @@ test("a refund takes the refunded pack's credits back from a lease at once; the 
   expect(after).toMatchObject({ reserved: 0, leases: 0, ledger: after.buckets });
   const [refunds] = await queryRows<{ total: number }>(two, "SELECT sum(amount)::int AS total FROM credit_transactions WHERE type = 'refund'");
   expect(refunds!.total).toBe(-(1000 - pack!.spent));
+});
+
+test("a refund that meets a lease's debit in flight waits for it, and takes back only what the lease still holds of the pack", async () => {
+  const ref = "ord_racing";
+  await one.createOrder(packOrder({ id: ref, organizationId, credits: 1000, amount: 900, now: clock.now() }));
+  expect((await completeLocalOrder({ store: one, clock }, ref)).applied).toBe(true);
+  one.leases.policy = { ...one.leases.policy, maxCredits: 200 };
+  await leaseOn(one);
+  const [lease] = await queryRows<{ id: string; amount: number; allocations: Array<{ bucketId: string; amount: number }> }>(
+    two,
+    "SELECT id, amount, allocations FROM reservations WHERE instance_id IS NOT NULL",
+  );
+  const [pack] = await queryRows<{ id: string; spent: number }>(
+    two,
+    "SELECT b.id, (SELECT coalesce(-sum(amount), 0)::int FROM credit_transactions WHERE type = 'usage' AND bucket_id = b.id) AS spent FROM credit_buckets b WHERE granted = 1000",
+  );
+  const packShare = lease!.allocations.find((part) => part.bucketId === pack!.id)!.amount;
+  expect(packShare).toBeGreaterThanOrEqual(30);
+  const spentNow = lease!.allocations.map((part) => (part.bucketId === pack!.id ? { ...part, amount: part.amount - 30 } : part));
+
+  // A debit of 30 leased credits from the pack, as CreditLeases.debit writes it, not yet committed.
+  const debit = await one.connection.reserve();
+  try {
+    await debit`BEGIN`;
+    await debit`SELECT id FROM organizations WHERE id = ${organizationId} FOR NO KEY UPDATE`;
+    await debit`UPDATE reservations SET amount = amount - 30, allocations = ${JSON.stringify(spentNow)}::text::jsonb WHERE id = ${lease!.id}`;
+    const [moved] = await debit`UPDATE organizations SET ledger_balance = ledger_balance - 30 WHERE id = ${organizationId} RETURNING ledger_balance`;
+    await debit`INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, description, created_at)
+                VALUES ('txn_leased', ${organizationId}, 'usage', -30, ${moved!.ledger_balance}, ${pack!.id}, 'look-up', ${clock.now()})`;
+    const refund = two.refundPayment({ event: null, ref, refundedAmount: 900, description: "refund", now: clock.now() });
+    // The refund waits for the debit's transaction (and for nothing else).
+    const [{ pid }] = (await debit`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
+    let waiting = 0;
+    for (let attempt = 0; attempt < 100 && waiting === 0; attempt++) {
+      await Bun.sleep(20);
+      const [row] = await queryRows<{ waiting: number }>(
+        two,
+        "SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE ?::int = ANY(pg_blocking_pids(pid))",
+        [pid],
+      );
+      waiting = row!.waiting;
+    }
+    expect(waiting).toBe(1);
+    await debit`COMMIT`;
+    // The 30 were spent before the refund: it takes back the rest of the pack, the lease keeps only the grant's share.
+    expect((await refund).clawedBack).toBe(1000 - pack!.spent - 30);
+  } finally {
+    debit.release();
+  }
+  const after = await sums();
+  const [kept] = await queryRows<{ amount: number }>(two, "SELECT amount FROM reservations WHERE id = ?", [lease!.id]);
+  expect(kept!.amount).toBe(lease!.amount - packShare);
+  expect(after.ledger).toBe(after.buckets + after.reserved);
 });
