@@ -141,6 +141,8 @@ export class World {
     // A dead SQLite process writes nothing more: the group commit and retries queued inside its
     // store die with it. On PostgreSQL a statement already sent may still commit, which the store's fences are for.
     if (victim.inner instanceof SQLiteStore) victim.inner.connection.close(false);
+    // Nor does it hear notices: asked for its leases back, a dead instance gives nothing.
+    if (victim.inner instanceof PostgresStore) void victim.inner.changes.close();
     victim.serveLock?.release();
   }
 
