@@ -38,6 +38,11 @@ function goals(find: (setup: string, stage: string) => MeasuredStage | undefined
     .map(([what, value, goal, met, unit]) => `| ${what} | ${format(value!)}${unit} | ${goal} | ${met(value!) ? "yes" : "no"} |`);
 }
 
+/** The goals' rows of `stages` (figure, measured, goal, met), as the document's table has them. */
+export function goalLines(stages: MeasuredStage[]): string[] {
+  return goals((setup, stage) => stages.find((s) => s.setup === setup && s.stage === stage));
+}
+
 type GoalRow = [string, number | undefined, string, (value: number) => boolean, string];
 
 const PG1 = "PostgreSQL, 1 instance";
@@ -97,7 +102,6 @@ function format(value: number): string {
 
 /** The section's text for `stages`, measured by `command` on `commit`. */
 export function lookupSection(stages: MeasuredStage[], command: string, commit: string): string {
-  const find = (setup: string, stage: string) => stages.find((s) => s.setup === setup && s.stage === stage);
   const machine = `${cpus().length} × ${cpus()[0]?.model.trim() ?? "unknown CPU"}, ${platform()} ${arch()}, Bun ${Bun.version}`;
   return [
     START,
@@ -113,7 +117,7 @@ export function lookupSection(stages: MeasuredStage[], command: string, commit: 
     "",
     "| figure | measured | goal | met |",
     "|---|---|---|---|",
-    ...goals(find),
+    ...goalLines(stages),
     END,
   ].join("\n");
 }

@@ -17,7 +17,7 @@
 // the two share no row).
 // --stages: only these stages (comma-separated), in every setup that has them.
 // --setups: only these setups (comma-separated): sqlite, pg, pg2 (one organization), pg2-50, pg2-apart.
-// --ci: 1 s per stage, 1 round, 2 000 products: a few seconds that print the ratios.
+// --ci: 1 s per stage, 1 round, 2 000 products: a few seconds that print the goals.
 // --write: the run's figures replace the look-up section of docs/performance.md (bench/lookup-table.ts).
 // BENCH_PROFILE=DIR: every service process writes a CPU profile (bun --cpu-prof) into DIR on exit.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -29,7 +29,7 @@ import { SYSTEM_USER_ID } from "../src/db/store";
 import { demoGTINsOf, seedDemo } from "../src/modules/ingest/demo-data";
 import { createApiKey } from "../src/modules/keys/service";
 import { openStore } from "../src/services";
-import { lookupSection, writeLookupSection } from "./lookup-table";
+import { goalLines, lookupSection, type MeasuredStage, writeLookupSection } from "./lookup-table";
 import { cpuBetween, cpuOf, postgresPids } from "./process-cpu";
 
 const { values } = parseArgs({
@@ -392,43 +392,15 @@ try {
   rmSync(work, { recursive: true, force: true });
 }
 
-const rps = (label: string, stage: string) => results.get(`${label}|${stage}`)?.rps;
-const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? "n/a" : `${(a / b).toFixed(2)}×`);
-const sqliteBilled = rps("SQLite, 1 instance", "billed");
-const billed = results.get("SQLite, 1 instance|billed");
-console.log("ratios:");
-console.log(
-  `  SQLite billed / SQLite /healthz: ${ratio(sqliteBilled, rps("SQLite, 1 instance", "healthz"))} (goal ≥ 0.35×), p99 ${billed?.p99Ms.toFixed(1) ?? "n/a"} ms (goal ≤ 5 ms), service ${billed?.serviceUs.toFixed(0) ?? "n/a"} µs/req (goal ≤ 35 µs)`,
-);
-const items = (label: string) => {
-  const batch = rps(label, "batch");
-  return batch === undefined ? undefined : batch * BATCH_SIZE;
-};
-console.log(`  SQLite items/s through batches of ${BATCH_SIZE} / SQLite billed look-ups/s: ${ratio(items("SQLite, 1 instance"), sqliteBilled)} (goal ≥ 10×)`);
-if (values.postgres !== undefined) {
-  console.log(
-    `  PostgreSQL items/s through batches of ${BATCH_SIZE} / PostgreSQL billed look-ups/s (1 instance): ${ratio(items("PostgreSQL, 1 instance"), rps("PostgreSQL, 1 instance", "billed"))} (goal ≥ 10×)`,
-  );
-  const postgresCPU = (label: string) => results.get(`${label}|billed`)?.postgresUs?.toFixed(0) ?? "n/a";
-  const twoInstances = (label: string) => ratio(rps(label, "billed"), sqliteBilled);
-  console.log(`  PostgreSQL 1 instance billed / SQLite billed: ${ratio(rps("PostgreSQL, 1 instance", "billed"), sqliteBilled)}`);
-  console.log(
-    `  PostgreSQL 2 instances, 1 org / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, 1 org")} (goal ≥ 0.5×), PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, 1 org")} µs/req (goal ≤ 100 µs)`,
-  );
-  console.log(
-    `  PostgreSQL 2 instances, 50 orgs / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, 50 orgs")} (goal ≥ 1×), PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, 50 orgs")} µs/req`,
-  );
-  console.log(
-    `  PostgreSQL 2 instances, own org each / SQLite billed: ${twoInstances("PostgreSQL, 2 instances, own org each")}, PostgreSQL ${postgresCPU("PostgreSQL, 2 instances, own org each")} µs/req`,
-  );
-}
+const stages: MeasuredStage[] = [...results].map(([key, result]) => {
+  const [setup, stage] = key.split("|") as [string, string];
+  return { setup, stage, ...result };
+});
+console.log("goals:");
+for (const line of goalLines(stages)) console.log(`  ${line}`);
 
 if (values.write) {
   const commit = Bun.spawnSync(["git", "rev-parse", "--short", "HEAD"]).stdout.toString().trim();
-  const stages = [...results].map(([key, result]) => {
-    const [setup, stage] = key.split("|") as [string, string];
-    return { setup, stage, ...result };
-  });
   const command = ["bun bench/lookup.ts", ...process.argv.slice(2).map((arg) => (arg.startsWith("postgres://") ? "…" : arg))].join(" ");
   writeLookupSection(lookupSection(stages, command, commit));
   console.log("docs/performance.md: the look-up section is rewritten");
