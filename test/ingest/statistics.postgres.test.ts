@@ -21,7 +21,8 @@ const estimatedRows = async (table: string) =>
   (await queryRows<{ rows: number }>(store, `SELECT reltuples::int AS rows FROM pg_class WHERE oid = '${table}'::regclass`))[0]!.rows;
 
 test("a large import leaves the catalogue tables analyzed (row estimates as imported, not unknown)", async () => {
-  expect(await estimatedRows("offers")).toBe(-1);
+  // Unknown (never analyzed), or empty if a database-wide VACUUM reached the new schema first.
+  expect(await estimatedRows("offers")).toBeLessThanOrEqual(0);
   const lines = Array.from({ length: STATISTICS_REFRESH_RECORDS }, (_, index) =>
     JSON.stringify({
       gtin: gtin13(`400${String(index).padStart(9, "0")}`),
