@@ -205,8 +205,11 @@ export class PostgresWebhooks {
       );
       const chosen = chooseFairly(candidates, inFlight, input).map(({ endpointId, eventId }) => ({ endpoint_id: endpointId, event_id: eventId }));
       if (chosen.length === 0) return [];
+      // Answered in the order chosen (round-robin); events of one moment tie on their created_at.
       const rows = await tx.unsafe<Array<Record<string, string | number | null>>>(
-        `WITH chosen AS (SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS chosen(endpoint_id text, event_id text)),
+        `WITH chosen AS (
+           SELECT * FROM ROWS FROM (jsonb_to_recordset($1::text::jsonb) AS (endpoint_id text, event_id text)) WITH ORDINALITY AS chosen(endpoint_id, event_id, position)
+         ),
          claimed AS (
            UPDATE webhook_deliveries d SET lease_owner = $2, lease_until = ${DATABASE_NOW} + $3::bigint
            FROM chosen WHERE d.endpoint_id = chosen.endpoint_id AND d.event_id = chosen.event_id
@@ -214,8 +217,8 @@ export class PostgresWebhooks {
            RETURNING d.endpoint_id, d.event_id, d.attempts
          )
          SELECT claimed.endpoint_id, claimed.event_id, claimed.attempts, e.type, e.payload, e.created_at, w.url, w.secret, w.previous_secret, w.previous_secret_expires_at
-         FROM claimed JOIN webhook_events e ON e.id = claimed.event_id JOIN webhook_endpoints w ON w.id = claimed.endpoint_id
-         ORDER BY e.created_at`,
+         FROM claimed JOIN chosen USING (endpoint_id, event_id) JOIN webhook_events e ON e.id = claimed.event_id JOIN webhook_endpoints w ON w.id = claimed.endpoint_id
+         ORDER BY chosen.position`,
         [JSON.stringify(chosen), input.owner, input.leaseMs],
       );
       return rows.map((row) => claimedDelivery(row, input.now));
