@@ -1,9 +1,10 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import type postgres from "postgres";
 import type { PostgresStore } from "../../src/db/postgres-store";
-import type { Store } from "../../src/db/store";
-import type { FakeClock } from "../../src/lib/clock";
+import { SYSTEM_USER_ID, type Store } from "../../src/db/store";
+import { type FakeClock, utcMonth } from "../../src/lib/clock";
 import { completeLocalOrder } from "../../src/modules/billing/service";
+import { createApiKey } from "../../src/modules/keys/service";
 import { ageReservations, ledgerSum, packOrder, queryRows, type TwoStores, twoStoresOnOneDatabase } from "../support/context";
 
 // Credit leases (CreditLeases): an instance takes a slice of a busy organization's credits into a
@@ -280,5 +281,28 @@ test("a refund that meets a lease's debit in flight waits for it, and takes back
   const after = await sums();
   const [kept] = await queryRows<{ amount: number }>(two, "SELECT amount FROM reservations WHERE id = ?", [lease!.id]);
   expect(kept!.amount).toBe(lease!.amount - packShare);
+  expect(after.ledger).toBe(after.buckets + after.reserved);
+});
+
+test("a key capped while its look-up holds lease credits: the lease's debit fails, and the look-up's retry takes the capped path, its spending counted against the cap", async () => {
+  await one.ensureSystemUser(clock.now());
+  const { key } = await createApiKey(one, { organizationId, name: "capped later", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now() });
+  await leaseOn(one);
+  const reserve = () => one.reserveCredits({ organizationId, amount: 1, keyId: key.id, requestId: "req_capped_later", now: clock.now() });
+  const commit = (reservation: Awaited<ReturnType<typeof reserve>>) =>
+    one.commitReservation(reservation.ok ? reservation.reservationId : "", { gtin: null, description: "look-up", now: clock.now() });
+  const held = await reserve();
+  expect(held.ok).toBe(true);
+  await queryRows(two, "UPDATE api_keys SET monthly_credit_limit = 10 WHERE id = ?", [key.id]);
+  // The hold has no outcome (the planner leaves a key capped since it was held to the capped path): nothing is billed.
+  expect(await commit(held)).toBe(false);
+  expect(one.leases.counts.lost).toBe(1);
+  expect((await one.monthlySpending([key.id], utcMonth(clock.now()))).get(key.id) ?? 0).toBe(0);
+  const retried = await reserve();
+  expect(retried.ok).toBe(true);
+  expect(await commit(retried)).toBe(true);
+  expect((await one.monthlySpending([key.id], utcMonth(clock.now()))).get(key.id)).toBe(1);
+  await one.leases.taken();
+  const after = await sums();
   expect(after.ledger).toBe(after.buckets + after.reserved);
 });
