@@ -2,7 +2,8 @@
 // (TEST_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test), then the combined totals as
 // the last two lines in bun's own format (` N pass`, ` N fail`), which .ci/run reads.
 // Arguments are passed to both `bun test` runs (e.g. `npm test -- test/products`).
-// `--postgres-only` (`npm run test:pg`) skips the SQLite run and fails when no PostgreSQL server answers.
+// `--postgres-only` (`npm run test:pg`), or only *.postgres.test.ts files given, skips the SQLite
+// run and fails when no PostgreSQL server answers.
 import { existsSync, readdirSync } from "node:fs";
 import { DEFAULT_POSTGRES_URL, whyNotAnswering } from "./postgres-reachable";
 
@@ -55,8 +56,11 @@ async function startLocalPostgres(databaseUrl: string): Promise<boolean> {
 }
 
 const POSTGRES_ONLY = "--postgres-only";
-const postgresOnly = process.argv.includes(POSTGRES_ONLY);
 const args = process.argv.slice(2).filter((arg) => arg !== POSTGRES_ONLY);
+// Files named *.postgres.test.ts run on PostgreSQL only: given nothing else, there is no SQLite run.
+const paths = args.filter((arg) => !arg.startsWith("-"));
+const postgresFilesOnly = paths.length > 0 && paths.every((path) => path.endsWith(".postgres.test.ts"));
+const postgresOnly = process.argv.includes(POSTGRES_ONLY) || postgresFilesOnly;
 const results: RunResult[] = [];
 if (!postgresOnly) results.push(await runBunTest("SQLite", args, { ...process.env, TEST_DATABASE_URL: "" }));
 
