@@ -43,6 +43,14 @@ async function leaseOn(store: PostgresStore): Promise<void> {
   await store.leases.taken();
 }
 
+/** Buys a pack of 1 000 credits (order `ref`, 900 paid) and takes a lease of 200 on `one`: the pack's and the grant's credits, in FEFO order. */
+async function leasePack(ref: string): Promise<void> {
+  await one.createOrder(packOrder({ id: ref, organizationId, credits: 1000, amount: 900, now: clock.now() }));
+  expect((await completeLocalOrder({ store: one, clock }, ref)).applied).toBe(true);
+  one.leases.policy = { ...one.leases.policy, maxCredits: 200 };
+  await leaseOn(one);
+}
+
 /** What the database holds, read through `two` (`one` may be closed). */
 async function sums() {
   const [row] = await queryRows<{ buckets: number; reserved: number; leases: number; usage: number; counted: number }>(
@@ -206,11 +214,7 @@ test("a request the buckets cannot cover while another instance leases credits a
 
 test("a refund takes the refunded pack's credits back from a lease at once; the lease's next debit goes to the buckets", async () => {
   const ref = "ord_leased";
-  await one.createOrder(packOrder({ id: ref, organizationId, credits: 1000, amount: 900, now: clock.now() }));
-  expect((await completeLocalOrder({ store: one, clock }, ref)).applied).toBe(true);
-  // A lease of 200 credits: the pack's and the grant's, in FEFO order.
-  one.leases.policy = { ...one.leases.policy, maxCredits: 200 };
-  await leaseOn(one);
+  await leasePack(ref);
   expect(await sums()).toMatchObject({ reserved: 200, leases: 1, ledger: 1099 });
   const [pack] = await queryRows<{ leased: number; spent: number }>(
     two,
@@ -233,10 +237,7 @@ test("a refund takes the refunded pack's credits back from a lease at once; the 
 
 test("a refund that meets a lease's debit in flight waits for it, and takes back only what the lease still holds of the pack", async () => {
   const ref = "ord_racing";
-  await one.createOrder(packOrder({ id: ref, organizationId, credits: 1000, amount: 900, now: clock.now() }));
-  expect((await completeLocalOrder({ store: one, clock }, ref)).applied).toBe(true);
-  one.leases.policy = { ...one.leases.policy, maxCredits: 200 };
-  await leaseOn(one);
+  await leasePack(ref);
   const [lease] = await queryRows<{ id: string; amount: number; allocations: Array<{ bucketId: string; amount: number }> }>(
     two,
     "SELECT id, amount, allocations FROM reservations WHERE instance_id IS NOT NULL",
