@@ -307,3 +307,77 @@ test("a key capped while its look-up holds lease credits: the lease's debit fail
   const after = await sums();
   expect(after.ledger).toBe(after.buckets + after.reserved);
 });
+
+test("what a reservation, the available credits and the balance say an organization can spend counts its lease's free credits once", async () => {
+  await leaseOn(one);
+  const now = clock.now();
+  const reserve = (amount: number, requestId: string) => one.reserveCredits({ organizationId, amount, keyId: null, requestId, now });
+  // 79 in the buckets and 20 leased; one held against the lease.
+  const leased = await reserve(1, "req_leased");
+  expect(leased).toMatchObject({ ok: true, available: 98 });
+  expect(await one.availableCredits(organizationId, now)).toBe(98);
+  expect(await one.getBalance(organizationId, now)).toMatchObject({ available: 98, reserved: 1 });
+  // More than the lease's 19 free credits: held in the buckets, the lease still counted.
+  const inBuckets = await reserve(30, "req_buckets");
+  expect(inBuckets).toMatchObject({ ok: true, available: 68 });
+  // More than both: refused, with what the two hold.
+  expect(await reserve(200, "req_refused")).toEqual({ ok: false, available: 68 });
+  expect(await one.releaseReservation(inBuckets.ok ? inBuckets.reservationId : "", now)).toBe(true);
+  expect(await one.commitReservation(leased.ok ? leased.reservationId : "", { gtin: null, description: "look-up", now })).toBe(true);
+  // Exactly what the buckets and the lease hold together: the lease goes back, and the look-up is served from the buckets.
+  const all = await reserve(98, "req_all");
+  expect(all).toMatchObject({ ok: true, available: 0 });
+  expect(one.leases.counts).toMatchObject({ taken: 1, givenBack: 1 });
+});
+
+test("a look-up that keeps part of its lease credits gives the rest back to the lease", async () => {
+  await leaseOn(one);
+  const now = clock.now();
+  const batch = await one.reserveCredits({ organizationId, amount: 5, keyId: null, requestId: "req_batch", now });
+  expect(batch.ok).toBe(true);
+  const reservationId = batch.ok ? batch.reservationId : "";
+  expect(await one.shrinkReservation(reservationId, 2, now)).toBe(true);
+  expect(one.leases.spare(organizationId, now)).toBe(18);
+  expect(await one.commitReservation(reservationId, { gtin: null, description: "batch", now })).toBe(true);
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 18, ledger: 97 });
+});
+
+test("one group commit with look-ups held against the lease and in the buckets debits each from its own", async () => {
+  await leaseOn(one);
+  const now = clock.now();
+  const reserve = async (amount: number, requestId: string) => {
+    const reservation = await one.reserveCredits({ organizationId, amount, keyId: null, requestId, now });
+    expect(reservation.ok).toBe(true);
+    return reservation.ok ? reservation.reservationId : "";
+  };
+  const [first, leased, inBuckets] = [await reserve(1, "req_first"), await reserve(1, "req_lease"), await reserve(30, "req_buckets")];
+  const commit = (reservationId: string) => one.commitReservation(reservationId, { gtin: null, description: "look-up", now });
+  // The first commit goes alone; the two after it, queued meanwhile, share the next statement.
+  expect(await Promise.all([commit(first), commit(leased), commit(inBuckets)])).toEqual([true, true, true]);
+  expect(await sums()).toMatchObject({ buckets: 49, reserved: 18, usage: 4, ledger: 67 });
+});
+
+test("a key with a monthly limit spends from the buckets, never from the lease; a lease in the way goes back, one over the limit is refused with the lease kept", async () => {
+  await one.ensureSystemUser(clock.now());
+  const now = clock.now();
+  const { key } = await createApiKey(one, { organizationId, name: "capped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now, monthlyCreditLimit: 100 });
+  await leaseOn(one);
+  const reserve = (amount: number, requestId: string) => one.reserveCredits({ organizationId, amount, keyId: key.id, requestId, now });
+  const small = await reserve(1, "req_small");
+  expect(small).toMatchObject({ ok: true, available: 98 });
+  expect(await one.commitReservation(small.ok ? small.reservationId : "", { gtin: null, description: "look-up", now })).toBe(true);
+  expect(one.leases.counts).toMatchObject({ taken: 1, debits: 0, lost: 0 });
+  expect(await sums()).toMatchObject({ buckets: 78, reserved: 20, ledger: 98 });
+  // 90 is more than the buckets' 78: the lease goes back and the key's look-up is served from them.
+  const large = await reserve(90, "req_large");
+  expect(large).toMatchObject({ ok: true, available: 8 });
+  expect(one.leases.counts.givenBack).toBe(1);
+  expect(await one.releaseReservation(large.ok ? large.reservationId : "", now)).toBe(true);
+  await leaseOn(one);
+  expect(one.leases.counts.taken).toBe(2);
+  // Over the key's limit: refused for the key, and the lease stays.
+  const over = await reserve(100, "req_over");
+  expect(over.ok).toBe(false);
+  expect(one.leases.counts.givenBack).toBe(1);
+  expect(one.leases.spare(organizationId, now)).toBe(20);
+});
