@@ -324,6 +324,11 @@ test("what a reservation, the available credits and the balance say an organizat
   expect(await reserve(200, "req_refused")).toEqual({ ok: false, available: 68 });
   expect(await one.releaseReservation(inBuckets.ok ? inBuckets.reservationId : "", now)).toBe(true);
   expect(await one.commitReservation(leased.ok ? leased.reservationId : "", { gtin: null, description: "look-up", now })).toBe(true);
+  // What the buckets cover alone leaves the lease where it is.
+  const coveredByBuckets = await reserve(79, "req_covered");
+  expect(coveredByBuckets).toMatchObject({ ok: true, available: 19 });
+  expect(one.leases.counts.givenBack).toBe(0);
+  expect(await one.releaseReservation(coveredByBuckets.ok ? coveredByBuckets.reservationId : "", now)).toBe(true);
   // Exactly what the buckets and the lease hold together: the lease goes back, and the look-up is served from the buckets.
   const all = await reserve(98, "req_all");
   expect(all).toMatchObject({ ok: true, available: 0 });
