@@ -194,7 +194,7 @@ test("connection lost while a lease is given back: the row stays until it lapses
   expect(await sums()).toMatchObject({ buckets: 99, reserved: 0, leases: 0, ledger: 99 });
 });
 
-test("a request the buckets cannot cover while another instance leases credits asks the lease back, and is served", async () => {
+test("a request the buckets cannot cover while another instance leases what they lack asks the lease back, and is served", async () => {
   // Both instances hear the database's notifications (a look-up's key read starts them).
   for (const store of [one, two]) store.changes.start();
   for (let waited = 0; !(one.changes.live && two.changes.live) && waited < 3_000; waited += 10) await Bun.sleep(10);
@@ -203,13 +203,15 @@ test("a request the buckets cannot cover while another instance leases credits a
   // being asked gives it back; `two` takes none.
   one.leases.policy = { ...one.leases.policy, minCredits: 0 };
   two.leases.policy = { ...two.leases.policy, minCredits: 1_000 };
-  const most = await two.reserveCredits({ organizationId, amount: 79, keyId: null, requestId: "req_most", now: clock.now() });
+  const most = await two.reserveCredits({ organizationId, amount: 70, keyId: null, requestId: "req_most", now: clock.now() });
   expect(most.ok).toBe(true);
   expect(await two.commitReservation(most.ok ? most.reservationId : "", { gtin: null, description: "look-up", now: clock.now() })).toBe(true);
-  expect(await sums()).toMatchObject({ buckets: 0, reserved: 20, leases: 1 });
-  // The buckets are empty; `one`'s lease holds 20: it goes back, and the look-up is served from them.
-  expect(await lookUp(two)).toBe(true);
-  expect(await sums()).toMatchObject({ buckets: 19, reserved: 0, leases: 0, ledger: 19 });
+  expect(await sums()).toMatchObject({ buckets: 9, reserved: 20, leases: 1 });
+  // The buckets hold 9; 29 needs all 20 `one`'s lease holds: it goes back, and the look-up is served from them.
+  const rest = await two.reserveCredits({ organizationId, amount: 29, keyId: null, requestId: "req_rest", now: clock.now() });
+  expect(rest).toMatchObject({ ok: true, available: 0 });
+  expect(await two.commitReservation(rest.ok ? rest.reservationId : "", { gtin: null, description: "look-up", now: clock.now() })).toBe(true);
+  expect(await sums()).toMatchObject({ buckets: 0, reserved: 0, leases: 0, ledger: 0 });
 });
 
 test("a refund takes the refunded pack's credits back from a lease at once; the lease's next debit goes to the buckets", async () => {
