@@ -9,7 +9,8 @@
 //   again (the kept results know when code changed, not when a test that kills a mutant was added);
 // - `--survivors FILE`: only FILE's kept surviving mutants again (after a test that may kill them
 //   was added), their new results written into the kept results; with `--status Timeout`, its
-//   timed-out ones instead (a time-out may be a slow machine's, not a mutant that hangs);
+//   timed-out ones instead (a time-out may be a slow machine's, not a mutant that hangs); with
+//   `--lines FROM-TO` (repeatable), only those starting on these lines;
 // - `--force`: every mutant of those files again, kept results or not.
 // Prints each store's score, the target files its kept results do not hold yet, and the combined
 // score; the JSON reports land in reports/mutation/.
@@ -27,6 +28,7 @@ const { values } = parseArgs({
     again: { type: "string", multiple: true },
     survivors: { type: "string", multiple: true },
     status: { type: "string", default: "Survived" },
+    lines: { type: "string", multiple: true },
     force: { type: "boolean", default: false },
   },
 });
@@ -94,6 +96,10 @@ interface Mutant {
 }
 type Report = { files: Record<string, { source: string; mutants: Mutant[] }> };
 
+/** Whether a line is within a `--lines FROM-TO` range (every line when none is given). */
+const lineRanges = (values.lines ?? []).map((range) => range.split("-").map(Number) as [number, number]);
+const onAskedLines = (line: number) => lineRanges.length === 0 || lineRanges.some(([from, to]) => from <= line && line <= to);
+
 /** Stryker's mutate entries (`file:line:column-line:column`) of the kept mutants of `files` with status `--status`. */
 async function entriesWithStatus(store: Store, files: string[]): Promise<string[]> {
   const kept = keptResults(store);
@@ -103,7 +109,7 @@ async function entriesWithStatus(store: Store, files: string[]): Promise<string[
     !files.includes(file)
       ? []
       : mutants
-          .filter((mutant) => mutant.status === values.status)
+          .filter((mutant) => mutant.status === values.status && onAskedLines(mutant.location.start.line))
           .map(({ location: { start, end } }) => `${file}:${start.line}:${start.column - 1}-${end.line}:${end.column}`),
   );
 }
@@ -123,7 +129,7 @@ async function mergeIntoKept(store: Store): Promise<void> {
     for (const mutant of mutants) {
       // Only the mutants asked for: others nested in their ranges keep their results.
       const keptMutant = byKey.get(mutantKey(mutant));
-      if (keptMutant?.status !== values.status) continue;
+      if (keptMutant?.status !== values.status || !onAskedLines(keptMutant.location.start.line)) continue;
       const { status, statusReason, killedBy = [], testsCompleted } = mutant;
       Object.assign(keptMutant, { status, statusReason, killedBy, testsCompleted });
     }
