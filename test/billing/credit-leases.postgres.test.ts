@@ -37,6 +37,15 @@ async function lookUp(store: Store, now = clock.now()): Promise<boolean> {
   return store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now });
 }
 
+type Reservation = Awaited<ReturnType<Store["reserveCredits"]>>;
+
+/** A reservation's id ("" for a refused one, which no store holds). */
+const idOf = (reservation: Reservation) => (reservation.ok ? reservation.reservationId : "");
+
+/** Debits a held look-up on `store`; true when billed. */
+const commitOn = (store: Store, reservation: Reservation) =>
+  store.commitReservation(idOf(reservation), { gtin: null, description: "look-up", now: clock.now() });
+
 /** Takes a lease on `store`: a first look-up asks for one, and it is awaited. */
 async function leaseOn(store: PostgresStore): Promise<void> {
   expect(await lookUp(store)).toBe(true);
@@ -102,7 +111,7 @@ test("a lease that lapses while a request holds it: the debit takes the credits 
   const reservation = await one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: "req_held", now: clock.now() });
   expect(reservation.ok).toBe(true);
   await ageReservations(one, 60_001);
-  const billed = await one.commitReservation(reservation.ok ? reservation.reservationId : "", { gtin: null, description: "look-up", now: clock.now() });
+  const billed = await commitOn(one, reservation);
   expect(billed).toBe(true);
   expect(one.leases.counts.lost).toBe(1);
   await Bun.sleep(50);
@@ -205,12 +214,12 @@ test("a request the buckets cannot cover while another instance leases what they
   two.leases.policy = { ...two.leases.policy, minCredits: 1_000 };
   const most = await two.reserveCredits({ organizationId, amount: 70, keyId: null, requestId: "req_most", now: clock.now() });
   expect(most.ok).toBe(true);
-  expect(await two.commitReservation(most.ok ? most.reservationId : "", { gtin: null, description: "look-up", now: clock.now() })).toBe(true);
+  expect(await commitOn(two, most)).toBe(true);
   expect(await sums()).toMatchObject({ buckets: 9, reserved: 20, leases: 1 });
   // The buckets hold 9; 29 needs all 20 `one`'s lease holds: it goes back, and the look-up is served from them.
   const rest = await two.reserveCredits({ organizationId, amount: 29, keyId: null, requestId: "req_rest", now: clock.now() });
   expect(rest).toMatchObject({ ok: true, available: 0 });
-  expect(await two.commitReservation(rest.ok ? rest.reservationId : "", { gtin: null, description: "look-up", now: clock.now() })).toBe(true);
+  expect(await commitOn(two, rest)).toBe(true);
   expect(await sums()).toMatchObject({ buckets: 0, reserved: 0, leases: 0, ledger: 0 });
 });
 
@@ -292,18 +301,16 @@ test("a key capped while its look-up holds lease credits: the lease's debit fail
   const { key } = await createApiKey(one, { organizationId, name: "capped later", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now() });
   await leaseOn(one);
   const reserve = () => one.reserveCredits({ organizationId, amount: 1, keyId: key.id, requestId: "req_capped_later", now: clock.now() });
-  const commit = (reservation: Awaited<ReturnType<typeof reserve>>) =>
-    one.commitReservation(reservation.ok ? reservation.reservationId : "", { gtin: null, description: "look-up", now: clock.now() });
   const held = await reserve();
   expect(held.ok).toBe(true);
   await queryRows(two, "UPDATE api_keys SET monthly_credit_limit = 10 WHERE id = ?", [key.id]);
   // The hold has no outcome (the planner leaves a key capped since it was held to the capped path): nothing is billed.
-  expect(await commit(held)).toBe(false);
+  expect(await commitOn(one, held)).toBe(false);
   expect(one.leases.counts.lost).toBe(1);
   expect((await one.monthlySpending([key.id], utcMonth(clock.now()))).get(key.id) ?? 0).toBe(0);
   const retried = await reserve();
   expect(retried.ok).toBe(true);
-  expect(await commit(retried)).toBe(true);
+  expect(await commitOn(one, retried)).toBe(true);
   expect((await one.monthlySpending([key.id], utcMonth(clock.now()))).get(key.id)).toBe(1);
   await one.leases.taken();
   const after = await sums();
@@ -324,13 +331,13 @@ test("what a reservation, the available credits and the balance say an organizat
   expect(inBuckets).toMatchObject({ ok: true, available: 68 });
   // More than both: refused, with what the two hold.
   expect(await reserve(200, "req_refused")).toEqual({ ok: false, available: 68 });
-  expect(await one.releaseReservation(inBuckets.ok ? inBuckets.reservationId : "", now)).toBe(true);
-  expect(await one.commitReservation(leased.ok ? leased.reservationId : "", { gtin: null, description: "look-up", now })).toBe(true);
+  expect(await one.releaseReservation(idOf(inBuckets), now)).toBe(true);
+  expect(await commitOn(one, leased)).toBe(true);
   // What the buckets cover alone leaves the lease where it is.
   const coveredByBuckets = await reserve(79, "req_covered");
   expect(coveredByBuckets).toMatchObject({ ok: true, available: 19 });
   expect(one.leases.counts.givenBack).toBe(0);
-  expect(await one.releaseReservation(coveredByBuckets.ok ? coveredByBuckets.reservationId : "", now)).toBe(true);
+  expect(await one.releaseReservation(idOf(coveredByBuckets), now)).toBe(true);
   // Exactly what the buckets and the lease hold together: the lease goes back, and the look-up is served from the buckets.
   const all = await reserve(98, "req_all");
   expect(all).toMatchObject({ ok: true, available: 0 });
@@ -342,7 +349,7 @@ test("a look-up that keeps part of its lease credits gives the rest back to the 
   const now = clock.now();
   const batch = await one.reserveCredits({ organizationId, amount: 5, keyId: null, requestId: "req_batch", now });
   expect(batch.ok).toBe(true);
-  const reservationId = batch.ok ? batch.reservationId : "";
+  const reservationId = idOf(batch);
   expect(await one.shrinkReservation(reservationId, 2, now)).toBe(true);
   expect(one.leases.spare(organizationId, now)).toBe(18);
   expect(await one.commitReservation(reservationId, { gtin: null, description: "batch", now })).toBe(true);
@@ -355,12 +362,11 @@ test("one group commit with look-ups held against the lease and in the buckets d
   const reserve = async (amount: number, requestId: string) => {
     const reservation = await one.reserveCredits({ organizationId, amount, keyId: null, requestId, now });
     expect(reservation.ok).toBe(true);
-    return reservation.ok ? reservation.reservationId : "";
+    return reservation;
   };
-  const [first, leased, inBuckets] = [await reserve(1, "req_first"), await reserve(1, "req_lease"), await reserve(30, "req_buckets")];
-  const commit = (reservationId: string) => one.commitReservation(reservationId, { gtin: null, description: "look-up", now });
+  const held = [await reserve(1, "req_first"), await reserve(1, "req_lease"), await reserve(30, "req_buckets")];
   // The first commit goes alone; the two after it, queued meanwhile, share the next statement.
-  expect(await Promise.all([commit(first), commit(leased), commit(inBuckets)])).toEqual([true, true, true]);
+  expect(await Promise.all(held.map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true]);
   expect(await sums()).toMatchObject({ buckets: 49, reserved: 18, usage: 4, ledger: 67 });
 });
 
@@ -372,14 +378,14 @@ test("a key with a monthly limit spends from the buckets, never from the lease; 
   const reserve = (amount: number, requestId: string) => one.reserveCredits({ organizationId, amount, keyId: key.id, requestId, now });
   const small = await reserve(1, "req_small");
   expect(small).toMatchObject({ ok: true, available: 98 });
-  expect(await one.commitReservation(small.ok ? small.reservationId : "", { gtin: null, description: "look-up", now })).toBe(true);
+  expect(await commitOn(one, small)).toBe(true);
   expect(one.leases.counts).toMatchObject({ taken: 1, debits: 0, lost: 0 });
   expect(await sums()).toMatchObject({ buckets: 78, reserved: 20, ledger: 98 });
   // 90 is more than the buckets' 78: the lease goes back and the key's look-up is served from them.
   const large = await reserve(90, "req_large");
   expect(large).toMatchObject({ ok: true, available: 8 });
   expect(one.leases.counts.givenBack).toBe(1);
-  expect(await one.releaseReservation(large.ok ? large.reservationId : "", now)).toBe(true);
+  expect(await one.releaseReservation(idOf(large), now)).toBe(true);
   await leaseOn(one);
   expect(one.leases.counts.taken).toBe(2);
   // Over the key's limit: refused for the key, and the lease stays.
