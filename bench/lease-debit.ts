@@ -50,6 +50,7 @@ interface Instance {
 async function setUp(store: Store, url: string, organizations: number, instances: number) {
   const now = Date.now();
   await store.ensureSystemUser(now);
+  const setup = postgres(url, { max: 1, onnotice: () => {} });
   const keys: Array<{ organizationId: string; keyId: string; bucketId: string }> = [];
   for (let index = 0; index < organizations; index++) {
     const organization = await store.createOrganization({ name: `Bench ${index}`, now });
@@ -63,12 +64,8 @@ async function setUp(store: Store, url: string, organizations: number, instances
       now,
     });
     const created = await createApiKey(store, { organizationId: organization.id, name: "Bench", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now });
-    keys.push({ organizationId: organization.id, keyId: created.key.id, bucketId: "" });
-  }
-  const setup = postgres(url, { max: 1, onnotice: () => {} });
-  for (const key of keys) {
-    const [bucket] = await setup<[{ id: string }]>`SELECT id FROM credit_buckets WHERE organization_id = ${key.organizationId}`;
-    key.bucketId = bucket.id;
+    const [bucket] = await setup<[{ id: string }]>`SELECT id FROM credit_buckets WHERE organization_id = ${organization.id}`;
+    keys.push({ organizationId: organization.id, keyId: created.key.id, bucketId: bucket.id });
   }
   const all: Instance[] = [];
   for (let index = 0; index < instances; index++) {
