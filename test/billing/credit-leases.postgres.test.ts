@@ -394,3 +394,31 @@ test("a key with a monthly limit spends from the buckets, never from the lease; 
   expect(one.leases.counts.givenBack).toBe(1);
   expect(one.leases.spare(organizationId, now)).toBe(20);
 });
+
+test("an Idempotency-Key look-up held against the lease is debited with its claim: its answer stored with the debit, nothing billed once the claim was taken over", async () => {
+  await leaseOn(one);
+  const claim = { scope: `${organizationId} GET /price`, requestHash: "request", ttlMs: 86_400_000, abandonAfterMs: 60_000 };
+  /** A claimed key's look-up held against the lease, and its answer for the debit. */
+  const heldWithClaim = async (keyHash: string) => {
+    const claimed = await one.claimIdempotencyKey({ ...claim, keyHash, now: clock.now() });
+    if (!claimed.claimed) throw new Error(`${keyHash} not claimed`);
+    const spare = one.leases.spare(organizationId, clock.now());
+    const held = await one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: `req_${keyHash}`, now: clock.now() });
+    expect(one.leases.spare(organizationId, clock.now())).toBe(spare - 1);
+    const idempotency = { scope: claim.scope, keyHash, claimedAt: claimed.claimedAt, responseStatus: 200, responseBody: `{"key":"${keyHash}"}` };
+    return { held, usage: { gtin: null, description: "look-up", now: clock.now(), idempotency } };
+  };
+  const record = async (keyHash: string) =>
+    (await queryRows(two, "SELECT status, response_status, response_body FROM idempotency_records WHERE key_hash = ?", [keyHash]))[0];
+
+  const answered = await heldWithClaim("key-answered");
+  expect(await one.commitReservation(idOf(answered.held), answered.usage)).toBe(true);
+  expect(await record("key-answered")).toEqual({ status: "done", response_status: 200, response_body: '{"key":"key-answered"}' });
+  expect(await sums()).toMatchObject({ usage: 2, ledger: 98 });
+
+  const takenOver = await heldWithClaim("key-taken-over");
+  await queryRows(two, "UPDATE idempotency_records SET created_at = created_at + 1 WHERE key_hash = ?", ["key-taken-over"]);
+  expect(await one.commitReservation(idOf(takenOver.held), takenOver.usage)).toBe(false);
+  expect(await record("key-taken-over")).toEqual({ status: "in-progress", response_status: null, response_body: null });
+  expect(await sums()).toMatchObject({ usage: 2, ledger: 98 });
+});
