@@ -406,7 +406,7 @@ test("an Idempotency-Key look-up held against the lease is debited with its clai
     const held = await one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: `req_${keyHash}`, now: clock.now() });
     expect(one.leases.spare(organizationId, clock.now())).toBe(spare - 1);
     const idempotency = { scope: claim.scope, keyHash, claimedAt: claimed.claimedAt, responseStatus: 200, responseBody: `{"key":"${keyHash}"}` };
-    return { held, usage: { gtin: null, description: "look-up", now: clock.now(), idempotency } };
+    return { held, spareBefore: spare, usage: { gtin: null, description: "look-up", now: clock.now(), idempotency } };
   };
   const record = async (keyHash: string) =>
     (await queryRows(two, "SELECT status, response_status, response_body FROM idempotency_records WHERE key_hash = ?", [keyHash]))[0];
@@ -421,4 +421,8 @@ test("an Idempotency-Key look-up held against the lease is debited with its clai
   expect(await one.commitReservation(idOf(takenOver.held), takenOver.usage)).toBe(false);
   expect(await record("key-taken-over")).toEqual({ status: "in-progress", response_status: null, response_body: null });
   expect(await sums()).toMatchObject({ usage: 2, ledger: 98 });
+  // Not billed, the hold is held again until its look-up gives it back, as a look-up does.
+  expect(one.leases.spare(organizationId, clock.now())).toBe(takenOver.spareBefore - 1);
+  await one.releaseReservation(idOf(takenOver.held), clock.now());
+  expect(one.leases.spare(organizationId, clock.now())).toBe(takenOver.spareBefore);
 });
