@@ -96,13 +96,14 @@ interface Mutant {
 }
 type Report = { files: Record<string, { source: string; mutants: Mutant[] }> };
 
-/** Whether a line is within a `--lines FROM-TO` range (every line when none is given). */
+/** The `--lines FROM-TO` ranges, as [from, to]. */
 const lineRanges = (values.lines ?? []).map((range) => {
   const bounds = /^(\d+)-(\d+)$/.exec(range);
   if (bounds === null) throw new Error(`--lines ${range}: expected FROM-TO, as 50-60`);
   return [Number(bounds[1]), Number(bounds[2])] as const;
 });
 if (lineRanges.length > 0 && !values.survivors) throw new Error("--lines narrows --survivors FILE");
+/** Whether a line is within a `--lines` range (every line when none is given). */
 const onAskedLines = (line: number) => lineRanges.length === 0 || lineRanges.some(([from, to]) => from <= line && line <= to);
 
 /** Stryker's mutate entries (`file:line:column-line:column`) of the kept mutants of `files` with status `--status`. */
