@@ -2,6 +2,7 @@
 // end state): per organization, per key line and per request.
 import { IDEMPOTENCY_ABANDONED_MS } from "../../src/http/idempotency";
 import { SQLiteStore } from "../../src/db/sqlite-store";
+import { hashSecret } from "../../src/lib/crypto";
 import { queryRows } from "../support/context";
 import type { SentRequest } from "./model";
 import type { World } from "./world";
@@ -137,6 +138,15 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
     );
     const debited = [...billed].filter((requestId) => usageRows.has(requestId ?? ""));
     if (debited.length > 1) violation(`Idempotency-Key ${idempotencyKey} was billed ${debited.length} times`);
+    if (debited.length === 0) continue;
+    // The answer is stored with its debit, in one transaction: a retry replays it and is never billed.
+    const [record] = await queryRows<{ status: string; response_status: number | null }>(
+      observer,
+      "SELECT status, response_status FROM idempotency_records WHERE key_hash = ?",
+      [hashSecret(idempotencyKey)],
+    );
+    if (record?.status !== "done" || Number(record.response_status) !== 200)
+      violation(`Idempotency-Key ${idempotencyKey} was billed, but its record is ${record ? `${record.status} ${record.response_status}` : "missing"}`);
   }
   await checkWatchEvents(world, violation);
   if (!settled) return;
