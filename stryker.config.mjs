@@ -45,6 +45,7 @@ const POSTGRES_TESTS = [
   "test/billing/payment-lock.postgres.test.ts",
   "test/http/idempotency-claims.postgres.test.ts",
   "test/billing/credit-leases.postgres.test.ts",
+  "test/billing/credit-lease-policy.postgres.test.ts",
 ];
 
 export const targets = {
