@@ -38,12 +38,16 @@ async function organizationWith(amount: number): Promise<string> {
 
 let requests = 0;
 
-/** A look-up's credits held and debited on `one`; true when billed. */
-async function lookUp(keyId: string | null = null): Promise<boolean> {
-  const reservation = await one.reserveCredits({ organizationId, amount: 1, keyId, requestId: `req_${++requests}`, now: clock.now() });
-  if (!reservation.ok) return false;
-  return one.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now: clock.now() });
+/** A look-up's credit held on `one`. */
+const hold = (keyId: string | null = null) => one.reserveCredits({ organizationId, amount: 1, keyId, requestId: `req_${++requests}`, now: clock.now() });
+
+/** A held look-up debited on `one`; true when billed. */
+async function commit(reservation: Awaited<ReturnType<typeof hold>>): Promise<boolean> {
+  return reservation.ok && one.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now: clock.now() });
 }
+
+/** A look-up's credits held and debited on `one`; true when billed. */
+const lookUp = async (keyId: string | null = null) => commit(await hold(keyId));
 
 /** A first look-up asks for a lease of 20 (the organization's 99 spendable halved, at most 20), and it is awaited. */
 async function leaseOn(): Promise<void> {
@@ -191,11 +195,9 @@ test("look-ups debited from a lease count toward their key line's monthly spendi
 
 test("a lease that lapses while two look-ups hold it is lost once: the first one's debit finds it lapsed, and the second goes to the buckets without trying it", async () => {
   await leaseOn();
-  const hold = () => one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: `req_${++requests}`, now: clock.now() });
   const [first, second] = [await hold(), await hold()];
   await ageReservations(one, POLICY.ms + 1);
-  for (const reservation of [first, second])
-    expect(reservation.ok && (await one.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now: clock.now() }))).toBe(true);
+  for (const reservation of [first, second]) expect(await commit(reservation)).toBe(true);
   expect(one.leases.counts).toMatchObject({ debits: 0, lost: 1, givenBack: 1 });
   expect(await leaseRows()).toBe(0);
 });
