@@ -185,7 +185,10 @@ export class PostgresStore implements Store {
 
   private readonly usage: PostgresUsage;
   addUsageCounts: Store["addUsageCounts"] = (counts) => this.usage.addUsageCounts(counts);
-  usageTotals: Store["usageTotals"] = (organizationId, query) => this.usage.usageTotals(organizationId, query);
+  usageTotals: Store["usageTotals"] = async (organizationId, query) => {
+    await this.leases.settle([organizationId]);
+    return this.usage.usageTotals(organizationId, query);
+  };
 
   /** Credits held by requests in flight (in memory or in reservation rows), their group commit, releases and sweeps, and balances. */
   private readonly reservations: PostgresReservations;
@@ -193,10 +196,20 @@ export class PostgresStore implements Store {
   commitReservation: Store["commitReservation"] = (reservationId, usage) => this.reservations.commitReservation(reservationId, usage);
   releaseReservation: Store["releaseReservation"] = (reservationId, now) => this.reservations.releaseReservation(reservationId, now);
   shrinkReservation: Store["shrinkReservation"] = (reservationId, keep, now) => this.reservations.shrinkReservation(reservationId, keep, now);
-  recoverInFlightWork: Store["recoverInFlightWork"] = (now) => this.reservations.recoverInFlightWork(now);
-  releaseStaleReservations: Store["releaseStaleReservations"] = (now) => this.reservations.releaseStaleReservations(now);
+  // The sweeps also settle every instance's lease usage: a dead instance's is settled by the next one.
+  recoverInFlightWork: Store["recoverInFlightWork"] = async (now) => {
+    await this.leases.settle(null);
+    await this.reservations.recoverInFlightWork(now);
+  };
+  releaseStaleReservations: Store["releaseStaleReservations"] = async (now) => {
+    await this.leases.settle(null);
+    return this.reservations.releaseStaleReservations(now);
+  };
   availableCredits: Store["availableCredits"] = (organizationId, now, balance) => this.reservations.availableCredits(organizationId, now, balance);
-  getBalance: Store["getBalance"] = (organizationId, now) => this.reservations.getBalance(organizationId, now);
+  getBalance: Store["getBalance"] = async (organizationId, now) => {
+    await this.leases.settle([organizationId]);
+    return this.reservations.getBalance(organizationId, now);
+  };
 
   private readonly webhooks: PostgresWebhooks;
   createWebhookEndpoint: Store["createWebhookEndpoint"] = (endpoint) => this.webhooks.create(endpoint);
@@ -256,6 +269,7 @@ export class PostgresStore implements Store {
     this.closed = true;
     // Debits queued for the group commit are written, and leases given back, before the pool closes.
     await this.reservations.close(Date.now());
+    this.leases.stopSettling();
     await this.changes.close();
     await this.client.end({ timeout: 5 });
     if (this.debitConnection !== this.client) await this.debitConnection.end({ timeout: 5 });
@@ -287,6 +301,8 @@ export class PostgresStore implements Store {
 
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
     if (keyIds.length === 0) return new Map();
+    const owners = await this.db.selectDistinct({ id: apiKeys.organizationId }).from(apiKeys).where(inArray(apiKeys.id, keyIds));
+    await this.leases.settle(owners.map((owner) => owner.id));
     const rows = await this.db
       .select({ keyId: apiKeys.id, spent: apiKeyMonthlyUsage.spent })
       .from(apiKeys)
@@ -411,6 +427,7 @@ export class PostgresStore implements Store {
   // Keyset pages on (createdAt, id), newest first: the upper bound merges the cursor and `to` into
   // one row-value comparison, which the (org, createdAt, id) and (org, type, createdAt, id) indexes range over.
   async listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>> {
+    await this.leases.settle([organizationId]);
     let before: { createdAt: number; id: string } | null = null;
     if (query.after !== undefined) {
       before = decodeLedgerCursor(query.after);

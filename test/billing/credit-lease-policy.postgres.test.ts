@@ -184,12 +184,14 @@ test("a recall gives back a lease no request holds, and keeps one a request hold
   expect(await leaseRows()).toBe(0);
 });
 
-test("look-ups debited from a lease count toward their key line's monthly spending, in the lease's own statement", async () => {
+test("look-ups debited from a lease count toward their key line's monthly spending once settled, and a read of the spending settles them first", async () => {
   await one.ensureSystemUser(clock.now());
   const { key } = await createApiKey(one, { organizationId, name: "leased", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now() });
   await leaseOn();
   for (let i = 0; i < 3; i++) expect(await lookUp(key.id)).toBe(true);
   expect(one.leases.counts).toMatchObject({ debits: 3, lost: 0 });
+  const [unsettled] = await queryRows<{ count: number }>(one, "SELECT count(*)::int AS count FROM lease_usage");
+  expect(unsettled!.count).toBe(3);
   expect((await one.monthlySpending([key.id], utcMonth(clock.now()))).get(key.id)).toBe(3);
 });
 

@@ -60,18 +60,20 @@ async function leasePack(ref: string): Promise<void> {
   await leaseOn(one);
 }
 
-/** What the database holds, read through `two` (`one` may be closed). */
+/** What the database holds, read through `two` (`one` may be closed) in one snapshot, settling nothing. */
 async function sums() {
-  const [row] = await queryRows<{ buckets: number; reserved: number; leases: number; usage: number; counted: number }>(
+  const [row] = await queryRows<{ buckets: number; reserved: number; leases: number; usage: number; unsettled: number; counted: number; ledger: number }>(
     two,
     `SELECT (SELECT coalesce(sum(remaining), 0)::int FROM credit_buckets WHERE organization_id = ?) AS buckets,
             (SELECT coalesce(sum(amount), 0)::int FROM reservations WHERE organization_id = ?) AS reserved,
             (SELECT count(*)::int FROM reservations WHERE instance_id IS NOT NULL) AS leases,
             (SELECT count(*)::int FROM credit_transactions WHERE type = 'usage') AS usage,
-            (SELECT coalesce(sum(credits), 0)::int FROM usage_counters WHERE period_ms = 3600000) AS counted`,
-    [organizationId, organizationId],
+            (SELECT count(*)::int FROM lease_usage) AS unsettled,
+            (SELECT coalesce(sum(credits), 0)::int FROM usage_counters WHERE period_ms = 3600000) AS counted,
+            (SELECT coalesce(sum(amount), 0)::int FROM credit_transactions WHERE organization_id = ?) AS ledger`,
+    [organizationId, organizationId, organizationId],
   );
-  return { ...row!, ledger: await ledgerSum(two, organizationId) };
+  return row!;
 }
 
 test("look-ups of a leased organization debit the lease: ledger = buckets + leases, one usage row each; given back at shutdown", async () => {
@@ -79,8 +81,10 @@ test("look-ups of a leased organization debit the lease: ledger = buckets + leas
   expect(await sums()).toMatchObject({ buckets: 79, reserved: 20, leases: 1, usage: 1, ledger: 99 });
   for (let i = 0; i < 5; i++) expect(await lookUp(one)).toBe(true);
   expect(one.leases.counts).toMatchObject({ taken: 1, debits: 5, lost: 0 });
-  // The buckets did not move: the lease did.
-  expect(await sums()).toMatchObject({ buckets: 79, reserved: 15, usage: 6, counted: 6, ledger: 94 });
+  // The buckets did not move: the lease did. Its look-ups wait in lease_usage for their settlement into usage rows.
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 15, usage: 1, unsettled: 5, counted: 1, ledger: 99 });
+  expect(await two.leases.settle([organizationId])).toBe(5);
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 15, usage: 6, unsettled: 0, counted: 6, ledger: 94 });
   const balance = await one.getBalance(organizationId, clock.now());
   expect(balance).toMatchObject({ available: 94, reserved: 0 });
   // Another instance sees the lease as held elsewhere.
@@ -94,12 +98,15 @@ test("look-ups of a leased organization debit the lease: ledger = buckets + leas
   expect(await sums()).toMatchObject({ buckets: 94, reserved: 0, leases: 0, ledger: 94 });
 });
 
-test("an instance that dies holding a lease: its credits come back once the lease lapses by the database's clock, not before", async () => {
+test("an instance that dies holding a lease: its lease usage is settled by the next sweep, its credits come back once the lease lapses by the database's clock, not before", async () => {
   await leaseOn(one);
   expect(await lookUp(one)).toBe(true);
-  // `one` is gone (it is never asked again); the other instance sweeps.
+  // `one` is gone (it is never asked again, and settles nothing more); the other instance sweeps.
+  one.leases.stopSettling();
+  expect(await sums()).toMatchObject({ reserved: 19, leases: 1, usage: 1, unsettled: 1, ledger: 99 });
+  // The sweep settles the dead instance's lease usage at once, and leaves its lease until it lapses.
   expect(await two.releaseStaleReservations(clock.now())).toBe(0);
-  expect(await sums()).toMatchObject({ reserved: 19, leases: 1 });
+  expect(await sums()).toMatchObject({ reserved: 19, leases: 1, usage: 2, unsettled: 0, ledger: 98 });
   await ageReservations(two, 60_001);
   expect(await two.releaseStaleReservations(clock.now())).toBe(1);
   expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, ledger: 98 });
@@ -145,7 +152,7 @@ test("clocks that disagree: an instance an hour ahead sweeps no live lease, and 
   if (first.ok) await one.releaseReservation(first.reservationId, clock.now());
 });
 
-test("connection lost after a lease's debit committed: the retry finds its usage row, nothing is debited twice, the lease goes back whole", async () => {
+test("connection lost after a lease's debit committed: the retry finds its lease usage row, nothing is debited twice, the lease goes back whole", async () => {
   await leaseOn(one);
   const inner = one as unknown as { debitConnection: postgres.Sql };
   const real = inner.debitConnection;
@@ -155,7 +162,7 @@ test("connection lost after a lease's debit committed: the retry finds its usage
     apply(target, self, args: unknown[]) {
       const query = Reflect.apply(target, self, args) as postgres.PendingQuery<postgres.Row[]>;
       const text = String((args[0] as string[] | undefined)?.[0] ?? "");
-      if (cut > 0 || !text.includes("SELECT id FROM organizations")) return query;
+      if (cut > 0 || !text.includes("WITH leased AS")) return query;
       cut++;
       return query.then(() => {
         throw Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
@@ -167,7 +174,67 @@ test("connection lost after a lease's debit committed: the retry finds its usage
   expect(cut).toBe(1);
   expect(one.leases.counts.lost).toBe(1);
   await Bun.sleep(50);
-  expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, counted: 2, ledger: 98 });
+  expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 1, unsettled: 1 });
+  await one.leases.settle(null);
+  expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, unsettled: 0, counted: 2, ledger: 98 });
+});
+
+test("connection lost during a settlement: its rows stay unsettled and held, and the next settlement writes each once", async () => {
+  await leaseOn(one);
+  one.leases.stopSettling();
+  for (let i = 0; i < 3; i++) expect(await lookUp(one)).toBe(true);
+  // `two` holds the unsettled rows, so `one`'s settlement waits on them; its connection is ended there.
+  const sql = two.connection;
+  const [{ name }] = await sql<[{ name: string }]>`SELECT application_name AS name FROM pg_stat_activity WHERE pid = pg_backend_pid()`;
+  const settling = await sql.begin(async (tx) => {
+    await tx`SELECT id FROM lease_usage FOR UPDATE`;
+    const settling = one.leases.settle(null).then(
+      () => "settled",
+      (error: unknown) => (error as { code?: string }).code,
+    );
+    for (let ended = 0; ended === 0; await Bun.sleep(5)) {
+      const [row] = await tx<[{ count: number }]>`
+        SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity
+        WHERE application_name = ${name} AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%FROM lease_usage%FOR UPDATE%'`;
+      ended = row.count;
+    }
+    return settling;
+  });
+  expect(await settling).toBe("CONNECTION_CLOSED");
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 17, usage: 1, unsettled: 3, counted: 1, ledger: 99 });
+  expect(await two.getBalance(organizationId, clock.now())).toMatchObject({ available: 79, reserved: 17 });
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 17, usage: 4, unsettled: 0, counted: 4, ledger: 96 });
+});
+
+test("two instances settle one organization at once: each look-up gets one usage row", async () => {
+  await leaseOn(one);
+  one.leases.stopSettling();
+  for (let i = 0; i < 4; i++) expect(await lookUp(one)).toBe(true);
+  const settled = await Promise.all([one.leases.settle(null), two.leases.settle([organizationId]), two.leases.settle(null)]);
+  expect(settled.reduce((sum, count) => sum + count, 0)).toBe(4);
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 16, usage: 5, unsettled: 0, counted: 5, ledger: 95 });
+  const page = await two.listTransactions(organizationId, { limit: 100 });
+  expect(new Set(page.items.map((transaction) => transaction.requestId)).size).toBe(page.items.length);
+});
+
+test("reads settle first: another instance's balance, transactions, usage and key spending count look-ups debited from a lease just now", async () => {
+  await one.ensureSystemUser(clock.now());
+  const { key } = await createApiKey(one, { organizationId, name: "leased", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now() });
+  await leaseOn(one);
+  one.leases.stopSettling();
+  const now = clock.now();
+  const reservation = await one.reserveCredits({ organizationId, amount: 1, keyId: key.id, requestId: "req_read", now });
+  expect(await commitOn(one, reservation)).toBe(true);
+  expect(await sums()).toMatchObject({ unsettled: 1 });
+  expect(await two.getBalance(organizationId, now)).toMatchObject({ available: 79, reserved: 19 });
+  expect((await two.listTransactions(organizationId, { limit: 10 })).items.map((transaction) => transaction.requestId)).toContain("req_read");
+  for (let i = 0; i < 2; i++)
+    expect(await commitOn(one, await one.reserveCredits({ organizationId, amount: 1, keyId: key.id, requestId: `req_read_${i}`, now }))).toBe(true);
+  expect((await two.monthlySpending([key.id], utcMonth(now))).get(key.id)).toBe(3);
+  expect(await commitOn(one, await one.reserveCredits({ organizationId, amount: 1, keyId: key.id, requestId: "req_read_3", now }))).toBe(true);
+  const usage = await two.usageTotals(organizationId, { periodMs: 3_600_000, from: 0, to: now + 3_600_000, byKey: false });
+  expect(usage.reduce((sum, row) => sum + row.credits, 0)).toBe(5);
+  expect(await sums()).toMatchObject({ unsettled: 0, ledger: 95 });
 });
 
 test("connection lost while a lease is taken: no lease, look-ups debit the buckets", async () => {
@@ -353,7 +420,8 @@ test("a look-up that keeps part of its lease credits gives the rest back to the 
   expect(await one.shrinkReservation(reservationId, 2, now)).toBe(true);
   expect(one.leases.spare(organizationId, now)).toBe(18);
   expect(await one.commitReservation(reservationId, { gtin: null, description: "batch", now })).toBe(true);
-  expect(await sums()).toMatchObject({ buckets: 79, reserved: 18, ledger: 97 });
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 18, unsettled: 1, ledger: 99 });
+  expect(await ledgerSum(two, organizationId)).toBe(97);
 });
 
 test("one group commit with look-ups held against the lease and in the buckets debits each from its own", async () => {
@@ -367,7 +435,7 @@ test("one group commit with look-ups held against the lease and in the buckets d
   const held = [await reserve(1, "req_first"), await reserve(1, "req_lease"), await reserve(30, "req_buckets")];
   // The first commit goes alone; the two after it, queued meanwhile, share the next statement.
   expect(await Promise.all(held.map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true]);
-  expect(await sums()).toMatchObject({ buckets: 49, reserved: 18, usage: 4, ledger: 67 });
+  expect(await sums()).toMatchObject({ buckets: 49, reserved: 18, usage: 2, unsettled: 2, ledger: 69 });
 });
 
 test("a key with a monthly limit spends from the buckets, never from the lease; a lease in the way goes back, one over the limit is refused with the lease kept", async () => {

@@ -1,6 +1,6 @@
 // The simulation's faults as operations: an instance crashes, a write inside the money transactions
-// fails, PostgreSQL ends connections (or stays away a while), another connection holds the SQLite
-// write lock, a second `serve` tries to start on the SQLite file.
+// fails, PostgreSQL ends connections (or stays away a while, or ends a settlement of lease usage
+// midway), another connection holds the SQLite write lock, a second `serve` tries to start on the SQLite file.
 import { openDebitConnection } from "../../src/db/postgres-client";
 import { PostgresStore } from "../../src/db/postgres-store";
 import { SQLiteStore } from "../../src/db/sqlite-store";
@@ -164,6 +164,47 @@ export function faultOperations(world: World): Operation[] {
         world.trace.push(`  ${relay.commitsCut()} COMMIT answer(s) lost`);
         relay.close();
         await connection.end({ timeout: 1 }).catch(() => {});
+      },
+    ],
+    [
+      faults.connectionLost ? 2 : 0,
+      "settlement connection lost",
+      async () => {
+        // An instance's settlement of lease usage loses its connection between its two statements:
+        // the harness holds every unsettled row, the settlement waits on them, and its connection is
+        // ended there. The rows stay unsettled (counted as held) until a later settlement; then two
+        // instances settle at once, and each row is settled once.
+        const instance = world.pick(world.alive());
+        if (!(instance.inner instanceof PostgresStore)) return;
+        const store = instance.inner;
+        world.injected("settlement connection lost");
+        // Look-ups of one organization one after another: the first ones take a lease, the next spend it.
+        const organization = world.pick(world.organizations);
+        for (let count = 0; count < 5; count++) {
+          const shape: LookUpShape = { kind: "single", organizationId: organization.id, gtins: [FRESH] };
+          await (await world.send(instance, shape, world.pick(world.activeKeys(organization)), null, false)).settled;
+        }
+        const ours = testApplicationName(world.database.url);
+        const sql = (observer as PostgresStore).connection;
+        const { held, ended, settling } = await sql.begin(async (tx) => {
+          const rows = await tx`SELECT id FROM lease_usage ORDER BY organization_id, id FOR UPDATE`;
+          const settling = store.leases.settle(null).then(
+            (count) => `settled ${count}`,
+            (error: unknown) => `failed (${(error as { code?: string }).code ?? error})`,
+          );
+          let ended = 0;
+          for (let attempt = 0; attempt < 200 && ended === 0 && rows.length > 0; attempt++) {
+            await Bun.sleep(5);
+            const [row] = await tx<Array<{ count: number }>>`
+              SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity
+              WHERE application_name = ${ours} AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%FROM lease_usage%FOR UPDATE%'`;
+            ended = row!.count;
+          }
+          return { held: rows.length, ended, settling };
+        });
+        world.trace.push(`  ${held} unsettled lease usage row(s) held, ${ended} settlement connection(s) ended: ${await settling}`);
+        const raced = await Promise.allSettled(world.alive().map((other) => (other.inner as PostgresStore).leases.settle(null)));
+        world.trace.push(`  settled at once by ${raced.map((outcome) => (outcome.status === "fulfilled" ? outcome.value : "failed")).join(" and ")} row(s)`);
       },
     ],
     [

@@ -15,6 +15,9 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
   // awaits, and an answer given after the usage rows were read must not look unbilled.
   const answered = world.requests.map((request) => ({ ...request, answer: request.answer === null ? null : { ...request.answer } }));
 
+  // PostgreSQL's look-ups debited from credit leases wait in lease_usage for their settlement into usage rows.
+  const leased = world.store === "postgres";
+  const unsettledOf = (filter: string) => (leased ? `(SELECT sum(amount) FROM lease_usage WHERE ${filter})` : "0");
   for (const organization of world.organizations) {
     const id = organization.id;
     // One statement, so PostgreSQL reads every sum from one snapshot while requests run.
@@ -25,6 +28,7 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
               (SELECT sum(remaining) FROM credit_buckets WHERE organization_id = ?) AS remaining,
               (SELECT sum(CASE WHEN remaining < 0 THEN 1 ELSE 0 END) FROM credit_buckets WHERE organization_id = ?) AS negative,
               (SELECT sum(amount) FROM reservations WHERE organization_id = ?) AS reserved,
+              ${unsettledOf(`organization_id = '${id}'`)} AS unsettled,
               (SELECT -sum(amount) FROM credit_transactions WHERE organization_id = ? AND type = 'usage') AS used,
               (SELECT sum(credits) FROM usage_counters WHERE organization_id = ? AND period_ms = (SELECT min(period_ms) FROM usage_counters)) AS counted,
               (SELECT sum(CASE WHEN balance_after - amount > 0 AND balance_after <= 0 THEN 1 ELSE 0 END) FROM credit_transactions WHERE organization_id = ?) AS depletions,
@@ -36,7 +40,9 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
     const n = (name: string) => Number(sums?.[name] ?? 0);
     if (n("negative") > 0) violation(`${id}: a bucket is below zero`);
     // SQLite holds credits in memory (they stay in their buckets); PostgreSQL moves a capped key's into reservation rows.
-    if (n("ledger") !== n("remaining") + n("reserved")) violation(`${id}: ledger sum ${n("ledger")} ≠ buckets ${n("remaining")} + reserved ${n("reserved")}`);
+    if (n("ledger") !== n("remaining") + n("reserved") + n("unsettled"))
+      violation(`${id}: ledger sum ${n("ledger")} ≠ buckets ${n("remaining")} + reserved ${n("reserved")} + unsettled ${n("unsettled")}`);
+    if (settled && n("unsettled") !== 0) violation(`${id}: ${n("unsettled")} credits of lease usage still unsettled once everything settled`);
     if (n("running") !== n("ledger")) violation(`${id}: running balance ${n("running")} ≠ ledger sum ${n("ledger")}`);
     if (n("counted") !== n("used")) violation(`${id}: usage counters count ${n("counted")} credits, the usage rows ${n("used")}`);
     if (n("depleted_events") !== n("depletions"))
@@ -52,12 +58,13 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
         observer,
         `SELECT (SELECT sum(spent) FROM api_key_monthly_usage WHERE key_id = ?) AS spent,
                 (SELECT -sum(amount) FROM credit_transactions WHERE type = 'usage' AND key_id IN (${marks})) AS used,
-                (SELECT sum(amount) FROM reservations WHERE key_id IN (${marks})) AS held`,
+                (SELECT sum(amount) FROM reservations WHERE key_id IN (${marks})) AS held,
+                ${unsettledOf(`key_id IN (${keys.map((key) => `'${key.id}'`).join(", ")})`)} AS unsettled`,
         [line, ...keys.map((key) => key.id), ...keys.map((key) => key.id)],
       );
       const spent = Number(row?.spent ?? 0);
       const used = Number(row?.used ?? 0);
-      const held = Number(row?.held ?? 0);
+      const held = Number(row?.held ?? 0) + Number(row?.unsettled ?? 0);
       if (spent !== used) violation(`key line ${line}: monthly spending ${spent} ≠ its usage rows ${used}`);
       const limit = keys[0]!.monthlyLimit;
       if (limit !== null && used + held > limit) violation(`key line ${line}: ${used} spent + ${held} held > its monthly cap ${limit}`);
@@ -83,7 +90,11 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
     }
   }
 
-  const usage = await queryRows<{ request_id: string; amount: number }>(observer, "SELECT request_id, amount FROM credit_transactions WHERE type = 'usage'");
+  // A look-up debited from a lease counts by its lease_usage row until that is settled into a usage row (one snapshot: never both).
+  const usage = await queryRows<{ request_id: string; amount: number }>(
+    observer,
+    `SELECT request_id, amount FROM credit_transactions WHERE type = 'usage'${leased ? " UNION ALL SELECT request_id, -amount FROM lease_usage" : ""}`,
+  );
   const usageRows = new Map<string, number[]>();
   for (const row of usage) usageRows.set(row.request_id, [...(usageRows.get(row.request_id) ?? []), Number(row.amount)]);
   const answeredIds = new Map<string, SentRequest[]>();

@@ -142,7 +142,11 @@ export class World {
     // store die with it. On PostgreSQL a statement already sent may still commit, which the store's fences are for.
     if (victim.inner instanceof SQLiteStore) victim.inner.connection.close(false);
     // Nor does it hear notices: asked for its leases back, a dead instance gives nothing.
-    if (victim.inner instanceof PostgresStore) void victim.inner.changes.close();
+    if (victim.inner instanceof PostgresStore) {
+      void victim.inner.changes.close();
+      // Nor does it settle its leases' usage: the next sweep of a live instance does.
+      victim.inner.leases.stopSettling();
+    }
     victim.serveLock?.release();
   }
 

@@ -151,7 +151,10 @@ async function lockAndPlan(
   const keyIds = [...new Set(items.flatMap((item) => (item.held?.keyId == null ? [] : [item.held.keyId])))];
   const statements = [
     sql`BEGIN`,
-    retried ? sql<Array<{ id: string }>>`SELECT id FROM credit_transactions WHERE id = ANY(${items.map((item) => item.transactionId)}::text[])` : none,
+    retried
+      ? sql<Array<{ id: string }>>`SELECT id FROM credit_transactions WHERE id = ANY(${items.map((item) => item.transactionId)}::text[])
+          UNION ALL SELECT id FROM lease_usage WHERE id = ANY(${items.map((item) => item.transactionId)}::text[])`
+      : none,
     fenced.length === 0
       ? none
       : sql<Array<{ fence: string }>>`

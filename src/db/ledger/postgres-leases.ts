@@ -1,25 +1,26 @@
 // Credit leases on PostgreSQL. An instance serving a busy organization takes a slice of its credits
 // out of the buckets into a reservation row of its own (a lease), holds its look-ups' credits
 // against that slice in memory, and debits them from it in one statement per group commit that
-// locks no bucket and tells no other instance anything: the buckets did not change. What the
-// debit still shares with other instances is the organization's running ledger sum, moved once per
-// statement under its row lock.
+// locks no bucket and tells no other instance anything: the buckets did not change. It writes the
+// look-ups as lease_usage rows, which a settlement turns into the ledger within SETTLE_MS (see
+// settleLeaseUsage), so it shares no row with other instances: not even the organization's sum.
 //
 // Invariants: a lease row is the truth; this instance only spends what its copy says the row holds,
 // and each debit statement changes the row only if it still holds exactly that, belongs to this
 // instance and has not lapsed by the database's clock, else the statement fails whole and its
 // look-ups are debited from the buckets instead (the row, whatever it holds, is given back). Leased
-// credits count as reserved: ledger sum = buckets + reservation rows (leases among them) at every
-// commit. A lease lapses by the database's clock (a dead instance's comes back through the stale
+// credits count as reserved, and debited ones as held until settled: ledger sum = buckets +
+// reservation rows (leases among them) + lease_usage rows at every commit. A lease lapses by the database's clock (a dead instance's comes back through the stale
 // sweep), is never spent past its earliest bucket's expiry, and is at most 1/share of the
 // organization's spendable credits when taken, so other instances rarely find the buckets empty
 // while a lease still holds credits.
 import type postgres from "postgres";
 import { newId } from "../../lib/ids";
-import { utcMonth } from "../../lib/clock";
+import { retrying } from "../postgres-retry";
+import type { Debit } from "./debit-plan";
 import { splitAllocations } from "./model";
-import { type Debit, planDebits } from "./debit-plan";
-import { balanceEvents, cappedKey, countersWrite, fefo } from "./postgres-debits";
+import { cappedKey, fefo } from "./postgres-debits";
+import { type LeaseUsage, leaseUsageWrite, settleLeaseUsage } from "./postgres-lease-settlement";
 
 /** When an instance takes leases, and how large. */
 export interface LeasePolicy {
@@ -33,6 +34,9 @@ export interface LeasePolicy {
   /** An instance stops spending a lease this long before it lapses by the database's answer. */
   marginMs: number;
 }
+
+/** How long a lease's debited look-ups wait at most for their settlement into the ledger. */
+const SETTLE_MS = 500;
 
 export const DEFAULT_LEASE_POLICY: LeasePolicy = { share: 8, minCredits: 50, maxCredits: 5_000, ms: 5_000, marginMs: 1_000 };
 
@@ -264,6 +268,8 @@ export class CreditLeases {
   /** Gives every lease back (at shutdown, once no request holds any). */
   async giveAllBack(now: number): Promise<void> {
     await this.taken();
+    // Left unsettled when this fails (the connection lost): the next sweep of any instance settles them.
+    await this.settleOwn().catch(() => undefined);
     const leases = [...this.current.values(), ...this.retiring];
     this.current.clear();
     this.retiring.clear();
@@ -271,70 +277,32 @@ export class CreditLeases {
   }
 
   /**
-   * Debits look-ups held against leases in one statement, a transaction of its own: the leases'
-   * rows, the organizations' sums (locked first, in id order, as every debit locks them), the usage
-   * rows, counters, key lines' monthly spending and balance events. It fails whole (and changes
+   * Debits look-ups held against leases in one statement, a transaction of its own, that writes the
+   * leases' rows and one lease_usage row per look-up (settled into the ledger later, see
+   * settleLeaseUsage) and locks no row another instance writes. It fails whole (and changes
    * nothing) when a lease's row is not as this instance left it, has lapsed, or a key of the batch
    * has been capped or revoked meanwhile; the caller then debits the look-ups from the buckets.
    */
   async debit(sql: postgres.Sql, debits: LeasedDebit[]): Promise<void> {
     const rests = new Map<Lease, Array<{ bucketId: string; amount: number }>>();
-    const planned: Debit[] = debits.map((debit) => {
+    const usage: LeaseUsage[] = debits.map((debit) => {
       const { kept, given } = splitAllocations(rests.get(debit.lease) ?? debit.lease.allocations, debit.amount);
       rests.set(debit.lease, given);
-      const { lease, ...rest } = debit;
-      return { ...rest, month: utcMonth(debit.createdAt), allocated: { allocations: kept, inBuckets: false } };
+      const { lease, reservationId, ...rest } = debit;
+      return { ...rest, allocations: kept };
     });
-    const organizations = [...new Set(debits.map((debit) => debit.organizationId))];
     const keyIds = [...new Set(debits.flatMap((debit) => (debit.keyId === null ? [] : [debit.keyId])))];
-    // Sums from zero: each usage row's balance_after is the organization's sum before the statement plus its planned one.
-    const plan = planDebits(planned, {
-      buckets: [],
-      organizations: new Map(organizations.map((id) => [id, { ledgerBalance: 0, lowCreditThreshold: null }])),
-      keys: new Map(keyIds.map((id) => [id, { line: id, capped: false }])),
-    });
     const leases = [...rests].map(([lease, rest]) => ({ lease, rest, amount: rest.reduce((sum, part) => sum + part.amount, 0) }));
-    const createdAt = Math.max(...debits.map((debit) => debit.createdAt));
     await sql`
-      WITH locked AS (
-        SELECT id FROM organizations WHERE id = ANY(${organizations}::text[]) ORDER BY id FOR NO KEY UPDATE
-      ),
-      leased AS (
+      WITH leased AS (
         UPDATE reservations SET amount = t.amount, allocations = t.allocations::jsonb
         FROM unnest(${leases.map((l) => l.lease.id)}::text[], ${leases.map((l) => String(l.lease.amount))}::bigint[],
                     ${leases.map((l) => String(l.amount))}::bigint[], ${leases.map((l) => JSON.stringify(l.rest))}::text[]) AS t(id, old, amount, allocations)
         WHERE reservations.id = t.id AND reservations.amount = t.old AND reservations.instance_id = ${this.deps.instanceId}
-          AND reservations.expires_at > (extract(epoch from clock_timestamp()) * 1000)::bigint AND EXISTS (SELECT 1 FROM locked)
+          AND reservations.expires_at > (extract(epoch from clock_timestamp()) * 1000)::bigint
         RETURNING reservations.id
       ),
-      moved AS (
-        UPDATE organizations SET ledger_balance = organizations.ledger_balance - t.amount
-        FROM locked JOIN unnest(${plan.organizations.map((o) => o.id)}::text[], ${plan.organizations.map((o) => String(o.amount))}::bigint[]) AS t(id, amount) ON t.id = locked.id
-        WHERE organizations.id = t.id
-        RETURNING organizations.id, organizations.ledger_balance + t.amount AS before, organizations.ledger_balance AS after, organizations.low_credit_threshold AS threshold
-      ),
-      ledger AS (
-        INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-        SELECT t.id, t.organization_id, 'usage', t.amount, moved.before + t.balance_after, t.bucket_id, t.key_id, t.request_id, t.gtin, t.description, t.created_at
-        FROM unnest(${plan.ledger.map((r) => r.id)}::text[], ${plan.ledger.map((r) => r.organizationId)}::text[], ${plan.ledger.map((r) => String(r.amount))}::bigint[],
-                    ${plan.ledger.map((r) => String(r.balanceAfter))}::bigint[], ${plan.ledger.map((r) => r.bucketId)}::text[], ${plan.ledger.map((r) => r.keyId)}::text[],
-                    ${plan.ledger.map((r) => r.requestId)}::text[], ${plan.ledger.map((r) => r.gtin)}::text[], ${plan.ledger.map((r) => r.description)}::text[],
-                    ${plan.ledger.map((r) => String(r.createdAt))}::bigint[])
-          AS t(id, organization_id, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-        JOIN moved ON moved.id = t.organization_id
-      ),
-      ${countersWrite(sql, plan.counters, this.deps.reason)},
-      spending AS (
-        INSERT INTO api_key_monthly_usage (key_id, month, spent)
-        SELECT coalesce(k.line_id, k.id), t.month, sum(t.spent)::bigint
-        FROM unnest(${plan.spending.map((s) => s.line)}::text[], ${plan.spending.map((s) => s.month)}::text[], ${plan.spending.map((s) => String(s.spent))}::bigint[])
-          AS t(key_id, month, spent) JOIN api_keys k ON k.id = t.key_id
-        WHERE EXISTS (SELECT 1 FROM locked)
-        GROUP BY 1, 2
-        ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
-      ),
-      crossings AS (SELECT id AS organization_id, before, after, threshold, ${createdAt}::bigint AS created_at FROM moved),
-      ${balanceEvents(sql)}
+      ${leaseUsageWrite(sql, usage)}
       SELECT CASE WHEN (SELECT count(*) FROM leased) = ${leases.length}
                    AND NOT EXISTS (SELECT 1 FROM api_keys WHERE id = ANY(${keyIds}::text[]) AND ${cappedKey(sql)})
                   THEN 1 ELSE ('a lease or a key changed under the debit: ' || (SELECT count(*) FROM leased) || ' leases')::int END`;
@@ -343,5 +311,46 @@ export class CreditLeases {
       lease.amount = amount;
       lease.allocations = rest;
     }
+    for (const debit of debits) this.unsettled.add(debit.organizationId);
+    this.settleSoon();
+  }
+
+  /** Organizations whose look-ups this instance debited from leases since its last settlement. */
+  private readonly unsettled = new Set<string>();
+
+  private settleTimer: ReturnType<typeof setTimeout> | null = null;
+
+  /** False once stopSettling was called: no settlement is scheduled any more. */
+  private settling = true;
+
+  /** Settles this instance's lease usage within SETTLE_MS of its first unsettled debit. */
+  private settleSoon(): void {
+    if (!this.settling) return;
+    this.settleTimer ??= setTimeout(() => {
+      this.settleTimer = null;
+      void this.settleOwn().catch(() => this.settleSoon());
+    }, SETTLE_MS);
+  }
+
+  /** Settles nothing more on its own: at shutdown, once its leases went back (and in the simulation's kill, as a dead process would). */
+  stopSettling(): void {
+    this.settling = false;
+    if (this.settleTimer !== null) clearTimeout(this.settleTimer);
+    this.settleTimer = null;
+  }
+
+  /** Settles the lease usage of the organizations this instance debited (a failure leaves them for the next try). */
+  private async settleOwn(): Promise<void> {
+    const organizations = [...this.unsettled];
+    this.unsettled.clear();
+    await this.settle(organizations).catch((error: unknown) => {
+      for (const organizationId of organizations) this.unsettled.add(organizationId);
+      throw error;
+    });
+  }
+
+  /** Settles the organizations' lease usage, every instance's (before a read of their ledger, sums or spending). */
+  settle(organizations: string[] | null): Promise<number> {
+    return retrying(() => settleLeaseUsage(this.deps.client, organizations, this.deps.reason));
   }
 }

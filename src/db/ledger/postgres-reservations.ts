@@ -15,7 +15,7 @@ import { fefoOrder } from "./allocation";
 import { balanceEvents, type DebitOutcome, debitBatch, fefo, type HeldCredits, type PendingDebit } from "./postgres-debits";
 import { CreditLeases, type LeasedDebit } from "./postgres-leases";
 
-const { creditBuckets, reservations } = schema;
+const { creditBuckets, leaseUsage, reservations } = schema;
 
 type DB = PostgresJsDatabase<typeof schema>;
 type Tx = Parameters<Parameters<DB["transaction"]>[0]>[0];
@@ -297,7 +297,9 @@ export class PostgresReservations {
   // that row in its own statement, so reservations of one line queue on it and each one reads the
   // committed spending and reservations of the others (read in a second statement, after the lock:
   // a debit that committed before is seen whole, one still running waits and is seen as neither).
-  // A released reservation frees its share at once.
+  // A released reservation frees its share at once. Look-ups of the line debited from a credit lease
+  // before it was capped count from their lease_usage rows until settled (the lease debit refuses a
+  // capped key, so no more are written once the limit is set).
   private async reserveCapped(input: Parameters<Store["reserveCredits"]>[0], reservationId: string): Promise<Reservation> {
     const keyId = input.keyId!;
     const outcome = await retrying(
@@ -311,7 +313,9 @@ export class PostgresReservations {
           const line = counter!.line;
           const [key] = await tx<Array<{ monthly_credit_limit: string | null; held: string }>>`
           SELECT (SELECT monthly_credit_limit FROM api_keys WHERE id = ${line} OR line_id = ${line} ORDER BY status = 'ACTIVE' DESC, created_at DESC LIMIT 1) AS monthly_credit_limit,
-                 (SELECT coalesce(sum(amount), 0)::bigint FROM reservations WHERE key_id IN (SELECT id FROM api_keys WHERE id = ${line} OR line_id = ${line})) AS held`;
+                 (SELECT coalesce(sum(amount), 0)::bigint FROM reservations WHERE key_id IN (SELECT id FROM api_keys WHERE id = ${line} OR line_id = ${line}))
+                 + (SELECT coalesce(sum(amount), 0)::bigint FROM lease_usage WHERE organization_id = ${input.organizationId}
+                      AND key_id IN (SELECT id FROM api_keys WHERE id = ${line} OR line_id = ${line})) AS held`;
           const limit = key?.monthly_credit_limit == null ? null : Number(key.monthly_credit_limit);
           if (limit !== null && Number(counter!.spent) + Number(key!.held) + input.amount > limit) return { refusedBy: limit };
           const [row] = await this.reserveStatement(tx, input, reservationId);
@@ -405,7 +409,8 @@ export class PostgresReservations {
   /**
    * Debits the batch's look-ups held against leases, in one statement (CreditLeases.debit), and
    * returns the rest. Those of a lease whose debit failed are debited alone from the buckets (a
-   * retry finds its ledger row when the failed statement committed after all); the lease is lost.
+   * retry finds its lease_usage row, or its ledger row once settled, when the failed statement
+   * committed after all); the lease is lost.
    * Idempotent requests take the buckets' debit, which fences them with their claim.
    */
   private async debitLeased(batch: PendingDebit[]): Promise<PendingDebit[]> {
@@ -643,13 +648,18 @@ export class PostgresReservations {
           })
           .from(reservations)
           .where(eq(reservations.organizationId, organizationId));
+        // Look-ups debited from leases and not settled yet hold their credits until their usage rows are written.
+        const [unsettled] = await tx
+          .select({ credits: sql<number>`coalesce(sum(${leaseUsage.amount}), 0)`.mapWith(Number) })
+          .from(leaseUsage)
+          .where(eq(leaseUsage.organizationId, organizationId));
         const inBuckets = buckets.reduce((sum, b) => sum + b.remaining, 0);
         // What this instance's requests in flight hold in memory is still in the buckets; what its
         // lease holds that no request holds is available to them (other instances' leases are reserved).
         const heldHere = Math.min(inBuckets, this.heldHere.get(organizationId) ?? 0);
         // (Only while its row holds what this instance believes: a swept lease holds nothing.)
         const spare = lease !== undefined && held!.leased === lease.amount ? lease.amount - lease.held : 0;
-        return { available: inBuckets - heldHere + spare, reserved: held!.reserved + heldHere - spare, buckets };
+        return { available: inBuckets - heldHere + spare, reserved: held!.reserved + unsettled!.credits + heldHere - spare, buckets };
       },
       { isolationLevel: "repeatable read", accessMode: "read only" },
     );

@@ -186,12 +186,12 @@ function bucketSteps(tx: Tx, deps: PostgresLedgerDeps): Pick<AsyncLedgerPort, "w
  * bucket (the ledger sum does not move: they were reserved, now they are free), so a settlement
  * claws them back at once rather than letting a lease spend them. The lease rows change, so their
  * instances' next debits of them fail and go to the buckets, and the leases go back (see CreditLeases).
- * The organization's row is locked first, as a lease's debit locks it before the lease rows: a debit
- * in flight commits before the leases are read, and none starts until the settlement ends, so each
- * lease gives up exactly what its committed row holds.
+ * The lease rows are locked first, and read in the next statement: a debit in flight commits before
+ * they are read, and one that starts meanwhile waits and then finds its row changed, so each lease
+ * gives up exactly what its committed row holds.
  */
 async function takeBackFromLeases(tx: Tx, organizationId: string, bucketId: string): Promise<void> {
-  await tx.execute(sql`SELECT id FROM organizations WHERE id = ${organizationId} FOR NO KEY UPDATE`);
+  await tx.execute(sql`SELECT id FROM ${reservations} WHERE organization_id = ${organizationId} AND instance_id IS NOT NULL ORDER BY id FOR UPDATE`);
   await tx.execute(sql`
     WITH leased AS (
       SELECT r.id, sum((a.value->>'amount')::bigint) AS amount

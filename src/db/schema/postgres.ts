@@ -238,6 +238,29 @@ export const reservations = pgTable(
 );
 
 /**
+ * A look-up debited from a credit lease whose ledger row is not written yet (see CreditLeases): the
+ * lease's debit writes only these narrow rows, and a settlement turns them into usage rows (with
+ * their sums, counters, spending and balance events) within a second. `id` is its ledger row's.
+ * Until then its credits count as held: ledger sum = buckets + reservations + these.
+ */
+export const leaseUsage = pgTable(
+  "lease_usage",
+  {
+    organizationId: text("organization_id").notNull(),
+    id: text("id").notNull(),
+    amount: credits("amount").notNull(),
+    allocations: jsonb("allocations").$type<Array<{ bucketId: string; amount: number }>>().notNull(),
+    keyId: text("key_id"),
+    requestId: text("request_id").notNull(),
+    gtin: text("gtin"),
+    description: text("description").notNull(),
+    items: integer("items").notNull(),
+    createdAt: epochMs("created_at").notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.organizationId, table.id] })],
+);
+
+/**
  * Stored answers of POSTs sent with an `Idempotency-Key`, for 24 h. The key itself is kept only as a
  * SHA-256 hash, and the response body is AES-GCM encrypted with a key derived from it (src/http/idempotency.ts).
  */
