@@ -1,5 +1,7 @@
-// What a credit lease's debit statement costs PostgreSQL, apart from HTTP and the service: the CPU of
-// the database backends that run it, per statement and per look-up in it, for batches of a given
+// What a credit lease's debit costs PostgreSQL, apart from HTTP and the service: the CPU of the
+// database backends that run its statement and the settlements that write its look-ups' ledger rows
+// (each instance's own, every 500 ms, on the same connection; what is left unsettled at the end of
+// a block is settled inside it), per statement and per look-up in it, for batches of a given
 // size, one or two instances (each with its own connection and lease rows) and one or many
 // organizations. It splits the look-up benchmark's "PostgreSQL CPU per request" into what a batch
 // costs whatever its size and what each look-up in it adds (the batch size there follows from the
@@ -9,8 +11,9 @@
 //     [--rows 1,8,32] [--organizations 1,50] [--instances 1,2] [--batches 1000]
 //
 // Each setup gets a fresh schema; the bench writes its lease rows itself (large, lasting an hour), so
-// only the debit statement is measured, never a take or a give-back. With two instances both debit
-// at once, as behind a load balancer: they take turns on each organization's running sum.
+// only the debit and its settlement are measured, never a take or a give-back. With two instances
+// both debit at once, as behind a load balancer: their settlements take turns on each
+// organization's running sum.
 import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { openStore } from "../src/services";
@@ -125,7 +128,7 @@ async function debitMany(instance: Instance, keys: Array<{ organizationId: strin
 }
 
 const admin = postgres(values.postgres, { max: 1, onnotice: () => {} });
-console.log(`lease debit statement: ${batches} statements per instance and batch size; CPU of the debiting backends`);
+console.log(`lease debit and settlement: ${batches} statements per instance and batch size; CPU of the debiting backends`);
 console.log("| instances | organizations | look-ups per statement | µs per statement | µs per look-up |");
 console.log("|---|---|---|---|---|");
 for (const instances of numbers(values.instances)) {
@@ -139,14 +142,19 @@ for (const instances of numbers(values.instances)) {
       const { keys, instances: all } = await setUp(store, url.toString(), organizations, instances);
       // Unmeasured: the statement's plan cached, the tables past their first pages.
       await Promise.all(all.map((instance, index) => debitMany(instance, keys, 4, 200, index)));
+      await Promise.all(all.map((instance) => instance.leases.settle("all")));
       for (const rows of numbers(values.rows)) {
         const before = cpuOf(all.map((instance) => instance.pid));
         await Promise.all(all.map((instance, index) => debitMany(instance, keys, rows, batches, index)));
+        await Promise.all(all.map((instance) => instance.leases.settle("all")));
         const used = cpuBetween(before, cpuOf(all.map((instance) => instance.pid)));
         const statements = batches * instances;
         console.log(`| ${instances} | ${organizations} | ${rows} | ${Math.round(used / statements)} | ${Math.round(used / statements / rows)} |`);
       }
-      for (const instance of all) await instance.sql.end();
+      for (const instance of all) {
+        instance.leases.stopSettling();
+        await instance.sql.end();
+      }
     } finally {
       await store.close();
       await admin.unsafe(`DROP SCHEMA ${schema} CASCADE`);

@@ -78,5 +78,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0016_rate_limit_buckets", when: 1795758690470, breakpoints: true, sql: postgres16 },
   { tag: "0017_change_notifications", when: 1795835000000, breakpoints: true, sql: postgres17 },
   { tag: "0018_credit_leases", when: 1795818083884, breakpoints: true, sql: postgres18 },
-  { tag: "0019_lease_usage", when: 1795878756011, breakpoints: true, sql: postgres19 },
+  { tag: "0019_lease_usage", when: 1795880921241, breakpoints: true, sql: postgres19 },
 ];

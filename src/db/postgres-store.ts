@@ -186,7 +186,7 @@ export class PostgresStore implements Store {
   private readonly usage: PostgresUsage;
   addUsageCounts: Store["addUsageCounts"] = (counts) => this.usage.addUsageCounts(counts);
   usageTotals: Store["usageTotals"] = async (organizationId, query) => {
-    await this.leases.settle([organizationId]);
+    await this.leases.settle({ organizations: [organizationId] });
     return this.usage.usageTotals(organizationId, query);
   };
 
@@ -198,16 +198,16 @@ export class PostgresStore implements Store {
   shrinkReservation: Store["shrinkReservation"] = (reservationId, keep, now) => this.reservations.shrinkReservation(reservationId, keep, now);
   // The sweeps also settle every instance's lease usage: a dead instance's is settled by the next one.
   recoverInFlightWork: Store["recoverInFlightWork"] = async (now) => {
-    await this.leases.settle(null);
+    await this.leases.settle("all");
     await this.reservations.recoverInFlightWork(now);
   };
   releaseStaleReservations: Store["releaseStaleReservations"] = async (now) => {
-    await this.leases.settle(null);
+    await this.leases.settle("all");
     return this.reservations.releaseStaleReservations(now);
   };
   availableCredits: Store["availableCredits"] = (organizationId, now, balance) => this.reservations.availableCredits(organizationId, now, balance);
   getBalance: Store["getBalance"] = async (organizationId, now) => {
-    await this.leases.settle([organizationId]);
+    await this.leases.settle({ organizations: [organizationId] });
     return this.reservations.getBalance(organizationId, now);
   };
 
@@ -302,7 +302,7 @@ export class PostgresStore implements Store {
   async monthlySpending(keyIds: string[], month: string): Promise<Map<string, number>> {
     if (keyIds.length === 0) return new Map();
     const owners = await this.db.selectDistinct({ id: apiKeys.organizationId }).from(apiKeys).where(inArray(apiKeys.id, keyIds));
-    await this.leases.settle(owners.map((owner) => owner.id));
+    await this.leases.settle({ organizations: owners.map((owner) => owner.id) });
     const rows = await this.db
       .select({ keyId: apiKeys.id, spent: apiKeyMonthlyUsage.spent })
       .from(apiKeys)
@@ -427,7 +427,7 @@ export class PostgresStore implements Store {
   // Keyset pages on (createdAt, id), newest first: the upper bound merges the cursor and `to` into
   // one row-value comparison, which the (org, createdAt, id) and (org, type, createdAt, id) indexes range over.
   async listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>> {
-    await this.leases.settle([organizationId]);
+    await this.leases.settle({ organizations: [organizationId] });
     let before: { createdAt: number; id: string } | null = null;
     if (query.after !== undefined) {
       before = decodeLedgerCursor(query.after);

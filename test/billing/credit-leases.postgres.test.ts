@@ -83,7 +83,7 @@ test("look-ups of a leased organization debit the lease: ledger = buckets + leas
   expect(one.leases.counts).toMatchObject({ taken: 1, debits: 5, lost: 0 });
   // The buckets did not move: the lease did. Its look-ups wait in lease_usage for their settlement into usage rows.
   expect(await sums()).toMatchObject({ buckets: 79, reserved: 15, usage: 1, unsettled: 5, counted: 1, ledger: 99 });
-  expect(await two.leases.settle([organizationId])).toBe(5);
+  expect(await two.leases.settle({ organizations: [organizationId] })).toBe(5);
   expect(await sums()).toMatchObject({ buckets: 79, reserved: 15, usage: 6, unsettled: 0, counted: 6, ledger: 94 });
   const balance = await one.getBalance(organizationId, clock.now());
   expect(balance).toMatchObject({ available: 94, reserved: 0 });
@@ -175,27 +175,27 @@ test("connection lost after a lease's debit committed: the retry finds its lease
   expect(one.leases.counts.lost).toBe(1);
   await Bun.sleep(50);
   expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 1, unsettled: 1 });
-  await one.leases.settle(null);
+  await one.leases.settle("all");
   expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, unsettled: 0, counted: 2, ledger: 98 });
 });
 
-test("connection lost during a settlement: its rows stay unsettled and held, and the next settlement writes each once", async () => {
+test("connection lost midway through a settlement (its rows deleted, the ledger not written): they come back unsettled and held, and the next settlement writes each once", async () => {
   await leaseOn(one);
   one.leases.stopSettling();
   for (let i = 0; i < 3; i++) expect(await lookUp(one)).toBe(true);
-  // `two` holds the unsettled rows, so `one`'s settlement waits on them; its connection is ended there.
+  // `two` holds the organization's row, so `one`'s settlement (its rows deleted already) waits on it to write the ledger; its connection is ended there.
   const sql = two.connection;
   const [{ name }] = await sql<[{ name: string }]>`SELECT application_name AS name FROM pg_stat_activity WHERE pid = pg_backend_pid()`;
   const settling = await sql.begin(async (tx) => {
-    await tx`SELECT id FROM lease_usage FOR UPDATE`;
-    const settling = one.leases.settle(null).then(
+    await tx`SELECT id FROM organizations FOR UPDATE`;
+    const settling = one.leases.settle("all").then(
       () => "settled",
       (error: unknown) => (error as { code?: string }).code,
     );
     for (let ended = 0; ended === 0; await Bun.sleep(5)) {
       const [row] = await tx<[{ count: number }]>`
         SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity
-        WHERE application_name = ${name} AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%FROM lease_usage%FOR UPDATE%'`;
+        WHERE application_name = ${name} AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%WITH settling AS%'`;
       ended = row.count;
     }
     return settling;
@@ -210,7 +210,7 @@ test("two instances settle one organization at once: each look-up gets one usage
   await leaseOn(one);
   one.leases.stopSettling();
   for (let i = 0; i < 4; i++) expect(await lookUp(one)).toBe(true);
-  const settled = await Promise.all([one.leases.settle(null), two.leases.settle([organizationId]), two.leases.settle(null)]);
+  const settled = await Promise.all([one.leases.settle("all"), two.leases.settle({ organizations: [organizationId] }), two.leases.settle("all")]);
   expect(settled.reduce((sum, count) => sum + count, 0)).toBe(4);
   expect(await sums()).toMatchObject({ buckets: 79, reserved: 16, usage: 5, unsettled: 0, counted: 5, ledger: 95 });
   const page = await two.listTransactions(organizationId, { limit: 100 });

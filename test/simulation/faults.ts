@@ -171,9 +171,10 @@ export function faultOperations(world: World): Operation[] {
       "settlement connection lost",
       async () => {
         // An instance's settlement of lease usage loses its connection between its two statements:
-        // the harness holds every unsettled row, the settlement waits on them, and its connection is
-        // ended there. The rows stay unsettled (counted as held) until a later settlement; then two
-        // instances settle at once, and each row is settled once.
+        // the harness locks every organization's row, the settlement (its rows deleted already)
+        // waits on it to write the ledger, and its connection is ended there. Its rows come back
+        // unsettled (and held) until a later settlement; then every live instance settles at once,
+        // and each row is settled once.
         const instance = world.pick(world.alive());
         if (!(instance.inner instanceof PostgresStore)) return;
         const store = instance.inner;
@@ -187,23 +188,24 @@ export function faultOperations(world: World): Operation[] {
         const ours = testApplicationName(world.database.url);
         const sql = (observer as PostgresStore).connection;
         const { held, ended, settling } = await sql.begin(async (tx) => {
-          const rows = await tx`SELECT id FROM lease_usage ORDER BY organization_id, id FOR UPDATE`;
-          const settling = store.leases.settle(null).then(
+          await tx`SELECT id FROM organizations ORDER BY id FOR UPDATE`;
+          const [unsettled] = await tx<Array<{ count: number }>>`SELECT count(*)::int AS count FROM lease_usage`;
+          const settling = store.leases.settle("all").then(
             (count) => `settled ${count}`,
             (error: unknown) => `failed (${(error as { code?: string }).code ?? error})`,
           );
           let ended = 0;
-          for (let attempt = 0; attempt < 200 && ended === 0 && rows.length > 0; attempt++) {
+          for (let attempt = 0; attempt < 200 && ended === 0 && unsettled!.count > 0; attempt++) {
             await Bun.sleep(5);
             const [row] = await tx<Array<{ count: number }>>`
               SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity
-              WHERE application_name = ${ours} AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%FROM lease_usage%FOR UPDATE%'`;
+              WHERE application_name = ${ours} AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%WITH settling AS%'`;
             ended = row!.count;
           }
-          return { held: rows.length, ended, settling };
+          return { held: unsettled!.count, ended, settling };
         });
-        world.trace.push(`  ${held} unsettled lease usage row(s) held, ${ended} settlement connection(s) ended: ${await settling}`);
-        const raced = await Promise.allSettled(world.alive().map((other) => (other.inner as PostgresStore).leases.settle(null)));
+        world.trace.push(`  ${held} unsettled lease usage row(s), ${ended} settlement connection(s) ended: ${await settling}`);
+        const raced = await Promise.allSettled(world.alive().map((other) => (other.inner as PostgresStore).leases.settle("all")));
         world.trace.push(`  settled at once by ${raced.map((outcome) => (outcome.status === "fulfilled" ? outcome.value : "failed")).join(" and ")} row(s)`);
       },
     ],

@@ -28,37 +28,48 @@ interface LeaseUsageRow {
 
 /** A look-up debited from a lease, as its lease_usage row holds it. */
 export type LeaseUsage = Pick<Debit, "organizationId" | "transactionId" | "amount" | "keyId" | "requestId" | "gtin" | "description" | "items" | "createdAt"> & {
+  leaseId: string;
   allocations: ReadonlyArray<{ bucketId: string; amount: number }>;
 };
 
 /** Writes look-ups debited from leases as lease_usage rows (a part of the lease debit's statement). */
 export function leaseUsageWrite(sql: postgres.Sql, usage: LeaseUsage[]) {
   return sql`recorded AS (
-        INSERT INTO lease_usage (organization_id, id, amount, allocations, key_id, request_id, gtin, description, items, created_at)
-        SELECT organization_id, id, amount, allocations::jsonb, key_id, request_id, gtin, description, items, created_at
-        FROM unnest(${usage.map((u) => u.organizationId)}::text[], ${usage.map((u) => u.transactionId)}::text[], ${usage.map((u) => String(u.amount))}::bigint[],
-                    ${usage.map((u) => JSON.stringify(u.allocations))}::text[], ${usage.map((u) => u.keyId)}::text[], ${usage.map((u) => u.requestId)}::text[],
-                    ${usage.map((u) => u.gtin)}::text[], ${usage.map((u) => u.description)}::text[], ${usage.map((u) => u.items)}::int[],
-                    ${usage.map((u) => String(u.createdAt))}::bigint[])
-          AS t(organization_id, id, amount, allocations, key_id, request_id, gtin, description, items, created_at)
+        INSERT INTO lease_usage (organization_id, lease_id, id, amount, allocations, key_id, request_id, gtin, description, items, created_at)
+        SELECT organization_id, lease_id, id, amount, allocations::jsonb, key_id, request_id, gtin, description, items, created_at
+        FROM unnest(${usage.map((u) => u.organizationId)}::text[], ${usage.map((u) => u.leaseId)}::text[], ${usage.map((u) => u.transactionId)}::text[],
+                    ${usage.map((u) => String(u.amount))}::bigint[], ${usage.map((u) => JSON.stringify(u.allocations))}::text[], ${usage.map((u) => u.keyId)}::text[],
+                    ${usage.map((u) => u.requestId)}::text[], ${usage.map((u) => u.gtin)}::text[], ${usage.map((u) => u.description)}::text[],
+                    ${usage.map((u) => u.items)}::int[], ${usage.map((u) => String(u.createdAt))}::bigint[])
+          AS t(organization_id, lease_id, id, amount, allocations, key_id, request_id, gtin, description, items, created_at)
       )`;
 }
 
+/** Which lease_usage rows a settlement takes: those of some leases, of some organizations, or all. */
+export type SettlementScope = { leases: Array<{ organizationId: string; leaseId: string }> } | { organizations: string[] } | "all";
+
 /**
- * Settles the lease_usage rows of `organizations` (every organization's when null) and returns how
- * many it settled. Rows committed before the call are settled when it returns (by this call or by
- * another that held them), so a read after it sees every look-up debited before it in the ledger.
+ * Settles the lease_usage rows of `scope` and returns how many it settled. Rows committed before
+ * the call are settled when it returns (by this call, or by another one that held them and
+ * committed first), so a read after it finds every look-up debited before it in the ledger.
  */
-export async function settleLeaseUsage(client: postgres.Sql, organizations: string[] | null, reason: string): Promise<number> {
-  if (organizations !== null && organizations.length === 0) return 0;
+export async function settleLeaseUsage(client: postgres.Sql, scope: SettlementScope, reason: string): Promise<number> {
+  if (scope !== "all" && ("leases" in scope ? scope.leases : scope.organizations).length === 0) return 0;
   return client.begin(async (tx) => {
-    const which = organizations === null ? tx`` : tx`WHERE organization_id = ANY(${organizations}::text[])`;
+    // Deleting a row locks it: a second settler of it waits, then finds it gone.
     const rows = await tx<LeaseUsageRow[]>`
-      SELECT organization_id, id, amount, allocations::text AS allocations, key_id, request_id, gtin, description, items, created_at
-      FROM lease_usage ${which} ORDER BY organization_id, id FOR UPDATE`;
+      DELETE FROM lease_usage ${whereOf(tx, scope)}
+      RETURNING organization_id, id, amount, allocations::text AS allocations, key_id, request_id, gtin, description, items, created_at`;
     if (rows.length > 0) await writeSettlement(tx, rows.map(debitOf), reason);
     return rows.length;
   });
+}
+
+function whereOf(sql: postgres.TransactionSql, scope: SettlementScope) {
+  if (scope === "all") return sql``;
+  if ("organizations" in scope) return sql`WHERE organization_id = ANY(${scope.organizations}::text[])`;
+  return sql`WHERE (organization_id, lease_id) IN (
+        SELECT * FROM unnest(${scope.leases.map((l) => l.organizationId)}::text[], ${scope.leases.map((l) => l.leaseId)}::text[]))`;
 }
 
 function debitOf(row: LeaseUsageRow): Debit {
@@ -82,7 +93,7 @@ function debitOf(row: LeaseUsageRow): Debit {
 /**
  * The ledger's side of settled look-ups, in one statement: the organizations' sums (locked first, in
  * id order, as every debit locks them), the usage rows, counters, key lines' monthly spending and
- * balance events; the settled lease_usage rows are deleted.
+ * balance events.
  */
 async function writeSettlement(sql: postgres.TransactionSql, debits: Debit[], reason: string): Promise<void> {
   const organizations = [...new Set(debits.map((debit) => debit.organizationId))];
@@ -95,16 +106,12 @@ async function writeSettlement(sql: postgres.TransactionSql, debits: Debit[], re
   });
   const createdAt = Math.max(...debits.map((debit) => debit.createdAt));
   await sql`
-      WITH locked AS (
+      WITH settling AS (
         SELECT id FROM organizations WHERE id = ANY(${organizations}::text[]) ORDER BY id FOR NO KEY UPDATE
-      ),
-      settled AS (
-        DELETE FROM lease_usage USING unnest(${debits.map((d) => d.organizationId)}::text[], ${debits.map((d) => d.transactionId)}::text[]) AS t(organization_id, id)
-        WHERE lease_usage.organization_id = t.organization_id AND lease_usage.id = t.id
       ),
       moved AS (
         UPDATE organizations SET ledger_balance = organizations.ledger_balance - t.amount
-        FROM locked JOIN unnest(${plan.organizations.map((o) => o.id)}::text[], ${plan.organizations.map((o) => String(o.amount))}::bigint[]) AS t(id, amount) ON t.id = locked.id
+        FROM settling JOIN unnest(${plan.organizations.map((o) => o.id)}::text[], ${plan.organizations.map((o) => String(o.amount))}::bigint[]) AS t(id, amount) ON t.id = settling.id
         WHERE organizations.id = t.id
         RETURNING organizations.id, organizations.ledger_balance + t.amount AS before, organizations.ledger_balance AS after, organizations.low_credit_threshold AS threshold
       ),
@@ -124,7 +131,7 @@ async function writeSettlement(sql: postgres.TransactionSql, debits: Debit[], re
         SELECT coalesce(k.line_id, k.id), t.month, sum(t.spent)::bigint
         FROM unnest(${plan.spending.map((s) => s.line)}::text[], ${plan.spending.map((s) => s.month)}::text[], ${plan.spending.map((s) => String(s.spent))}::bigint[])
           AS t(key_id, month, spent) JOIN api_keys k ON k.id = t.key_id
-        WHERE EXISTS (SELECT 1 FROM locked)
+        WHERE EXISTS (SELECT 1 FROM settling)
         GROUP BY 1, 2
         ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
       ),

@@ -20,7 +20,7 @@ import { retrying } from "../postgres-retry";
 import type { Debit } from "./debit-plan";
 import { splitAllocations } from "./model";
 import { cappedKey, fefo } from "./postgres-debits";
-import { type LeaseUsage, leaseUsageWrite, settleLeaseUsage } from "./postgres-lease-settlement";
+import { type LeaseUsage, leaseUsageWrite, type SettlementScope, settleLeaseUsage } from "./postgres-lease-settlement";
 
 /** When an instance takes leases, and how large. */
 export interface LeasePolicy {
@@ -289,7 +289,7 @@ export class CreditLeases {
       const { kept, given } = splitAllocations(rests.get(debit.lease) ?? debit.lease.allocations, debit.amount);
       rests.set(debit.lease, given);
       const { lease, reservationId, ...rest } = debit;
-      return { ...rest, allocations: kept };
+      return { ...rest, leaseId: lease.id, allocations: kept };
     });
     const keyIds = [...new Set(debits.flatMap((debit) => (debit.keyId === null ? [] : [debit.keyId])))];
     const leases = [...rests].map(([lease, rest]) => ({ lease, rest, amount: rest.reduce((sum, part) => sum + part.amount, 0) }));
@@ -311,12 +311,12 @@ export class CreditLeases {
       lease.amount = amount;
       lease.allocations = rest;
     }
-    for (const debit of debits) this.unsettled.add(debit.organizationId);
+    for (const { lease } of leases) this.unsettled.set(lease.id, lease.organizationId);
     this.settleSoon();
   }
 
-  /** Organizations whose look-ups this instance debited from leases since its last settlement. */
-  private readonly unsettled = new Set<string>();
+  /** The leases (id → organization) whose look-ups this instance debited since its last settlement. */
+  private readonly unsettled = new Map<string, string>();
 
   private settleTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -339,18 +339,18 @@ export class CreditLeases {
     this.settleTimer = null;
   }
 
-  /** Settles the lease usage of the organizations this instance debited (a failure leaves them for the next try). */
+  /** Settles the lease usage this instance wrote (a failure leaves it for the next try). */
   private async settleOwn(): Promise<void> {
-    const organizations = [...this.unsettled];
+    const leases = [...this.unsettled].map(([leaseId, organizationId]) => ({ leaseId, organizationId }));
     this.unsettled.clear();
-    await this.settle(organizations).catch((error: unknown) => {
-      for (const organizationId of organizations) this.unsettled.add(organizationId);
+    await this.settle({ leases }).catch((error: unknown) => {
+      for (const { leaseId, organizationId } of leases) this.unsettled.set(leaseId, organizationId);
       throw error;
     });
   }
 
-  /** Settles the organizations' lease usage, every instance's (before a read of their ledger, sums or spending). */
-  settle(organizations: string[] | null): Promise<number> {
-    return retrying(() => settleLeaseUsage(this.deps.client, organizations, this.deps.reason));
+  /** Settles lease usage, any instance's (before a read of an organization's ledger, sums or spending; in the sweeps). */
+  settle(scope: SettlementScope): Promise<number> {
+    return retrying(() => settleLeaseUsage(this.deps.client, scope, this.deps.reason));
   }
 }

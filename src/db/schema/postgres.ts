@@ -247,6 +247,7 @@ export const leaseUsage = pgTable(
   "lease_usage",
   {
     organizationId: text("organization_id").notNull(),
+    leaseId: text("lease_id").notNull(),
     id: text("id").notNull(),
     amount: credits("amount").notNull(),
     allocations: jsonb("allocations").$type<Array<{ bucketId: string; amount: number }>>().notNull(),
@@ -257,7 +258,8 @@ export const leaseUsage = pgTable(
     items: integer("items").notNull(),
     createdAt: epochMs("created_at").notNull(),
   },
-  (table) => [primaryKey({ columns: [table.organizationId, table.id] })],
+  // One index: an instance settles its leases' rows, a read its organization's.
+  (table) => [primaryKey({ columns: [table.organizationId, table.leaseId, table.id] })],
 );
 
 /**
