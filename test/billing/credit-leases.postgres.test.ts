@@ -384,6 +384,48 @@ test("a key capped while its look-up holds lease credits: the lease's debit fail
   expect(after.ledger).toBe(after.buckets + after.reserved);
 });
 
+test("a key capped while look-ups it made from a lease wait for their settlement: its capped reservations count them against the cap", async () => {
+  await one.ensureSystemUser(clock.now());
+  const { key } = await createApiKey(one, { organizationId, name: "capped after use", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", now: clock.now() });
+  await leaseOn(one);
+  one.leases.stopSettling();
+  const reserveOn = (store: Store, requestId: string) => store.reserveCredits({ organizationId, amount: 1, keyId: key.id, requestId, now: clock.now() });
+  for (let i = 0; i < 3; i++) expect(await commitOn(one, await reserveOn(one, `req_before_cap_${i}`))).toBe(true);
+  expect(await sums()).toMatchObject({ unsettled: 3 });
+  await queryRows(two, "UPDATE api_keys SET monthly_credit_limit = 4 WHERE id = ?", [key.id]);
+  // Nothing of the key's is settled yet: its line's spending row says 0, its lease_usage rows 3.
+  expect(await reserveOn(two, "req_after_cap_1")).toMatchObject({ ok: true });
+  expect(await reserveOn(two, "req_after_cap_2")).toMatchObject({ ok: false, keyLimit: 4 });
+  expect(await sums()).toMatchObject({ unsettled: 3 });
+});
+
+test("the available credits read while a lease is being taken count its credits once, in the buckets or in the lease", async () => {
+  const leases = one.leases as unknown as { deps: { client: postgres.Sql } };
+  const real = leases.deps.client;
+  let committed = () => {};
+  const takeCommitted = new Promise<void>((resolve) => {
+    committed = resolve;
+  });
+  leases.deps.client = new Proxy(real, {
+    apply(target, self, args: unknown[]) {
+      const query = Reflect.apply(target, self, args) as postgres.PendingQuery<postgres.Row[]>;
+      const text = String((args[0] as string[] | undefined)?.[0] ?? "");
+      if (!(text.includes("WITH locked AS") && text.includes("FROM credit_buckets"))) return query;
+      // The take commits; its answer reaches the instance 100 ms later.
+      return query.then(async (rows) => {
+        committed();
+        await Bun.sleep(100);
+        return rows;
+      });
+    },
+  });
+  expect(await lookUp(one)).toBe(true);
+  await takeCommitted;
+  expect(await one.availableCredits(organizationId, clock.now())).toBe(99);
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 20 });
+  leases.deps.client = real;
+});
+
 test("what a reservation, the available credits and the balance say an organization can spend counts its lease's free credits once", async () => {
   await leaseOn(one);
   const now = clock.now();

@@ -149,15 +149,25 @@ export function faultOperations(world: World): Operation[] {
         // A debit whose COMMIT PostgreSQL takes but whose answer never comes back, the database then
         // away for 1 s: forced through a relay on the instance's debit connection, not left to timing.
         // With the 0.5 s patience of two seeds in three the look-up answers 503 in doubt, else its
-        // retried debit finds its own ledger row.
+        // retried debit finds its own ledger row. Half the time the look-up follows four of its
+        // organization on the same instance, so it is likely debited from a credit lease, whose
+        // statement commits on its own: its retry finds its lease_usage row.
         const instance = world.pick(world.alive());
         const store = instance.inner as unknown as { debitConnection: ReturnType<typeof openDebitConnection> };
-        const relay = await startCommitAnswerLoss(world.database.url, 1_000);
+        const organization = world.chance(0.5) ? world.pick(world.organizations) : null;
+        for (let count = 0; organization !== null && count < 4; count++) {
+          const shape: LookUpShape = { kind: "single", organizationId: organization.id, gtins: [FRESH] };
+          await (await world.send(instance, shape, world.pick(world.activeKeys(organization)), null, false)).settled;
+        }
+        const relay = await startCommitAnswerLoss(world.database.url, 1_000, ["COMMIT", "WITH leased AS"]);
         const connection = openDebitConnection(relay.url);
         const original = store.debitConnection;
         store.debitConnection = connection;
         world.injected("commit answer lost");
-        const request = freshLookUp(instance);
+        const request =
+          organization === null
+            ? freshLookUp(instance)
+            : world.sendLookUp(instance, { kind: "single", organizationId: organization.id, gtins: [FRESH] }, world.pick(world.activeKeys(organization)), null);
         world.trace.push(`  look-up #${request.id} with its debit's COMMIT answer to be lost`);
         await request.settled;
         store.debitConnection = original;

@@ -42,15 +42,21 @@ export async function startRelay(
 }
 
 /**
- * A relay that passes the first COMMIT on, keeps PostgreSQL's answer from the client, cuts the
- * connection and then refuses connections for `awayMs`, as a PostgreSQL restarting would: the
- * client cannot tell whether its transaction committed.
+ * A relay that passes the first COMMIT (or the first message holding one of `markers`: a statement
+ * that commits on its own) on, keeps PostgreSQL's answer from the client, cuts the connection and
+ * then refuses connections for `awayMs`, as a PostgreSQL restarting would: the client cannot tell
+ * whether its transaction committed.
  */
-export async function startCommitAnswerLoss(databaseUrl: string, awayMs: number): Promise<{ url: string; commitsCut(): number; close(): void }> {
+export async function startCommitAnswerLoss(
+  databaseUrl: string,
+  awayMs: number,
+  markers: string[] = ["COMMIT"],
+): Promise<{ url: string; commitsCut(): number; close(): void }> {
   let cut = 0;
   const relay = await startRelay(databaseUrl, {
     fromClient(data, link) {
-      if (cut > 0 || !data.toString("latin1").includes("COMMIT")) return true;
+      const text = data.toString("latin1");
+      if (cut > 0 || !markers.some((marker) => text.includes(marker))) return true;
       cut++;
       link.server.write(data);
       link.server.removeAllListeners("data");

@@ -128,8 +128,12 @@ export class CreditLeases {
     return this.changing.get(organizationId);
   }
 
+  /** How many takes and give-backs this instance has begun: a reader of the buckets and the leases compares it before and after. */
+  changesBegun = 0;
+
   /** Runs `work` as the organization's change in flight, after the one before it; says so once it is done (failed or not). */
   private track(organizationId: string, work: Promise<unknown>): Promise<void> {
+    this.changesBegun++;
     const done: Promise<void> = Promise.all([this.changing.get(organizationId), work])
       .then(
         () => undefined,

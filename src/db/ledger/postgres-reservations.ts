@@ -615,9 +615,19 @@ export class PostgresReservations {
       .prepare("available_credits"),
   );
 
+  // A lease taken or given back moves credits between the buckets and the lease: the buckets are read,
+  // and the lease's free credits counted, with no take or give-back of this instance's begun in between.
   async availableCredits(organizationId: string, now: number, balance?: BalanceAtKeyRead): Promise<number> {
-    const spendable = balance?.spendable ?? (await this.availableStatement().execute({ organizationId, now }))[0]!.available;
-    return Math.max(0, spendable - (this.heldHere.get(organizationId) ?? 0)) + this.leases.spare(organizationId, now);
+    for (let known = balance?.spendable; ; known = undefined) {
+      const changing = this.leases.changeOf(organizationId);
+      if (changing !== undefined) {
+        await changing;
+        continue;
+      }
+      const begun = this.leases.changesBegun;
+      const spendable = known ?? (await this.availableStatement().execute({ organizationId, now }))[0]!.available;
+      if (this.leases.changesBegun === begun) return Math.max(0, spendable - (this.heldHere.get(organizationId) ?? 0)) + this.leases.spare(organizationId, now);
+    }
   }
 
   // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a reader.
