@@ -181,10 +181,10 @@ export function faultOperations(world: World): Operation[] {
       "settlement connection lost",
       async () => {
         // An instance's settlement of lease usage loses its connection between its two statements:
-        // the harness locks every organization's row, the settlement (its rows deleted already)
-        // waits on it to write the ledger, and its connection is ended there. Its rows come back
-        // unsettled (and held) until a later settlement; then every live instance settles at once,
-        // and each row is settled once.
+        // the harness locks the organization's row, the settlement (its rows deleted already) waits
+        // on it to write the ledger, and the connections waiting on a lock then (the settlement's,
+        // and any debit of the organization's) are ended. Its rows come back unsettled (and held)
+        // until a later settlement; then every live instance settles at once, and each row is settled once.
         const instance = world.pick(world.alive());
         if (!(instance.inner instanceof PostgresStore)) return;
         const store = instance.inner;
@@ -198,8 +198,8 @@ export function faultOperations(world: World): Operation[] {
         const ours = testApplicationName(world.database.url);
         const sql = (observer as PostgresStore).connection;
         const { held, ended, settling } = await sql.begin(async (tx) => {
-          await tx`SELECT id FROM organizations ORDER BY id FOR UPDATE`;
-          const [unsettled] = await tx<Array<{ count: number }>>`SELECT count(*)::int AS count FROM lease_usage`;
+          await tx`SELECT id FROM organizations WHERE id = ${organization.id} FOR UPDATE`;
+          const [unsettled] = await tx<Array<{ count: number }>>`SELECT count(*)::int AS count FROM lease_usage WHERE organization_id = ${organization.id}`;
           const settling = store.leases.settle("all").then(
             (count) => `settled ${count}`,
             (error: unknown) => `failed (${(error as { code?: string }).code ?? error})`,
@@ -209,7 +209,7 @@ export function faultOperations(world: World): Operation[] {
             await Bun.sleep(5);
             const [row] = await tx<Array<{ count: number }>>`
               SELECT count(pg_terminate_backend(pid))::int AS count FROM pg_stat_activity
-              WHERE application_name = ${ours} AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%WITH settling AS%'`;
+              WHERE application_name = ${ours} AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`;
             ended = row!.count;
           }
           return { held: unsettled!.count, ended, settling };
