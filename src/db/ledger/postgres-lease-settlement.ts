@@ -11,7 +11,7 @@
 import type postgres from "postgres";
 import { utcMonth } from "../../lib/clock";
 import { type Debit, planDebits } from "./debit-plan";
-import { balanceEvents, countersWrite } from "./postgres-debits";
+import { lockedStateOf, lockStatements, writePlan } from "./postgres-debits";
 
 interface LeaseUsageRow {
   organization_id: string;
@@ -91,51 +91,16 @@ function debitOf(row: LeaseUsageRow): Debit {
 }
 
 /**
- * The ledger's side of settled look-ups, in one statement: the organizations' sums (locked first, in
- * id order, as every debit locks them), the usage rows, counters, key lines' monthly spending and
- * balance events.
+ * The ledger's side of settled look-ups: the organizations' sums locked (in id order, as every
+ * debit locks them) and read with the keys' lines, then the one debit planner's plan written by the
+ * group commit's own write statement (usage rows, sums, counters, key lines' spending, balance events).
  */
 async function writeSettlement(sql: postgres.TransactionSql, debits: Debit[], reason: string): Promise<void> {
   const organizations = [...new Set(debits.map((debit) => debit.organizationId))];
   const keyIds = [...new Set(debits.flatMap((debit) => (debit.keyId === null ? [] : [debit.keyId])))];
-  // Sums from zero: each usage row's balance_after is the organization's sum before the statement plus its planned one.
-  const plan = planDebits(debits, {
-    buckets: [],
-    organizations: new Map(organizations.map((id) => [id, { ledgerBalance: 0, lowCreditThreshold: null }])),
-    keys: new Map(keyIds.map((id) => [id, { line: id, capped: false }])),
-  });
-  const createdAt = Math.max(...debits.map((debit) => debit.createdAt));
-  await sql`
-      WITH settling AS (
-        SELECT id FROM organizations WHERE id = ANY(${organizations}::text[]) ORDER BY id FOR NO KEY UPDATE
-      ),
-      moved AS (
-        UPDATE organizations SET ledger_balance = organizations.ledger_balance - t.amount
-        FROM settling JOIN unnest(${plan.organizations.map((o) => o.id)}::text[], ${plan.organizations.map((o) => String(o.amount))}::bigint[]) AS t(id, amount) ON t.id = settling.id
-        WHERE organizations.id = t.id
-        RETURNING organizations.id, organizations.ledger_balance + t.amount AS before, organizations.ledger_balance AS after, organizations.low_credit_threshold AS threshold
-      ),
-      ledger AS (
-        INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-        SELECT t.id, t.organization_id, 'usage', t.amount, moved.before + t.balance_after, t.bucket_id, t.key_id, t.request_id, t.gtin, t.description, t.created_at
-        FROM unnest(${plan.ledger.map((r) => r.id)}::text[], ${plan.ledger.map((r) => r.organizationId)}::text[], ${plan.ledger.map((r) => String(r.amount))}::bigint[],
-                    ${plan.ledger.map((r) => String(r.balanceAfter))}::bigint[], ${plan.ledger.map((r) => r.bucketId)}::text[], ${plan.ledger.map((r) => r.keyId)}::text[],
-                    ${plan.ledger.map((r) => r.requestId)}::text[], ${plan.ledger.map((r) => r.gtin)}::text[], ${plan.ledger.map((r) => r.description)}::text[],
-                    ${plan.ledger.map((r) => String(r.createdAt))}::bigint[])
-          AS t(id, organization_id, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-        JOIN moved ON moved.id = t.organization_id
-      ),
-      ${countersWrite(sql, plan.counters, reason)},
-      spending AS (
-        INSERT INTO api_key_monthly_usage (key_id, month, spent)
-        SELECT coalesce(k.line_id, k.id), t.month, sum(t.spent)::bigint
-        FROM unnest(${plan.spending.map((s) => s.line)}::text[], ${plan.spending.map((s) => s.month)}::text[], ${plan.spending.map((s) => String(s.spent))}::bigint[])
-          AS t(key_id, month, spent) JOIN api_keys k ON k.id = t.key_id
-        WHERE EXISTS (SELECT 1 FROM settling)
-        GROUP BY 1, 2
-        ON CONFLICT (key_id, month) DO UPDATE SET spent = api_key_monthly_usage.spent + excluded.spent
-      ),
-      crossings AS (SELECT id AS organization_id, before, after, threshold, ${createdAt}::bigint AS created_at FROM moved),
-      ${balanceEvents(sql)}
-      SELECT 1`;
+  // Only the sums and the keys: the look-ups' credits left the buckets when their leases were taken,
+  // so the buckets' statement (postgres.js runs a query only once awaited) is never sent.
+  const [, sumsRead, keysRead] = lockStatements(sql, { organizations, keyIds, rowIds: [], now: 0 });
+  const [sums, keys] = await Promise.all([sumsRead, keysRead]);
+  await writePlan(sql, planDebits(debits, lockedStateOf([], sums, keys)), { reason });
 }

@@ -10,10 +10,10 @@
 // instance and has not lapsed by the database's clock, else the statement fails whole and its
 // look-ups are debited from the buckets instead (the row, whatever it holds, is given back). Leased
 // credits count as reserved, and debited ones as held until settled: ledger sum = buckets +
-// reservation rows (leases among them) + lease_usage rows at every commit. A lease lapses by the database's clock (a dead instance's comes back through the stale
-// sweep), is never spent past its earliest bucket's expiry, and is at most 1/share of the
-// organization's spendable credits when taken, so other instances rarely find the buckets empty
-// while a lease still holds credits.
+// reservation rows (leases among them) + lease_usage rows at every commit. A lease lapses by the
+// database's clock (a dead instance's comes back through the stale sweep), is never spent past its
+// earliest bucket's expiry, and is at most 1/share of the organization's spendable credits when
+// taken, so other instances rarely find the buckets empty while a lease still holds credits.
 import type postgres from "postgres";
 import { newId } from "../../lib/ids";
 import { retrying } from "../postgres-retry";

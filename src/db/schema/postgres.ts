@@ -240,7 +240,7 @@ export const reservations = pgTable(
 /**
  * A look-up debited from a credit lease whose ledger row is not written yet (see CreditLeases): the
  * lease's debit writes only these narrow rows, and a settlement turns them into usage rows (with
- * their sums, counters, spending and balance events) within a second. `id` is its ledger row's.
+ * their sums, counters, spending and balance events) within half a second. `id` is its ledger row's.
  * Until then its credits count as held: ledger sum = buckets + reservations + these.
  */
 export const leaseUsage = pgTable(
