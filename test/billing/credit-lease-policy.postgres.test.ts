@@ -141,6 +141,39 @@ test("an instance does not spend its lease in the last marginMs before the lease
   expect(one.leases.hold(organizationId, 1, clock.now())).toBeNull();
 });
 
+/** How long the lease's row lasts from now, by the database's clock. */
+async function endsIn(leaseId: string): Promise<number> {
+  const sql = "SELECT expires_at - (extract(epoch from clock_timestamp()) * 1000)::bigint AS ends_in FROM reservations WHERE id = ?";
+  const [row] = await queryRows<{ ends_in: string }>(one, sql, [leaseId]);
+  return Number(row!.ends_in);
+}
+
+test("each debit of a lease makes it last ms from then, by the database's clock and in the instance", async () => {
+  one.leases.policy = { ...POLICY, ms: 4_000, marginMs: 1_000 };
+  await leaseOn();
+  const lease = usable()!;
+  await Bun.sleep(1_200);
+  expect(await endsIn(lease.id)).toBeLessThan(2_900);
+  expect(await lookUp()).toBe(true);
+  expect(await endsIn(lease.id)).toBeGreaterThan(3_500);
+  // Past when it was taken + ms − marginMs, it is spent still, and was never taken again.
+  await Bun.sleep(2_000);
+  expect(usable()).toBe(lease);
+  expect(one.leases.counts).toMatchObject({ taken: 1, lost: 0 });
+  expect(lease.amount).toBe(19);
+});
+
+test("time the process did not see while a lease's debit ran counts against the end that debit sets", async () => {
+  one.leases.policy = { ...POLICY, ms: 4_000, marginMs: 1_000 };
+  await leaseOn();
+  const committed = commit(await hold());
+  one.leases.timePassed(2_500);
+  expect(await committed).toBe(true);
+  expect(usable()?.amount).toBe(19);
+  await Bun.sleep(700);
+  expect(usable()).toBeUndefined();
+});
+
 test("time the process did not see (the clock moved on) brings a lease's end closer by as much", async () => {
   await leaseOn();
   one.leases.timePassed(POLICY.ms - POLICY.marginMs - 1_000);

@@ -11,7 +11,8 @@
 // look-ups are debited from the buckets instead (the row, whatever it holds, is given back). Leased
 // credits count as reserved, and debited ones as held until settled: ledger sum = buckets +
 // reservation rows (leases among them) + lease_usage rows at every commit. A lease lapses by the
-// database's clock (a dead instance's comes back through the stale sweep), is never spent past its
+// database's clock `ms` after it was taken or last debited (a dead instance's comes back through
+// the stale sweep), is never spent past its
 // earliest bucket's expiry, and is at most 1/share of the organization's spendable credits when
 // taken, so other instances rarely find the buckets empty while a lease still holds credits.
 import type postgres from "postgres";
@@ -120,7 +121,19 @@ export class CreditLeases {
 
   /** `ms` passed that this process's monotonic clock did not see (the simulation's clock moved): the leases lapse sooner. */
   timePassed(ms: number): void {
+    this.unseenMs += ms;
     for (const lease of [...this.current.values(), ...this.retiring]) lease.usableUntil -= ms;
+  }
+
+  /** All the time timePassed was told of. */
+  private unseenMs = 0;
+
+  /**
+   * Until when a lease the database set to last `ms` from a statement sent at `sentAt` is spent:
+   * the database ran it after `sentAt` whatever the clocks say; `unseenBefore` is unseenMs then.
+   */
+  private usableUntilAfter(sentAt: number, unseenBefore: number): number {
+    return sentAt + this.policy.ms - this.policy.marginMs - (this.unseenMs - unseenBefore);
   }
 
   /** The take or give-back of the organization's lease in flight, if any. */
@@ -190,7 +203,7 @@ export class CreditLeases {
   /** Takes a lease of `size` credits from the buckets in FEFO order, if they hold share × size; the previous lease retires. */
   private async take(organizationId: string, size: number, now: number): Promise<void> {
     const id = newId("res", now);
-    const sentAt = performance.now();
+    const [sentAt, unseenBefore] = [performance.now(), this.unseenMs];
     const { client, instanceId } = this.deps;
     const [row] = await client<Array<{ allocations: string | null; buckets_expire_at: string | null }>>`
       WITH locked AS (
@@ -227,8 +240,7 @@ export class CreditLeases {
       amount: size,
       allocations: JSON.parse(row.allocations),
       held: 0,
-      // It lapses `ms` after the database ran the statement, which is after `sentAt` whatever the clocks say.
-      usableUntil: sentAt + this.policy.ms - this.policy.marginMs,
+      usableUntil: this.usableUntilAfter(sentAt, unseenBefore),
       bucketsExpireAt: row.buckets_expire_at === null ? null : Number(row.buckets_expire_at),
       retired: false,
       lost: false,
@@ -283,7 +295,9 @@ export class CreditLeases {
   /**
    * Debits look-ups held against leases in one statement, a transaction of its own, that writes the
    * leases' rows and one lease_usage row per look-up (settled into the ledger later, see
-   * settleLeaseUsage) and locks no row another instance writes. It fails whole (and changes
+   * settleLeaseUsage) and locks no row another instance writes. Each lease it debits lasts `ms`
+   * from then by the database's clock, so a busy lease is not taken again only because time passed
+   * (a take and a give-back per organization and instance every few seconds). It fails whole (and changes
    * nothing) when a lease's row is not as this instance left it, has lapsed, or a key of the batch
    * has been capped or revoked meanwhile; the caller then debits the look-ups from the buckets.
    */
@@ -297,9 +311,11 @@ export class CreditLeases {
     });
     const keyIds = [...new Set(debits.flatMap((debit) => (debit.keyId === null ? [] : [debit.keyId])))];
     const leases = [...rests].map(([lease, rest]) => ({ lease, rest, amount: rest.reduce((sum, part) => sum + part.amount, 0) }));
+    const [sentAt, unseenBefore] = [performance.now(), this.unseenMs];
     await sql`
       WITH leased AS (
-        UPDATE reservations SET amount = t.amount, allocations = t.allocations::jsonb
+        UPDATE reservations SET amount = t.amount, allocations = t.allocations::jsonb,
+          expires_at = (extract(epoch from clock_timestamp()) * 1000)::bigint + ${this.policy.ms}
         FROM unnest(${leases.map((l) => l.lease.id)}::text[], ${leases.map((l) => String(l.lease.amount))}::bigint[],
                     ${leases.map((l) => String(l.amount))}::bigint[], ${leases.map((l) => JSON.stringify(l.rest))}::text[]) AS t(id, old, amount, allocations)
         WHERE reservations.id = t.id AND reservations.amount = t.old AND reservations.instance_id = ${this.deps.instanceId}
@@ -314,6 +330,7 @@ export class CreditLeases {
     for (const { lease, rest, amount } of leases) {
       lease.amount = amount;
       lease.allocations = rest;
+      lease.usableUntil = this.usableUntilAfter(sentAt, unseenBefore);
     }
     for (const { lease } of leases) this.unsettled.set(lease.id, lease.organizationId);
     this.settleSoon();
