@@ -98,6 +98,16 @@ test("look-ups of a leased organization debit the lease: ledger = buckets + leas
   expect(await sums()).toMatchObject({ buckets: 94, reserved: 0, leases: 0, ledger: 94 });
 });
 
+test("a balance read that meets lease usage not settled yet counts it as reserved: available + reserved = the ledger's sum", async () => {
+  await leaseOn(two);
+  two.leases.stopSettling();
+  for (let i = 0; i < 3; i++) expect(await lookUp(two)).toBe(true);
+  // The read a look-up debited between a settlement and the read meets (the store settles before reading).
+  const inner = one as unknown as { reservations: { getBalance: PostgresStore["getBalance"] } };
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 17, unsettled: 3, ledger: 99 });
+  expect(await inner.reservations.getBalance(organizationId, clock.now())).toMatchObject({ available: 79, reserved: 20 });
+});
+
 test("an instance that dies holding a lease: its lease usage is settled by the next sweep, its credits come back once the lease lapses by the database's clock, not before", async () => {
   await leaseOn(one);
   expect(await lookUp(one)).toBe(true);
