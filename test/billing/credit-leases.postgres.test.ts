@@ -98,6 +98,17 @@ test("look-ups of a leased organization debit the lease: ledger = buckets + leas
   expect(await sums()).toMatchObject({ buckets: 94, reserved: 0, leases: 0, ledger: 94 });
 });
 
+test("each instance settles its own leases' look-ups within half a second, with no read, and leaves another instance's alone", async () => {
+  await leaseOn(one);
+  await leaseOn(two);
+  two.leases.stopSettling();
+  for (let i = 0; i < 3; i++) expect(await lookUp(one)).toBe(true);
+  for (let i = 0; i < 2; i++) expect(await lookUp(two)).toBe(true);
+  expect(await sums()).toMatchObject({ usage: 2, unsettled: 5 });
+  for (const until = performance.now() + 5_000; (await sums()).unsettled === 5 && performance.now() < until; ) await Bun.sleep(50);
+  expect(await sums()).toMatchObject({ usage: 5, unsettled: 2 });
+});
+
 test("a balance read that meets lease usage not settled yet counts it as reserved: available + reserved = the ledger's sum", async () => {
   await leaseOn(two);
   two.leases.stopSettling();
