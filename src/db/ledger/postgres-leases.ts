@@ -12,9 +12,9 @@
 // credits count as reserved, and debited ones as held until settled: ledger sum = buckets +
 // reservation rows (leases among them) + lease_usage rows at every commit. A lease lapses by the
 // database's clock `ms` after it was taken or last debited (a dead instance's comes back through
-// the stale sweep), is never spent past its
-// earliest bucket's expiry, and is at most 1/share of the organization's spendable credits when
-// taken, so other instances rarely find the buckets empty while a lease still holds credits.
+// the stale sweep), is never spent past its earliest bucket's expiry, and is at most 1/share of the
+// organization's spendable credits when taken, so other instances rarely find the buckets empty
+// while a lease still holds credits.
 import type postgres from "postgres";
 import { newId } from "../../lib/ids";
 import { retrying } from "../postgres-retry";
@@ -119,14 +119,14 @@ export class CreditLeases {
     return true;
   }
 
+  /** All the time timePassed was told of. */
+  private unseenMs = 0;
+
   /** `ms` passed that this process's monotonic clock did not see (the simulation's clock moved): the leases lapse sooner. */
   timePassed(ms: number): void {
     this.unseenMs += ms;
     for (const lease of [...this.current.values(), ...this.retiring]) lease.usableUntil -= ms;
   }
-
-  /** All the time timePassed was told of. */
-  private unseenMs = 0;
 
   /**
    * Until when a lease the database set to last `ms` from a statement sent at `sentAt` is spent:
@@ -297,9 +297,9 @@ export class CreditLeases {
    * leases' rows and one lease_usage row per look-up (settled into the ledger later, see
    * settleLeaseUsage) and locks no row another instance writes. Each lease it debits lasts `ms`
    * from then by the database's clock, so a busy lease is not taken again only because time passed
-   * (a take and a give-back per organization and instance every few seconds). It fails whole (and changes
-   * nothing) when a lease's row is not as this instance left it, has lapsed, or a key of the batch
-   * has been capped or revoked meanwhile; the caller then debits the look-ups from the buckets.
+   * (a take and a give-back per organization and instance every few seconds). It fails whole (and
+   * changes nothing) when a lease's row is not as this instance left it, has lapsed, or a key of the
+   * batch has been capped or revoked meanwhile; the caller then debits the look-ups from the buckets.
    */
   async debit(sql: postgres.Sql, debits: LeasedDebit[]): Promise<void> {
     const rests = new Map<Lease, Array<{ bucketId: string; amount: number }>>();
