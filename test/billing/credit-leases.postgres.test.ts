@@ -424,8 +424,12 @@ test("a key capped while look-ups it made from a lease wait for their settlement
   expect(await sums()).toMatchObject({ unsettled: 3 });
 });
 
-test("the available credits read while a lease is being taken count its credits once, in the buckets or in the lease", async () => {
-  const leases = one.leases as unknown as { deps: { client: postgres.Sql } };
+/**
+ * Makes `store`'s lease takes commit and then answer the instance 100 ms later (a slow network): the
+ * promise resolves at each take's commit; `restore` puts the real connection back.
+ */
+function delayTakeAnswers(store: PostgresStore) {
+  const leases = store.leases as unknown as { deps: { client: postgres.Sql } };
   const real = leases.deps.client;
   let committed = () => {};
   const takeCommitted = new Promise<void>((resolve) => {
@@ -436,7 +440,6 @@ test("the available credits read while a lease is being taken count its credits 
       const query = Reflect.apply(target, self, args) as postgres.PendingQuery<postgres.Row[]>;
       const text = String((args[0] as string[] | undefined)?.[0] ?? "");
       if (!(text.includes("WITH locked AS") && text.includes("FROM credit_buckets"))) return query;
-      // The take commits; its answer reaches the instance 100 ms later.
       return query.then(async (rows) => {
         committed();
         await Bun.sleep(100);
@@ -444,11 +447,35 @@ test("the available credits read while a lease is being taken count its credits 
       });
     },
   });
+  return { takeCommitted, restore: () => (leases.deps.client = real) };
+}
+
+test("the available credits read while a lease is being taken count its credits once, in the buckets or in the lease", async () => {
+  const { takeCommitted, restore } = delayTakeAnswers(one);
   expect(await lookUp(one)).toBe(true);
   await takeCommitted;
   expect(await one.availableCredits(organizationId, clock.now())).toBe(99);
   expect(await sums()).toMatchObject({ buckets: 79, reserved: 20 });
-  leases.deps.client = real;
+  restore();
+});
+
+test("the available credits read while a take begins and commits count its credits once: the read is taken again after it", async () => {
+  const { takeCommitted, restore } = delayTakeAnswers(one);
+  type Read = { execute(params: object): Promise<Array<{ available: number }>> };
+  const reservations = (one as unknown as { reservations: { availableStatement: () => Read } }).reservations;
+  const read = reservations.availableStatement;
+  // The take begins once the read was sent, and commits before the read runs; its answer comes later.
+  reservations.availableStatement = () => ({
+    execute: async (params) => {
+      one.leases.want(organizationId, 100, clock.now());
+      await takeCommitted;
+      reservations.availableStatement = read;
+      return read().execute(params);
+    },
+  });
+  expect(await one.availableCredits(organizationId, clock.now())).toBe(100);
+  expect(await sums()).toMatchObject({ buckets: 80, reserved: 20 });
+  restore();
 });
 
 test("what a reservation, the available credits and the balance say an organization can spend counts its lease's free credits once", async () => {
