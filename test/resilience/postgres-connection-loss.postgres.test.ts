@@ -24,3 +24,46 @@ test("after PostgreSQL ends a connection's backend mid-query, the pool's next qu
     await admin.end();
   }
 });
+
+/** A table of its own for a test (dropped by `drop`), in the test database's default schema. */
+async function scratchTable(admin: ReturnType<typeof openPostgresClient>) {
+  const name = `loss_${crypto.randomUUID().replaceAll("-", "")}`;
+  await admin`CREATE TABLE ${admin(name)} (note text)`;
+  return { name, drop: () => admin`DROP TABLE ${admin(name)}` };
+}
+
+// A transaction whose backend PostgreSQL ended: what its body sends afterwards (after catching the
+// error, or its ROLLBACK) went out on the pool's reconnected connection, outside any transaction,
+// and a ROLLBACK left queued on the dead connection kept `end()` waiting for its whole time-out.
+test("a transaction whose connection was lost sends nothing more: a write after the loss is refused, never committed on the next connection", async () => {
+  const pool = openPostgresClient(TEST_DATABASE_URL!, { max: 1 });
+  const admin = openPostgresClient(TEST_DATABASE_URL!, { max: 1 });
+  const table = await scratchTable(admin);
+  const codeOf = (error: { code?: string }) => error.code;
+  try {
+    let lostPid = 0;
+    let body!: Promise<string | undefined>;
+    const transaction = pool.begin((tx) => {
+      body = (async () => {
+        await tx`INSERT INTO ${tx(table.name)} VALUES ('before the loss')`;
+        [{ pid: lostPid }] = await tx<[{ pid: number }]>`SELECT pg_backend_pid() AS pid`;
+        await tx`SELECT pg_sleep(10)`.catch(codeOf);
+        // The pool connects again for another caller before the body goes on.
+        await pool`SELECT 1`;
+        return tx`INSERT INTO ${tx(table.name)} VALUES ('after the loss')`.then(() => "written", codeOf);
+      })();
+      return body;
+    });
+    while (lostPid === 0 || (await admin`SELECT 1 FROM pg_stat_activity WHERE pid = ${lostPid} AND wait_event = 'PgSleep'`).length === 0) await Bun.sleep(5);
+    await admin`SELECT pg_terminate_backend(${lostPid})`;
+    expect(await transaction.then(() => "committed", codeOf)).toBe("CONNECTION_CLOSED");
+    expect(await body).toBe("CONNECTION_CLOSED");
+    expect(await admin`SELECT note FROM ${admin(table.name)}`).toEqual([]);
+    // Nothing of the lost transaction is left queued: the pool ends without a time-out.
+    await pool.end();
+  } finally {
+    await pool.end({ timeout: 0 });
+    await table.drop();
+    await admin.end();
+  }
+});
