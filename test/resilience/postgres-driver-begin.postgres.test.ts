@@ -10,7 +10,9 @@ import { TEST_DATABASE_URL } from "../support/context";
 // query that fills its connection's pipeline; the service runs with the default of 100, where under
 // load one BEGIN in a hundred pipelined queries is.
 test("a transaction whose BEGIN fills its connection's pipeline still reserves the connection: its rows and the next caller's commit", async () => {
-  const pool = postgres(TEST_DATABASE_URL!, { max: 1, max_pipeline: 0, onnotice: () => {}, connection: { application_name: "begin-at-pipeline-end" } });
+  // postgres.js reads max_pipeline but does not type it.
+  const options = { max: 1, max_pipeline: 0, onnotice: () => {}, connection: { application_name: "begin-at-pipeline-end" } };
+  const pool = postgres(TEST_DATABASE_URL!, options);
   const admin = postgres(TEST_DATABASE_URL!, { max: 1, onnotice: () => {} });
   const table = `begin_${crypto.randomUUID().replaceAll("-", "")}`;
   await admin`CREATE TABLE ${admin(table)} (note text)`;
