@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import { openPostgresClient } from "../../src/db/postgres-client";
 import { TEST_DATABASE_URL } from "../support/context";
+import { createTestSchema, dropTestSchema } from "../support/schemas";
 
 // postgres.js as installed (patches/postgres+3.4.9.patch): a connection whose backend PostgreSQL
 // ended during a query kept that error and failed the first query of its next connection with it.
@@ -25,32 +26,26 @@ test("after PostgreSQL ends a connection's backend mid-query, the pool's next qu
   }
 });
 
-/** A table of its own for a test (dropped by `drop`), in the test database's default schema. */
-async function scratchTable(admin: ReturnType<typeof openPostgresClient>) {
-  const name = `loss_${crypto.randomUUID().replaceAll("-", "")}`;
-  await admin`CREATE TABLE ${admin(name)} (note text)`;
-  return { name, drop: () => admin`DROP TABLE ${admin(name)}` };
-}
-
 // A transaction whose backend PostgreSQL ended: what its body sends afterwards (after catching the
 // error, or its ROLLBACK) went out on the pool's reconnected connection, outside any transaction,
 // and a ROLLBACK left queued on the dead connection kept `end()` waiting for its whole time-out.
 test("a transaction whose connection was lost sends nothing more: a write after the loss is refused, never committed on the next connection", async () => {
-  const pool = openPostgresClient(TEST_DATABASE_URL!, { max: 1 });
-  const admin = openPostgresClient(TEST_DATABASE_URL!, { max: 1 });
-  const table = await scratchTable(admin);
+  const schema = await createTestSchema(TEST_DATABASE_URL!);
+  const pool = openPostgresClient(schema, { max: 1 });
+  const admin = openPostgresClient(schema, { max: 1 });
+  await admin`CREATE TABLE notes (note text)`;
   const codeOf = (error: { code?: string }) => error.code;
   try {
     let lostPid = 0;
     let body!: Promise<string | undefined>;
     const transaction = pool.begin((tx) => {
       body = (async () => {
-        await tx`INSERT INTO ${tx(table.name)} VALUES ('before the loss')`;
+        await tx`INSERT INTO notes VALUES ('before the loss')`;
         [{ pid: lostPid }] = await tx<[{ pid: number }]>`SELECT pg_backend_pid() AS pid`;
         await tx`SELECT pg_sleep(10)`.catch(codeOf);
         // The pool connects again for another caller before the body goes on.
         await pool`SELECT 1`;
-        return tx`INSERT INTO ${tx(table.name)} VALUES ('after the loss')`.then(() => "written", codeOf);
+        return tx`INSERT INTO notes VALUES ('after the loss')`.then(() => "written", codeOf);
       })();
       return body;
     });
@@ -58,12 +53,12 @@ test("a transaction whose connection was lost sends nothing more: a write after 
     await admin`SELECT pg_terminate_backend(${lostPid})`;
     expect(await transaction.then(() => "committed", codeOf)).toBe("CONNECTION_CLOSED");
     expect(await body).toBe("CONNECTION_CLOSED");
-    expect([...(await admin`SELECT note FROM ${admin(table.name)}`)]).toEqual([]);
+    expect([...(await admin`SELECT note FROM notes`)]).toEqual([]);
     // Nothing of the lost transaction is left queued: the pool ends without a time-out.
     await pool.end();
   } finally {
     await pool.end({ timeout: 0 });
-    await table.drop();
     await admin.end();
+    await dropTestSchema(schema);
   }
 });
