@@ -37,6 +37,7 @@ import postgres16 from "./postgres/0016_rate_limit_buckets.sql" with { type: "te
 import postgres17 from "./postgres/0017_change_notifications.sql" with { type: "text" };
 import postgres18 from "./postgres/0018_credit_leases.sql" with { type: "text" };
 import postgres19 from "./postgres/0019_lease_usage.sql" with { type: "text" };
+import postgres20 from "./postgres/0020_packed_lease_usage.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
@@ -79,4 +80,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0017_change_notifications", when: 1795835000000, breakpoints: true, sql: postgres17 },
   { tag: "0018_credit_leases", when: 1795818083884, breakpoints: true, sql: postgres18 },
   { tag: "0019_lease_usage", when: 1795880921241, breakpoints: true, sql: postgres19 },
+  { tag: "0020_packed_lease_usage", when: 1795921050207, breakpoints: true, sql: postgres20 },
 ];

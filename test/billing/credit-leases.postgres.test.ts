@@ -68,7 +68,7 @@ async function sums() {
             (SELECT coalesce(sum(amount), 0)::int FROM reservations WHERE organization_id = ?) AS reserved,
             (SELECT count(*)::int FROM reservations WHERE instance_id IS NOT NULL) AS leases,
             (SELECT count(*)::int FROM credit_transactions WHERE type = 'usage') AS usage,
-            (SELECT count(*)::int FROM lease_usage) AS unsettled,
+            (SELECT coalesce(sum(json_array_length(look_ups)), 0)::int FROM lease_usage) AS unsettled,
             (SELECT coalesce(sum(credits), 0)::int FROM usage_counters WHERE period_ms = 3600000) AS counted,
             (SELECT coalesce(sum(amount), 0)::int FROM credit_transactions WHERE organization_id = ?) AS ledger`,
     [organizationId, organizationId, organizationId],
@@ -198,6 +198,51 @@ test("connection lost after a lease's debit committed: the retry finds its lease
   expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 1, unsettled: 1 });
   await one.leases.settle("all");
   expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, unsettled: 0, counted: 2, ledger: 98 });
+});
+
+test("look-ups debited in one statement are packed in one lease_usage row; a lost answer's retry finds each in it, and each settles into a usage row of its own", async () => {
+  await leaseOn(one);
+  one.leases.stopSettling();
+  const held = await Promise.all(
+    [1, 2, 3, 4].map((i) => one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: `req_packed_${i}`, now: clock.now() })),
+  );
+  const inner = one as unknown as { debitConnection: postgres.Sql };
+  const real = inner.debitConnection;
+  // The group commit writes the first look-up alone and the three queued behind it together; that
+  // second statement commits and its answer is lost on the way back.
+  let statements = 0;
+  inner.debitConnection = new Proxy(real, {
+    apply(target, self, args: unknown[]) {
+      const query = Reflect.apply(target, self, args) as postgres.PendingQuery<postgres.Row[]>;
+      const text = String((args[0] as string[] | undefined)?.[0] ?? "");
+      if (!text.includes("WITH leased AS") || ++statements !== 2) return query;
+      return query.then(() => {
+        throw Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
+      });
+    },
+  });
+  expect(await Promise.all(held.map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true, true]);
+  inner.debitConnection = real;
+  expect(statements).toBe(2);
+  expect(one.leases.counts.lost).toBe(1);
+  const rows = await queryRows<{ look_ups: number; amount: number }>(
+    two,
+    "SELECT json_array_length(look_ups) AS look_ups, amount::int AS amount FROM lease_usage ORDER BY 1",
+  );
+  expect(rows).toEqual([
+    { look_ups: 1, amount: 1 },
+    { look_ups: 3, amount: 3 },
+  ]);
+  await Bun.sleep(50);
+  // Nothing debited twice: the lost lease went back whole, its four look-ups wait in two rows.
+  expect(await sums()).toMatchObject({ buckets: 95, reserved: 0, leases: 0, usage: 1, unsettled: 4, ledger: 99 });
+  expect(await two.leases.settle("all")).toBe(4);
+  expect(await sums()).toMatchObject({ buckets: 95, reserved: 0, usage: 5, unsettled: 0, counted: 5, ledger: 95 });
+  const page = await two.listTransactions(organizationId, { limit: 100, types: ["usage"] });
+  expect(page.items).toHaveLength(5);
+  const packed = page.items.flatMap((row) => (row.requestId?.startsWith("req_packed_") ? [row.requestId] : []));
+  expect(packed.sort()).toEqual(["req_packed_1", "req_packed_2", "req_packed_3", "req_packed_4"]);
+  expect(new Set(page.items.map((row) => row.id)).size).toBe(5);
 });
 
 test("connection lost midway through a settlement (its rows deleted, the ledger not written): they come back unsettled and held, and the next settlement writes each once", async () => {
@@ -418,7 +463,7 @@ test("a key capped while look-ups it made from a lease wait for their settlement
   for (let i = 0; i < 3; i++) expect(await commitOn(one, await reserveOn(one, `req_before_cap_${i}`))).toBe(true);
   expect(await sums()).toMatchObject({ unsettled: 3 });
   await queryRows(two, "UPDATE api_keys SET monthly_credit_limit = 4 WHERE id = ?", [key.id]);
-  // Nothing of the key's is settled yet: its line's spending row says 0, its lease_usage rows 3.
+  // Nothing of the key's is settled yet: its line's spending row says 0, its lease_usage look-ups 3.
   expect(await reserveOn(two, "req_after_cap_1")).toMatchObject({ ok: true });
   expect(await reserveOn(two, "req_after_cap_2")).toMatchObject({ ok: false, keyLimit: 4 });
   expect(await sums()).toMatchObject({ unsettled: 3 });

@@ -151,7 +151,7 @@ export function faultOperations(world: World): Operation[] {
         // With the 0.5 s patience of two seeds in three the look-up answers 503 in doubt, else its
         // retried debit finds its own ledger row. Half the time the look-up follows four of its
         // organization on the same instance, so it is likely debited from a credit lease, whose
-        // statement commits on its own: its retry finds its lease_usage row.
+        // statement commits on its own: its retry finds it in its lease_usage row.
         const instance = world.pick(world.alive());
         const store = instance.inner as unknown as { debitConnection: ReturnType<typeof openDebitConnection> };
         const organization = world.chance(0.5) ? world.pick(world.organizations) : null;

@@ -15,9 +15,19 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
   // awaits, and an answer given after the usage rows were read must not look unbilled.
   const answered = world.requests.map((request) => ({ ...request, answer: request.answer === null ? null : { ...request.answer } }));
 
-  // PostgreSQL's look-ups debited from credit leases wait in lease_usage for their settlement into usage rows.
+  // PostgreSQL's look-ups debited from credit leases wait in lease_usage, packed a row per lease and
+  // debit statement, for their settlement into usage rows. They count one by one, as packed.
   const leased = world.store === "postgres";
-  const unsettledOf = (filter: string) => (leased ? `(SELECT sum(amount) FROM lease_usage WHERE ${filter})` : "0");
+  const lookUps = `(SELECT organization_id, u->>'keyId' AS key_id, u->>'requestId' AS request_id, (u->>'amount')::bigint AS amount
+                    FROM lease_usage, json_array_elements(look_ups) u) AS leased`;
+  const unsettledOf = (filter: string) => (leased ? `(SELECT sum(amount) FROM ${lookUps} WHERE ${filter})` : "0");
+  if (leased) {
+    const [packing] = await queryRows<{ rows: number }>(
+      observer,
+      "SELECT count(*)::int AS rows FROM lease_usage WHERE amount <> (SELECT sum((u->>'amount')::bigint) FROM json_array_elements(look_ups) u)",
+    );
+    if (packing!.rows > 0) violation(`${packing!.rows} lease_usage row(s) whose amount is not the sum of its look-ups`);
+  }
   for (const organization of world.organizations) {
     const id = organization.id;
     // One statement, so PostgreSQL reads every sum from one snapshot while requests run.
@@ -90,10 +100,10 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
     }
   }
 
-  // A look-up debited from a lease counts by its lease_usage row until that is settled into a usage row (one snapshot: never both).
+  // A look-up debited from a lease counts as packed in its lease_usage row until it is settled into a usage row (one snapshot: never both).
   const usage = await queryRows<{ request_id: string; amount: number }>(
     observer,
-    `SELECT request_id, amount FROM credit_transactions WHERE type = 'usage'${leased ? " UNION ALL SELECT request_id, -amount FROM lease_usage" : ""}`,
+    `SELECT request_id, amount FROM credit_transactions WHERE type = 'usage'${leased ? ` UNION ALL SELECT request_id, -amount FROM ${lookUps}` : ""}`,
   );
   const usageRows = new Map<string, number[]>();
   for (const row of usage) usageRows.set(row.request_id, [...(usageRows.get(row.request_id) ?? []), Number(row.amount)]);

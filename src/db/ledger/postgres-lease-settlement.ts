@@ -1,7 +1,7 @@
-// Settlement of look-ups debited from credit leases. A lease's debit writes only narrow lease_usage
-// rows and the lease rows (see CreditLeases.debit), so two instances spending one organization's
-// credits share no row. A settlement turns those rows into the ledger: one usage row each (its id
-// fixed by the debit), the organization's running sum, usage counters, key lines' monthly spending
+// Settlement of look-ups debited from credit leases. A lease's debit writes only the lease rows and
+// a lease_usage row per lease packing its look-ups (see CreditLeases.debit), so two instances
+// spending one organization's credits share no row. A settlement turns those rows into the ledger:
+// one usage row per look-up (its id fixed by the debit), the organization's running sum, usage counters, key lines' monthly spending
 // and balance events, in one transaction that deletes the rows it settles.
 //
 // Invariants: a lease_usage row holds credits already out of the buckets and the lease row, so
@@ -10,39 +10,40 @@
 // organization's rows, so a dead instance's are settled by the next sweep.
 import type postgres from "postgres";
 import { utcMonth } from "../../lib/clock";
+import type { PackedLookUp } from "../schema/postgres";
 import { type Debit, planDebits } from "./debit-plan";
 import { lockedStateOf, lockStatements, writePlan } from "./postgres-debits";
 
-interface LeaseUsageRow {
-  organization_id: string;
-  id: string;
-  amount: string;
-  allocations: string;
-  key_id: string | null;
-  request_id: string;
-  gtin: string | null;
-  description: string;
-  items: number;
-  created_at: string;
-}
-
-/** A look-up debited from a lease, as its lease_usage row holds it. */
+/** A look-up debited from a lease, as the lease's debit statement holds it. */
 export type LeaseUsage = Pick<Debit, "organizationId" | "transactionId" | "amount" | "keyId" | "requestId" | "gtin" | "description" | "items" | "createdAt"> & {
   leaseId: string;
   allocations: ReadonlyArray<{ bucketId: string; amount: number }>;
 };
 
-/** Writes look-ups debited from leases as lease_usage rows (a part of the lease debit's statement). */
+/**
+ * Writes look-ups debited from leases (a part of the lease debit's statement): one lease_usage row
+ * per lease, its look-ups packed in it, so a statement writes a row per lease, not per look-up.
+ */
 export function leaseUsageWrite(sql: postgres.Sql, usage: LeaseUsage[]) {
+  const rows = [...Map.groupBy(usage, (u) => u.leaseId).values()].map((lookUps) => ({
+    organizationId: lookUps[0]!.organizationId,
+    leaseId: lookUps[0]!.leaseId,
+    id: lookUps[0]!.transactionId,
+    amount: lookUps.reduce((sum, u) => sum + u.amount, 0),
+    lookUps: JSON.stringify(lookUps.map(packed)),
+  }));
   return sql`recorded AS (
-        INSERT INTO lease_usage (organization_id, lease_id, id, amount, allocations, key_id, request_id, gtin, description, items, created_at)
-        SELECT organization_id, lease_id, id, amount, allocations::jsonb, key_id, request_id, gtin, description, items, created_at
-        FROM unnest(${usage.map((u) => u.organizationId)}::text[], ${usage.map((u) => u.leaseId)}::text[], ${usage.map((u) => u.transactionId)}::text[],
-                    ${usage.map((u) => String(u.amount))}::bigint[], ${usage.map((u) => JSON.stringify(u.allocations))}::text[], ${usage.map((u) => u.keyId)}::text[],
-                    ${usage.map((u) => u.requestId)}::text[], ${usage.map((u) => u.gtin)}::text[], ${usage.map((u) => u.description)}::text[],
-                    ${usage.map((u) => u.items)}::int[], ${usage.map((u) => String(u.createdAt))}::bigint[])
-          AS t(organization_id, lease_id, id, amount, allocations, key_id, request_id, gtin, description, items, created_at)
+        INSERT INTO lease_usage (organization_id, lease_id, id, amount, look_ups)
+        SELECT organization_id, lease_id, id, amount, look_ups::json
+        FROM unnest(${rows.map((r) => r.organizationId)}::text[], ${rows.map((r) => r.leaseId)}::text[], ${rows.map((r) => r.id)}::text[],
+                    ${rows.map((r) => String(r.amount))}::bigint[], ${rows.map((r) => r.lookUps)}::text[])
+          AS t(organization_id, lease_id, id, amount, look_ups)
       )`;
+}
+
+function packed(u: LeaseUsage): PackedLookUp {
+  const { transactionId, organizationId, leaseId, allocations, ...rest } = u;
+  return { id: transactionId, allocations: [...allocations], ...rest };
 }
 
 /** Which lease_usage rows a settlement takes: those of some leases, of some organizations, or all. */
@@ -57,11 +58,11 @@ export async function settleLeaseUsage(client: postgres.Sql, scope: SettlementSc
   if (scope !== "all" && ("leases" in scope ? scope.leases : scope.organizations).length === 0) return 0;
   return client.begin(async (tx) => {
     // Deleting a row locks it: a second settler of it waits, then finds it gone.
-    const rows = await tx<LeaseUsageRow[]>`
-      DELETE FROM lease_usage ${whereOf(tx, scope)}
-      RETURNING organization_id, id, amount, allocations::text AS allocations, key_id, request_id, gtin, description, items, created_at`;
-    if (rows.length > 0) await writeSettlement(tx, rows.map(debitOf), reason);
-    return rows.length;
+    const rows = await tx<Array<{ organization_id: string; look_ups: string }>>`
+      DELETE FROM lease_usage ${whereOf(tx, scope)} RETURNING organization_id, look_ups::text AS look_ups`;
+    const debits = rows.flatMap((row) => (JSON.parse(row.look_ups) as PackedLookUp[]).map((lookUp) => debitOf(row.organization_id, lookUp)));
+    if (debits.length > 0) await writeSettlement(tx, debits, reason);
+    return debits.length;
   });
 }
 
@@ -72,22 +73,9 @@ function whereOf(sql: postgres.TransactionSql, scope: SettlementScope) {
         SELECT * FROM unnest(${scope.leases.map((l) => l.organizationId)}::text[], ${scope.leases.map((l) => l.leaseId)}::text[]))`;
 }
 
-function debitOf(row: LeaseUsageRow): Debit {
-  const createdAt = Number(row.created_at);
-  return {
-    reservationId: row.id,
-    transactionId: row.id,
-    organizationId: row.organization_id,
-    amount: Number(row.amount),
-    keyId: row.key_id,
-    requestId: row.request_id,
-    gtin: row.gtin,
-    description: row.description,
-    createdAt,
-    month: utcMonth(createdAt),
-    items: row.items,
-    allocated: { allocations: JSON.parse(row.allocations), inBuckets: false },
-  };
+function debitOf(organizationId: string, { id, createdAt, allocations, ...rest }: PackedLookUp): Debit {
+  const month = utcMonth(createdAt);
+  return { ...rest, reservationId: id, transactionId: id, organizationId, createdAt, month, allocated: { allocations, inBuckets: false } };
 }
 
 /**

@@ -298,7 +298,7 @@ export class PostgresReservations {
   // committed spending and reservations of the others (read in a second statement, after the lock:
   // a debit that committed before is seen whole, one still running waits and is seen as neither).
   // A released reservation frees its share at once. Look-ups of the line debited from a credit lease
-  // before it was capped count from their lease_usage rows until settled (the lease debit refuses a
+  // before it was capped count from their packed lease_usage look-ups until settled (the lease debit refuses a
   // capped key, so no more are written once the limit is set).
   private async reserveCapped(input: Parameters<Store["reserveCredits"]>[0], reservationId: string): Promise<Reservation> {
     const keyId = input.keyId!;
@@ -314,8 +314,8 @@ export class PostgresReservations {
           const [key] = await tx<Array<{ monthly_credit_limit: string | null; held: string }>>`
           SELECT (SELECT monthly_credit_limit FROM api_keys WHERE id = ${line} OR line_id = ${line} ORDER BY status = 'ACTIVE' DESC, created_at DESC LIMIT 1) AS monthly_credit_limit,
                  (SELECT coalesce(sum(amount), 0)::bigint FROM reservations WHERE key_id IN (SELECT id FROM api_keys WHERE id = ${line} OR line_id = ${line}))
-                 + (SELECT coalesce(sum(amount), 0)::bigint FROM lease_usage WHERE organization_id = ${input.organizationId}
-                      AND key_id IN (SELECT id FROM api_keys WHERE id = ${line} OR line_id = ${line})) AS held`;
+                 + (SELECT coalesce(sum((u->>'amount')::bigint), 0)::bigint FROM lease_usage, json_array_elements(look_ups) u
+                      WHERE organization_id = ${input.organizationId} AND u->>'keyId' IN (SELECT id FROM api_keys WHERE id = ${line} OR line_id = ${line})) AS held`;
           const limit = key?.monthly_credit_limit == null ? null : Number(key.monthly_credit_limit);
           if (limit !== null && Number(counter!.spent) + Number(key!.held) + input.amount > limit) return { refusedBy: limit };
           const [row] = await this.reserveStatement(tx, input, reservationId);
@@ -409,7 +409,7 @@ export class PostgresReservations {
   /**
    * Debits the batch's look-ups held against leases, in one statement (CreditLeases.debit), and
    * returns the rest. Those of a lease whose debit failed are debited alone from the buckets (a
-   * retry finds its lease_usage row, or its ledger row once settled, when the failed statement
+   * retry finds it in its lease_usage row, or its ledger row once settled, when the failed statement
    * committed after all); the lease is lost.
    * Idempotent requests take the buckets' debit, which fences them with their claim.
    */

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, boolean, check, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, boolean, check, doublePrecision, index, integer, json, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
 
 // The PostgreSQL twin of schema/sqlite.ts: same tables, columns and indexes, so one store
 // interface maps onto both. Timestamps are bigint epoch milliseconds read as JS numbers; credits
@@ -237,11 +237,25 @@ export const reservations = pgTable(
   ],
 );
 
+/** A look-up debited from a credit lease, as a lease_usage row packs it: `id` is its ledger row's. */
+export interface PackedLookUp {
+  id: string;
+  amount: number;
+  allocations: Array<{ bucketId: string; amount: number }>;
+  keyId: string | null;
+  requestId: string;
+  gtin: string | null;
+  description: string;
+  items: number;
+  createdAt: number;
+}
+
 /**
- * A look-up debited from a credit lease whose ledger row is not written yet (see CreditLeases): the
- * lease's debit writes only these narrow rows, and a settlement turns them into usage rows (with
- * their sums, counters, spending and balance events) within half a second. `id` is its ledger row's.
- * Until then its credits count as held: ledger sum = buckets + reservations + these.
+ * Look-ups debited from a credit lease whose ledger rows are not written yet (see CreditLeases): one
+ * row per lease and debit statement, its look-ups packed in `lookUps` (one row and one index entry
+ * however many a statement carries), `amount` their sum and `id` its first look-up's. A settlement
+ * turns them into usage rows (with their sums, counters, spending and balance events) within half a
+ * second. Until then their credits count as held: ledger sum = buckets + reservations + these.
  */
 export const leaseUsage = pgTable(
   "lease_usage",
@@ -250,13 +264,8 @@ export const leaseUsage = pgTable(
     leaseId: text("lease_id").notNull(),
     id: text("id").notNull(),
     amount: credits("amount").notNull(),
-    allocations: jsonb("allocations").$type<Array<{ bucketId: string; amount: number }>>().notNull(),
-    keyId: text("key_id"),
-    requestId: text("request_id").notNull(),
-    gtin: text("gtin"),
-    description: text("description").notNull(),
-    items: integer("items").notNull(),
-    createdAt: epochMs("created_at").notNull(),
+    // json, not jsonb: written once and read whole, so it is kept as sent (no conversion on the debit's path).
+    lookUps: json("look_ups").$type<PackedLookUp[]>().notNull(),
   },
   // One index: an instance settles its leases' rows, a read its organization's.
   (table) => [primaryKey({ columns: [table.organizationId, table.leaseId, table.id] })],
