@@ -379,15 +379,24 @@ export function operations(world: World): Operation[] {
     }
   };
 
-  /** Look-ups of one organization on one instance, one after another: on PostgreSQL the first ones take a lease, the next spend it. */
+  /**
+   * Look-ups of one organization on one instance, two one after another, then three at once: on
+   * PostgreSQL the first ones take a lease, the next spend it, and the three meet in a group commit
+   * (the first alone, the other two together: their lease's debit packs them in one row). All five
+   * use one key, with no monthly cap when the organization has one (a capped key spends no lease).
+   */
   const burst = async () => {
     const instance = world.pick(world.alive());
     const organization = world.pick(world.organizations);
-    for (let count = 0; count < 5; count++) {
+    const send = (key: SimKey) => {
       const shape: LookUpShape = { kind: "single", organizationId: organization.id, gtins: [FRESH] };
-      const request = await world.send(instance, shape, world.pick(world.activeKeys(organization)), null, false);
-      await request.settled;
-    }
+      return world.send(instance, shape, key, null, false);
+    };
+    const uncapped = world.activeKeys(organization).filter((key) => key.monthlyLimit === null);
+    const key = world.pick(uncapped.length > 0 ? uncapped : world.activeKeys(organization));
+    for (let count = 0; count < 2; count++) await (await send(key)).settled;
+    const together = await Promise.all([send(key), send(key), send(key)]);
+    await Promise.all(together.map((request) => request.settled));
   };
 
   return [

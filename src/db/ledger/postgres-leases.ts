@@ -75,7 +75,7 @@ export interface CreditLeasesDeps {
 export class CreditLeases {
   policy: LeasePolicy = DEFAULT_LEASE_POLICY;
   /** What this instance's leases went through (the simulation reports it). */
-  readonly counts = { taken: 0, debits: 0, lost: 0, givenBack: 0 };
+  readonly counts = { taken: 0, debits: 0, lookUps: 0, lost: 0, givenBack: 0 };
   /** The lease each organization's look-ups hold against now. */
   private readonly current = new Map<string, Lease>();
   private readonly retiring = new Set<Lease>();
@@ -327,6 +327,7 @@ export class CreditLeases {
                    AND NOT EXISTS (SELECT 1 FROM api_keys WHERE id = ANY(${keyIds}::text[]) AND ${cappedKey(sql)})
                   THEN 1 ELSE ('a lease or a key changed under the debit: ' || (SELECT count(*) FROM leased) || ' leases')::int END`;
     this.counts.debits++;
+    this.counts.lookUps += debits.length;
     for (const { lease, rest, amount } of leases) {
       lease.amount = amount;
       lease.allocations = rest;
