@@ -24,9 +24,11 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
   if (leased) {
     const [packing] = await queryRows<{ rows: number }>(
       observer,
-      "SELECT count(*)::int AS rows FROM lease_usage WHERE amount <> (SELECT sum((u->>'amount')::bigint) FROM json_array_elements(look_ups) u)",
+      `SELECT count(*)::int AS rows FROM lease_usage
+       WHERE json_array_length(look_ups) = 0 OR id IS DISTINCT FROM look_ups->0->>'id'
+          OR amount IS DISTINCT FROM (SELECT coalesce(sum((u->>'amount')::bigint), 0) FROM json_array_elements(look_ups) u)`,
     );
-    if (packing!.rows > 0) violation(`${packing!.rows} lease_usage row(s) whose amount is not the sum of its look-ups`);
+    if (packing!.rows > 0) violation(`${packing!.rows} lease_usage row(s) packing no look-up, or not named by their first, or whose amount is not their sum`);
   }
   for (const organization of world.organizations) {
     const id = organization.id;

@@ -153,7 +153,8 @@ async function lockAndPlan(
     sql`BEGIN`,
     retried
       ? sql<Array<{ id: string }>>`SELECT id FROM credit_transactions WHERE id = ANY(${items.map((item) => item.transactionId)}::text[])
-          UNION ALL SELECT u->>'id' FROM lease_usage, json_array_elements(look_ups) u WHERE u->>'id' = ANY(${items.map((item) => item.transactionId)}::text[])`
+          UNION ALL SELECT u->>'id' FROM lease_usage, json_array_elements(look_ups) u
+          WHERE organization_id = ANY(${organizations}::text[]) AND u->>'id' = ANY(${items.map((item) => item.transactionId)}::text[])`
       : none,
     fenced.length === 0
       ? none

@@ -50,7 +50,7 @@ function packed(u: LeaseUsage): PackedLookUp {
 export type SettlementScope = { leases: Array<{ organizationId: string; leaseId: string }> } | { organizations: string[] } | "all";
 
 /**
- * Settles the lease_usage rows of `scope` and returns how many it settled. Rows committed before
+ * Settles the lease_usage rows of `scope` and returns how many look-ups it settled. Rows committed before
  * the call are settled when it returns (by this call, or by another one that held them and
  * committed first), so a read after it finds every look-up debited before it in the ledger.
  */
