@@ -245,6 +245,49 @@ test("look-ups debited in one statement are packed in one lease_usage row; a los
   expect(new Set(page.items.map((row) => row.id)).size).toBe(5);
 });
 
+test("one statement debiting the leases of two organizations packs a row for each, and each look-up settles into its own organization's ledger", async () => {
+  const other = (await one.createOrganization({ name: "Other", now: clock.now() })).id;
+  await one.grantCredits({ organizationId: other, source: "grant", type: "grant", amount: 50, expiresAt: null, description: "test", now: clock.now() });
+  await leaseOn(one);
+  const first = await one.reserveCredits({ organizationId: other, amount: 1, keyId: null, requestId: "req_other_lease", now: clock.now() });
+  expect(await commitOn(one, first)).toBe(true);
+  await one.leases.taken();
+  one.leases.stopSettling();
+  const debitsBefore = one.leases.counts.debits;
+  // The group commit writes the first alone and the next three together: leases of both organizations in one statement.
+  const held = await Promise.all(
+    [organizationId, other, organizationId, other].map((id, i) =>
+      one.reserveCredits({ organizationId: id, amount: 1 + (i % 2), keyId: null, requestId: `req_two_${i}`, now: clock.now() }),
+    ),
+  );
+  expect(await Promise.all(held.map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true, true]);
+  expect(one.leases.counts.debits - debitsBefore).toBe(2);
+  const rows = await queryRows<{ organization_id: string; amount: number; look_ups: number }>(
+    two,
+    "SELECT organization_id, amount::int AS amount, json_array_length(look_ups) AS look_ups FROM lease_usage ORDER BY organization_id = ?, look_ups",
+    [organizationId],
+  );
+  expect(rows).toEqual([
+    { organization_id: other, amount: 4, look_ups: 2 },
+    { organization_id: organizationId, amount: 1, look_ups: 1 },
+    { organization_id: organizationId, amount: 1, look_ups: 1 },
+  ]);
+  await two.leases.settle("all");
+  // 100 granted, 1 + 2 spent; 50 granted, 1 + 2 + 2 spent: each organization's ledger has its own.
+  expect(await ledgerSum(two, organizationId)).toBe(97);
+  expect(await ledgerSum(two, other)).toBe(45);
+  const otherUsage = await two.listTransactions(other, { limit: 10, types: ["usage"] });
+  expect(otherUsage.items.map((row) => [row.requestId, row.amount])).toEqual(
+    expect.arrayContaining([
+      ["req_two_1", -2],
+      ["req_two_3", -2],
+    ]),
+  );
+  // A lease's credits come from one bucket here: each usage row names it.
+  const [bucket] = (await two.getBalance(other, clock.now())).buckets;
+  expect(otherUsage.items.every((row) => row.bucketId === bucket!.id)).toBe(true);
+});
+
 test("connection lost midway through a settlement (its rows deleted, the ledger not written): they come back unsettled and held, and the next settlement writes each once", async () => {
   await leaseOn(one);
   one.leases.stopSettling();

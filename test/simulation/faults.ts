@@ -199,7 +199,9 @@ export function faultOperations(world: World): Operation[] {
         const sql = (observer as PostgresStore).connection;
         const { held, ended, settling } = await sql.begin(async (tx) => {
           await tx`SELECT id FROM organizations WHERE id = ${organization.id} FOR UPDATE`;
-          const [unsettled] = await tx<Array<{ count: number }>>`SELECT coalesce(sum(json_array_length(look_ups)), 0)::int AS count FROM lease_usage WHERE organization_id = ${organization.id}`;
+          const [unsettled] = await tx<
+            Array<{ count: number }>
+          >`SELECT coalesce(sum(json_array_length(look_ups)), 0)::int AS count FROM lease_usage WHERE organization_id = ${organization.id}`;
           const settling = store.leases.settle("all").then(
             (count) => `settled ${count}`,
             (error: unknown) => `failed (${(error as { code?: string }).code ?? error})`,
@@ -216,7 +218,9 @@ export function faultOperations(world: World): Operation[] {
         });
         world.trace.push(`  ${held} unsettled leased look-up(s), ${ended} settlement connection(s) ended: ${await settling}`);
         const raced = await Promise.allSettled(world.alive().map((other) => (other.inner as PostgresStore).leases.settle("all")));
-        world.trace.push(`  settled at once by ${raced.map((outcome) => (outcome.status === "fulfilled" ? outcome.value : "failed")).join(" and ")} look-up(s)`);
+        world.trace.push(
+          `  settled at once by ${raced.map((outcome) => (outcome.status === "fulfilled" ? outcome.value : "failed")).join(" and ")} look-up(s)`,
+        );
       },
     ],
     [
