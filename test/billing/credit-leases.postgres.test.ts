@@ -60,6 +60,24 @@ async function leasePack(ref: string): Promise<void> {
   await leaseOn(one);
 }
 
+/** Makes the `nth` lease debit statement on `store` commit and its answer be lost on the way back; `restore` puts the real connection back. */
+function loseLeaseDebitAnswer(store: PostgresStore, nth: number) {
+  const inner = store as unknown as { debitConnection: postgres.Sql };
+  const real = inner.debitConnection;
+  let statements = 0;
+  inner.debitConnection = new Proxy(real, {
+    apply(target, self, args: unknown[]) {
+      const query = Reflect.apply(target, self, args) as postgres.PendingQuery<postgres.Row[]>;
+      const text = String((args[0] as string[] | undefined)?.[0] ?? "");
+      if (!text.includes("WITH leased AS") || ++statements !== nth) return query;
+      return query.then(() => {
+        throw Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
+      });
+    },
+  });
+  return { statements: () => statements, restore: () => void (inner.debitConnection = real) };
+}
+
 /** What the database holds, read through `two` (`one` may be closed) in one snapshot, settling nothing. */
 async function sums() {
   const [row] = await queryRows<{ buckets: number; reserved: number; leases: number; usage: number; unsettled: number; counted: number; ledger: number }>(
@@ -175,24 +193,11 @@ test("clocks that disagree: an instance an hour ahead sweeps no live lease, and 
 
 test("connection lost after a lease's debit committed: the retry finds its lease usage row, nothing is debited twice, the lease goes back whole", async () => {
   await leaseOn(one);
-  const inner = one as unknown as { debitConnection: postgres.Sql };
-  const real = inner.debitConnection;
   // The next lease debit commits, and its answer is lost on the way back.
-  let cut = 0;
-  inner.debitConnection = new Proxy(real, {
-    apply(target, self, args: unknown[]) {
-      const query = Reflect.apply(target, self, args) as postgres.PendingQuery<postgres.Row[]>;
-      const text = String((args[0] as string[] | undefined)?.[0] ?? "");
-      if (cut > 0 || !text.includes("WITH leased AS")) return query;
-      cut++;
-      return query.then(() => {
-        throw Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
-      });
-    },
-  });
+  const lost = loseLeaseDebitAnswer(one, 1);
   expect(await lookUp(one)).toBe(true);
-  inner.debitConnection = real;
-  expect(cut).toBe(1);
+  lost.restore();
+  expect(lost.statements()).toBe(1);
   expect(one.leases.counts.lost).toBe(1);
   await Bun.sleep(50);
   expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 1, unsettled: 1 });
@@ -206,24 +211,12 @@ test("look-ups debited in one statement are packed in one lease_usage row; a los
   const held = await Promise.all(
     [1, 2, 3, 4].map((i) => one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: `req_packed_${i}`, now: clock.now() })),
   );
-  const inner = one as unknown as { debitConnection: postgres.Sql };
-  const real = inner.debitConnection;
   // The group commit writes the first look-up alone and the three queued behind it together; that
   // second statement commits and its answer is lost on the way back.
-  let statements = 0;
-  inner.debitConnection = new Proxy(real, {
-    apply(target, self, args: unknown[]) {
-      const query = Reflect.apply(target, self, args) as postgres.PendingQuery<postgres.Row[]>;
-      const text = String((args[0] as string[] | undefined)?.[0] ?? "");
-      if (!text.includes("WITH leased AS") || ++statements !== 2) return query;
-      return query.then(() => {
-        throw Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
-      });
-    },
-  });
+  const lost = loseLeaseDebitAnswer(one, 2);
   expect(await Promise.all(held.map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true, true]);
-  inner.debitConnection = real;
-  expect(statements).toBe(2);
+  lost.restore();
+  expect(lost.statements()).toBe(2);
   expect(one.leases.counts.lost).toBe(1);
   const rows = await queryRows<{ look_ups: number; amount: number }>(
     two,
