@@ -1,8 +1,8 @@
 // Settlement of look-ups debited from credit leases. A lease's debit writes only the lease rows and
 // a lease_usage row per lease packing its look-ups (see CreditLeases.debit), so two instances
 // spending one organization's credits share no row. A settlement turns those rows into the ledger:
-// one usage row per look-up (its id fixed by the debit), the organization's running sum, usage counters, key lines' monthly spending
-// and balance events, in one transaction that deletes the rows it settles.
+// one usage row per look-up (its id fixed by the debit), the organization's running sum, usage
+// counters, key lines' monthly spending and balance events, in one transaction that deletes them.
 //
 // Invariants: a lease_usage row holds credits already out of the buckets and the lease row, so
 // ledger sum = buckets + reservations + lease_usage at every commit; each row is settled exactly

@@ -1,9 +1,9 @@
 // Credit leases on PostgreSQL. An instance serving a busy organization takes a slice of its credits
 // out of the buckets into a reservation row of its own (a lease), holds its look-ups' credits
 // against that slice in memory, and debits them from it in one statement per group commit that
-// locks no bucket and tells no other instance anything: the buckets did not change. It writes the
-// look-ups packed in a lease_usage row per lease, which a settlement turns into the ledger within SETTLE_MS (see
-// settleLeaseUsage), so it shares no row with other instances: not even the organization's sum.
+// locks no bucket and tells no other instance anything: the buckets did not change. It packs the
+// look-ups in a lease_usage row per lease, which a settlement turns into the ledger within SETTLE_MS
+// (see settleLeaseUsage), so it shares no row with other instances: not even the organization's sum.
 //
 // Invariants: a lease row is the truth; this instance only spends what its copy says the row holds,
 // and each debit statement changes the row only if it still holds exactly that, belongs to this
@@ -294,12 +294,13 @@ export class CreditLeases {
 
   /**
    * Debits look-ups held against leases in one statement, a transaction of its own, that writes the
-   * leases' rows and one lease_usage row per lease packing its look-ups (settled into the ledger later, see
-   * settleLeaseUsage) and locks no row another instance writes. Each lease it debits lasts `ms`
-   * from then by the database's clock, so a busy lease is not taken again only because time passed
-   * (a take and a give-back per organization and instance every few seconds). It fails whole (and
-   * changes nothing) when a lease's row is not as this instance left it, has lapsed, or a key of the
-   * batch has been capped or revoked meanwhile; the caller then debits the look-ups from the buckets.
+   * leases' rows and a lease_usage row per lease packing its look-ups (settled into the ledger
+   * later, see settleLeaseUsage) and locks no row another instance writes. Each lease it debits
+   * lasts `ms` from then by the database's clock, so a busy lease is not taken again only because
+   * time passed (a take and a give-back per organization and instance every few seconds). It fails
+   * whole (and changes nothing) when a lease's row is not as this instance left it, has lapsed, or
+   * a key of the batch has been capped or revoked meanwhile; the caller then debits the look-ups
+   * from the buckets.
    */
   async debit(sql: postgres.Sql, debits: LeasedDebit[]): Promise<void> {
     const rests = new Map<Lease, Array<{ bucketId: string; amount: number }>>();

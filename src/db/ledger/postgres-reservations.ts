@@ -298,7 +298,7 @@ export class PostgresReservations {
   // committed spending and reservations of the others (read in a second statement, after the lock:
   // a debit that committed before is seen whole, one still running waits and is seen as neither).
   // A released reservation frees its share at once. Look-ups of the line debited from a credit lease
-  // before it was capped count from their packed lease_usage look-ups until settled (the lease debit refuses a
+  // before it was capped count, packed in lease_usage, until settled (the lease debit refuses a
   // capped key, so no more are written once the limit is set).
   private async reserveCapped(input: Parameters<Store["reserveCredits"]>[0], reservationId: string): Promise<Reservation> {
     const keyId = input.keyId!;
