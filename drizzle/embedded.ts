@@ -17,6 +17,7 @@ import sqlite13 from "./sqlite/0013_webhook_fair_claims.sql" with { type: "text"
 import sqlite14 from "./sqlite/0014_price_watches.sql" with { type: "text" };
 import sqlite15 from "./sqlite/0015_price_days.sql" with { type: "text" };
 import sqlite16 from "./sqlite/0016_credit_leases.sql" with { type: "text" };
+import sqlite17 from "./sqlite/0017_ledger_entries.sql" with { type: "text" };
 import postgres0 from "./postgres/0000_init.sql" with { type: "text" };
 import postgres1 from "./postgres/0001_bucket_clawback_owed.sql" with { type: "text" };
 import postgres2 from "./postgres/0002_payment_reversals.sql" with { type: "text" };
@@ -38,6 +39,7 @@ import postgres17 from "./postgres/0017_change_notifications.sql" with { type: "
 import postgres18 from "./postgres/0018_credit_leases.sql" with { type: "text" };
 import postgres19 from "./postgres/0019_lease_usage.sql" with { type: "text" };
 import postgres20 from "./postgres/0020_packed_lease_usage.sql" with { type: "text" };
+import postgres21 from "./postgres/0021_packed_ledger_rows.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
@@ -57,6 +59,7 @@ export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0014_price_watches", when: 1795660142188, breakpoints: true, sql: sqlite14 },
   { tag: "0015_price_days", when: 1795660584921, breakpoints: true, sql: sqlite15 },
   { tag: "0016_credit_leases", when: 1795819794093, breakpoints: true, sql: sqlite16 },
+  { tag: "0017_ledger_entries", when: 1795931063309, breakpoints: true, sql: sqlite17 },
 ];
 
 export const postgresMigrations: EmbeddedMigration[] = [
@@ -81,4 +84,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0018_credit_leases", when: 1795818083884, breakpoints: true, sql: postgres18 },
   { tag: "0019_lease_usage", when: 1795880921241, breakpoints: true, sql: postgres19 },
   { tag: "0020_packed_lease_usage", when: 1795921050207, breakpoints: true, sql: postgres20 },
+  { tag: "0021_packed_ledger_rows", when: 1795931046987, breakpoints: true, sql: postgres21 },
 ];

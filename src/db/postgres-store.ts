@@ -28,6 +28,7 @@ import { PostgresHistory } from "./history/postgres";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/postgres";
 import type { Bucket, LedgerTransaction, Page, Store, TransactionQuery } from "./store";
+import { PACKED_SPAN_MS, pageOfEntries } from "./ledger/packed-ledger";
 
 const { organizations, apiKeys, apiKeyMonthlyUsage, creditBuckets, creditTransactions } = schema;
 
@@ -425,7 +426,9 @@ export class PostgresStore implements Store {
   lostConnectionPatienceMs = 20_000;
 
   // Keyset pages on (createdAt, id), newest first: the upper bound merges the cursor and `to` into
-  // one row-value comparison, which the (org, createdAt, id) and (org, type, createdAt, id) indexes range over.
+  // one row-value comparison, which the (org, createdAt, id) and (org, type, createdAt, id) indexes
+  // range over. A packed usage row (packed-ledger.ts) is read when its look-ups may fall in the page:
+  // from its latest look-up down to PACKED_SPAN_MS past the bound.
   async listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>> {
     await this.leases.settle({ organizations: [organizationId] });
     let before: { createdAt: number; id: string } | null = null;
@@ -438,22 +441,31 @@ export class PostgresStore implements Store {
       before = { createdAt: query.to, id: "" };
     }
     const types = query.types ?? [];
-    const rows = await this.db
-      .select()
-      .from(creditTransactions)
-      .where(
-        and(
-          eq(creditTransactions.organizationId, organizationId),
-          types.length === 0 ? undefined : types.length === 1 ? eq(creditTransactions.type, types[0]!) : inArray(creditTransactions.type, types),
-          before === null ? undefined : sql`(${creditTransactions.createdAt}, ${creditTransactions.id}) < (${before.createdAt}, ${before.id})`,
-          query.from === undefined ? undefined : gte(creditTransactions.createdAt, query.from),
-        ),
-      )
-      .orderBy(desc(creditTransactions.createdAt), desc(creditTransactions.id))
-      .limit(query.limit + 1);
-    const items = rows.slice(0, query.limit);
+    const t = creditTransactions;
+    const bound = before;
+    const fetchRows = (after: { createdAt: number; id: string } | null, count: number) =>
+      this.db
+        .select()
+        .from(t)
+        .where(
+          and(
+            eq(t.organizationId, organizationId),
+            types.length === 0 ? undefined : types.length === 1 ? eq(t.type, types[0]!) : inArray(t.type, types),
+            bound === null
+              ? undefined
+              : sql`((${t.createdAt}, ${t.id}) < (${bound.createdAt}, ${bound.id})
+                  OR (${t.lookUps} IS NOT NULL AND ${t.createdAt} <= ${bound.createdAt + PACKED_SPAN_MS} AND ${t.firstCreatedAt} <= ${bound.createdAt}))`,
+            after === null ? undefined : sql`(${t.createdAt}, ${t.id}) < (${after.createdAt}, ${after.id})`,
+            query.from === undefined ? undefined : gte(t.createdAt, query.from),
+          ),
+        )
+        .orderBy(desc(t.createdAt), desc(t.id))
+        .limit(count)
+        .then((rows) => rows.map(({ firstCreatedAt, ...row }) => row));
+    const entries = await pageOfEntries(query.limit + 1, { before, from: query.from }, fetchRows);
+    const items = entries.slice(0, query.limit);
     const last = items[items.length - 1];
-    return { items, nextCursor: rows.length > query.limit && last ? encodeLedgerCursor(last) : null };
+    return { items, nextCursor: entries.length > query.limit && last ? encodeLedgerCursor(last) : null };
   }
 
   async expireBuckets(now: number): Promise<number> {

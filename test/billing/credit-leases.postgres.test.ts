@@ -60,8 +60,11 @@ async function leasePack(ref: string): Promise<void> {
   await leaseOn(one);
 }
 
-/** Makes the `nth` lease debit statement on `store` commit and its answer be lost on the way back; `restore` puts the real connection back. */
-function loseLeaseDebitAnswer(store: PostgresStore, nth: number) {
+/**
+ * Makes the `nth` lease debit statement on `store` commit and its answer be lost on the way back,
+ * after `meanwhile` ran; `restore` puts the real connection back.
+ */
+function loseLeaseDebitAnswer(store: PostgresStore, nth: number, meanwhile: () => Promise<unknown> = async () => {}) {
   const inner = store as unknown as { debitConnection: postgres.Sql };
   const real = inner.debitConnection;
   let statements = 0;
@@ -70,7 +73,8 @@ function loseLeaseDebitAnswer(store: PostgresStore, nth: number) {
       const query = Reflect.apply(target, self, args) as postgres.PendingQuery<postgres.Row[]>;
       const text = String((args[0] as string[] | undefined)?.[0] ?? "");
       if (!text.includes("WITH leased AS") || ++statements !== nth) return query;
-      return query.then(() => {
+      return query.then(async () => {
+        await meanwhile();
         throw Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
       });
     },
@@ -85,10 +89,10 @@ async function sums() {
     `SELECT (SELECT coalesce(sum(remaining), 0)::int FROM credit_buckets WHERE organization_id = ?) AS buckets,
             (SELECT coalesce(sum(amount), 0)::int FROM reservations WHERE organization_id = ?) AS reserved,
             (SELECT count(*)::int FROM reservations WHERE instance_id IS NOT NULL) AS leases,
-            (SELECT count(*)::int FROM credit_transactions WHERE type = 'usage') AS usage,
+            (SELECT count(*)::int FROM ledger_entries WHERE type = 'usage') AS usage,
             (SELECT coalesce(sum(json_array_length(look_ups)), 0)::int FROM lease_usage) AS unsettled,
             (SELECT coalesce(sum(credits), 0)::int FROM usage_counters WHERE period_ms = 3600000) AS counted,
-            (SELECT coalesce(sum(amount), 0)::int FROM credit_transactions WHERE organization_id = ?) AS ledger`,
+            (SELECT coalesce(sum(amount), 0)::int FROM ledger_entries WHERE organization_id = ?) AS ledger`,
     [organizationId, organizationId, organizationId],
   );
   return row!;
@@ -109,7 +113,7 @@ test("look-ups of a leased organization debit the lease: ledger = buckets + leas
   expect(await two.getBalance(organizationId, clock.now())).toMatchObject({ available: 79, reserved: 15 });
   const [rows] = await queryRows<{ ordered: boolean }>(
     two,
-    "SELECT bool_and(balance_after = running) AS ordered FROM (SELECT balance_after, sum(amount) OVER (ORDER BY created_at, id) AS running FROM credit_transactions) t",
+    "SELECT bool_and(balance_after = running) AS ordered FROM (SELECT balance_after, sum(amount) OVER (ORDER BY created_at, id) AS running FROM ledger_entries) t",
   );
   expect(rows!.ordered).toBe(true);
   await one.close();
@@ -236,6 +240,27 @@ test("look-ups debited in one statement are packed in one lease_usage row; a los
   const packed = page.items.flatMap((row) => (row.requestId?.startsWith("req_packed_") ? [row.requestId] : []));
   expect(packed.sort()).toEqual(["req_packed_1", "req_packed_2", "req_packed_3", "req_packed_4"]);
   expect(new Set(page.items.map((row) => row.id)).size).toBe(5);
+});
+
+test("a lost answer's retry finds its look-ups after another instance settled them into a packed usage row: nothing is debited twice", async () => {
+  await leaseOn(one);
+  one.leases.stopSettling();
+  const held = await Promise.all(
+    [1, 2, 3, 4].map((i) => one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: `req_settled_${i}`, now: clock.now() })),
+  );
+  // The second statement (three look-ups) commits; before its answer is lost, `two` settles everything.
+  const lost = loseLeaseDebitAnswer(one, 2, () => two.leases.settle("all"));
+  expect(await Promise.all(held.map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true, true]);
+  lost.restore();
+  expect(one.leases.counts.lost).toBe(1);
+  const packed = await queryRows<{ look_ups: number; amount: number }>(
+    two,
+    "SELECT json_array_length(look_ups) AS look_ups, amount::int AS amount FROM credit_transactions WHERE look_ups IS NOT NULL",
+  );
+  expect(packed).toEqual([{ look_ups: 4, amount: -4 }]);
+  await Bun.sleep(50);
+  await two.leases.settle("all");
+  expect(await sums()).toMatchObject({ buckets: 95, reserved: 0, leases: 0, usage: 5, unsettled: 0, counted: 5, ledger: 95 });
 });
 
 test("one statement debiting the leases of two organizations packs a row for each, and each look-up settles into its own organization's ledger", async () => {
@@ -403,7 +428,7 @@ test("a refund takes the refunded pack's credits back from a lease at once; the 
   const [pack] = await queryRows<{ leased: number; spent: number }>(
     two,
     `SELECT (SELECT coalesce(sum((a->>'amount')::int), 0)::int FROM reservations, jsonb_array_elements(allocations) a WHERE a->>'bucketId' = b.id) AS leased,
-            (SELECT coalesce(-sum(amount), 0)::int FROM credit_transactions WHERE type = 'usage' AND bucket_id = b.id) AS spent
+            (SELECT coalesce(-sum(amount), 0)::int FROM ledger_entries WHERE type = 'usage' AND bucket_id = b.id) AS spent
      FROM credit_buckets b WHERE granted = 1000`,
   );
   expect(pack!.leased).toBeGreaterThan(0);
@@ -415,7 +440,7 @@ test("a refund takes the refunded pack's credits back from a lease at once; the 
   await one.leases.taken();
   const after = await sums();
   expect(after).toMatchObject({ reserved: 0, leases: 0, ledger: after.buckets });
-  const [refunds] = await queryRows<{ total: number }>(two, "SELECT sum(amount)::int AS total FROM credit_transactions WHERE type = 'refund'");
+  const [refunds] = await queryRows<{ total: number }>(two, "SELECT sum(amount)::int AS total FROM ledger_entries WHERE type = 'refund'");
   expect(refunds!.total).toBe(-(1000 - pack!.spent));
 });
 
@@ -428,7 +453,7 @@ test("a refund that meets a lease's debit in flight waits for it, and takes back
   );
   const [pack] = await queryRows<{ id: string; spent: number }>(
     two,
-    "SELECT b.id, (SELECT coalesce(-sum(amount), 0)::int FROM credit_transactions WHERE type = 'usage' AND bucket_id = b.id) AS spent FROM credit_buckets b WHERE granted = 1000",
+    "SELECT b.id, (SELECT coalesce(-sum(amount), 0)::int FROM ledger_entries WHERE type = 'usage' AND bucket_id = b.id) AS spent FROM credit_buckets b WHERE granted = 1000",
   );
   const packShare = lease!.allocations.find((part) => part.bucketId === pack!.id)!.amount;
   expect(packShare).toBeGreaterThanOrEqual(30);

@@ -66,7 +66,7 @@ test("a debit retried after its statement committed is found written: one usage 
   expect((await debit(false)).get(reservation.reservationId)?.outcome).toBe("committed");
   expect((await debit(true)).get(reservation.reservationId)?.outcome).toBe("committed");
 
-  expect(await queryRows(store, "SELECT id FROM credit_transactions WHERE type = 'usage'")).toEqual([{ id: "txn_retried" }]);
+  expect(await queryRows(store, "SELECT id FROM ledger_entries WHERE type = 'usage'")).toEqual([{ id: "txn_retried" }]);
   expect(await ledgerSum(store, organization.id)).toBe(7);
   const [bucket] = await queryRows<{ remaining: number }>(store, "SELECT remaining::int AS remaining FROM credit_buckets");
   expect(bucket!.remaining).toBe(7);
@@ -85,7 +85,7 @@ test("a key capped between its look-up's balance check and its debit is not bill
   await store.updateApiKeyControls(organization.id, key.id, { monthlyCreditLimit: 1 });
   expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(false);
   expect(await store.releaseReservation(reservation.reservationId, now)).toBe(true);
-  expect(await queryRows(store, "SELECT id FROM credit_transactions WHERE type = 'usage'")).toEqual([]);
+  expect(await queryRows(store, "SELECT id FROM ledger_entries WHERE type = 'usage'")).toEqual([]);
   expect(await store.getBalance(organization.id, now)).toMatchObject({ available: 10, reserved: 0 });
   // Now past the limit it is refused by the limit, as any capped key's request.
   expect(await store.reserveCredits({ organizationId: organization.id, amount: 2, keyId: key.id, requestId: "req_2", now })).toMatchObject({
@@ -157,7 +157,7 @@ test("a debit that meets another transaction's bucket lock waits in its lock sta
   }
   const [usage] = await queryRows<{ amount: number; balance_after: number }>(
     store,
-    "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'",
+    "SELECT amount::int AS amount, balance_after::int AS balance_after FROM ledger_entries WHERE type = 'usage'",
   );
   expect(usage).toEqual({ amount: -3, balance_after: 3 });
   expect(await ledgerSum(store, organization.id)).toBe(3);
@@ -264,7 +264,7 @@ test("a batch of held look-ups writes what the general debit statement writes: b
       sum: await ledgerSum(store, organization.id),
       ledger: (
         await rows(
-          `SELECT id, amount::int, balance_after::int, bucket_id, key_id, request_id, gtin, description, created_at::bigint - ${now} AS at FROM credit_transactions WHERE organization_id = $org AND type = 'usage' ORDER BY id`,
+          `SELECT id, amount::int, balance_after::int, bucket_id, key_id, request_id, gtin, description, created_at::bigint - ${now} AS at FROM ledger_entries WHERE organization_id = $org AND type = 'usage' ORDER BY id`,
         )
       ).map((row) => ({ ...row, bucket_id: row.bucket_id === null ? null : bucketNames.get(row.bucket_id as string) })),
       counters: await rows(
@@ -376,7 +376,7 @@ test("a debit whose connection dies after it locked and read its rows writes not
 
   expect(await store.commitReservation(reservation.reservationId, { gtin: null, description: "look-up", now })).toBe(true);
   expect(killed).toBe(true);
-  expect(await queryRows(store, "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'")).toEqual([
+  expect(await queryRows(store, "SELECT amount::int AS amount, balance_after::int AS balance_after FROM ledger_entries WHERE type = 'usage'")).toEqual([
     { amount: -3, balance_after: 3 },
   ]);
   expect(await ledgerSum(store, organization.id)).toBe(3);
@@ -411,7 +411,7 @@ test("a debit connection that dies while postgres.js fetches its array types deb
     expect(
       await queryRows(
         store,
-        "SELECT amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage' ORDER BY balance_after DESC",
+        "SELECT amount::int AS amount, balance_after::int AS balance_after FROM ledger_entries WHERE type = 'usage' ORDER BY balance_after DESC",
       ),
     ).toEqual([
       { amount: -3, balance_after: 7 },
@@ -439,7 +439,7 @@ test("a debit that committed unseen while PostgreSQL stays away for seconds is f
     expect(relay.commitsCut()).toBe(1);
     expect(performance.now() - started).toBeGreaterThan(2_500);
     expect(
-      await queryRows(store, "SELECT request_id, amount::int AS amount, balance_after::int AS balance_after FROM credit_transactions WHERE type = 'usage'"),
+      await queryRows(store, "SELECT request_id, amount::int AS amount, balance_after::int AS balance_after FROM ledger_entries WHERE type = 'usage'"),
     ).toEqual([{ request_id: "req_away", amount: -3, balance_after: 7 }]);
     expect(await ledgerSum(store, organization.id)).toBe(7);
     expect(await queryRows(store, "SELECT remaining::int AS remaining FROM credit_buckets")).toEqual([{ remaining: 7 }]);

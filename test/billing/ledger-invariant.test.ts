@@ -159,7 +159,7 @@ async function checkInvariant(context: TestContext, organizationId: string): Pro
   // balanceAfter of each row is the running sum up to it, oldest first.
   const rows = await queryRows<{ amount: number; after: number }>(
     context.store,
-    "SELECT amount, balance_after AS after FROM credit_transactions WHERE organization_id = ? ORDER BY created_at, id",
+    "SELECT amount, balance_after AS after FROM ledger_entries WHERE organization_id = ? ORDER BY created_at, id",
     [organizationId],
   );
   let runningSum = 0;

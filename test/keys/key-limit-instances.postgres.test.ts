@@ -41,7 +41,7 @@ test("20 reservations of a key capped at 5, spread over two instances, reserve e
   expect((await one.monthlySpending([keyId], "2026-11")).get(keyId)).toBe(5);
   expect(await ledgerSum(one, organizationId)).toBe(95);
   expect((await reserve(two, 99)).ok).toBe(false);
-  const rows = await queryRows<{ n: number }>(one, "SELECT count(*)::int AS n FROM credit_transactions WHERE type = 'usage' AND key_id = ?", [keyId]);
+  const rows = await queryRows<{ n: number }>(one, "SELECT count(*)::int AS n FROM ledger_entries WHERE type = 'usage' AND key_id = ?", [keyId]);
   expect(rows[0]!.n).toBe(5);
 });
 

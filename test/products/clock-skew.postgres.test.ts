@@ -87,7 +87,7 @@ async function setUp(credits: number) {
   return org;
 }
 
-const usageRows = async () => (await queryRows(a.raw, "SELECT id FROM credit_transactions WHERE type = 'usage'")).length;
+const usageRows = async () => (await queryRows(a.raw, "SELECT id FROM ledger_entries WHERE type = 'usage'")).length;
 
 describe("an instance whose clock runs 61 s ahead", () => {
   test("neither sweeps another instance's running request nor takes over its Idempotency-Key: one debit, one answer", async () => {

@@ -74,7 +74,7 @@ test("a debit in doubt answers a 503 that says it may have been billed; the ledg
   expect(logs.join("")).toContain(requestId);
 
   // It did commit: the ledger has its usage row under the answer's request id, and nothing is held.
-  expect(await queryRows(store, "SELECT request_id, amount::int AS amount FROM credit_transactions WHERE type = 'usage'")).toEqual([
+  expect(await queryRows(store, "SELECT request_id, amount::int AS amount FROM ledger_entries WHERE type = 'usage'")).toEqual([
     { request_id: requestId, amount: -1 },
   ]);
   expect(await ledgerSum(store, org.organizationId)).toBe(9);
@@ -87,5 +87,5 @@ test("a debit in doubt answers a 503 that says it may have been billed; the ledg
   expect(retried.headers.get("idempotent-replayed")).toBe("true");
   expect((await json<{ meta: { creditsConsumed: number; requestId: string } }>(retried)).meta).toMatchObject({ creditsConsumed: 1, requestId });
   expect(await ledgerSum(store, org.organizationId)).toBe(9);
-  expect(await queryRows(store, "SELECT count(*)::int AS n FROM credit_transactions WHERE type = 'usage'")).toEqual([{ n: 1 }]);
+  expect(await queryRows(store, "SELECT count(*)::int AS n FROM ledger_entries WHERE type = 'usage'")).toEqual([{ n: 1 }]);
 });

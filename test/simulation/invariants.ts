@@ -35,16 +35,16 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
     // One statement, so PostgreSQL reads every sum from one snapshot while requests run.
     const [sums] = await queryRows<Record<string, number | null>>(
       observer,
-      `SELECT (SELECT sum(amount) FROM credit_transactions WHERE organization_id = ?) AS ledger,
+      `SELECT (SELECT sum(amount) FROM ledger_entries WHERE organization_id = ?) AS ledger,
               (SELECT ledger_balance FROM organizations WHERE id = ?) AS running,
               (SELECT sum(remaining) FROM credit_buckets WHERE organization_id = ?) AS remaining,
               (SELECT sum(CASE WHEN remaining < 0 THEN 1 ELSE 0 END) FROM credit_buckets WHERE organization_id = ?) AS negative,
               (SELECT sum(amount) FROM reservations WHERE organization_id = ?) AS reserved,
               ${unsettledOf(`organization_id = '${id}'`)} AS unsettled,
-              (SELECT -sum(amount) FROM credit_transactions WHERE organization_id = ? AND type = 'usage') AS used,
+              (SELECT -sum(amount) FROM ledger_entries WHERE organization_id = ? AND type = 'usage') AS used,
               (SELECT sum(credits) FROM usage_counters WHERE organization_id = ? AND period_ms = (SELECT min(period_ms) FROM usage_counters)) AS counted,
-              (SELECT sum(CASE WHEN balance_after - amount > 0 AND balance_after <= 0 THEN 1 ELSE 0 END) FROM credit_transactions WHERE organization_id = ?) AS depletions,
-              (SELECT sum(CASE WHEN balance_after - amount >= ? AND balance_after < ? THEN 1 ELSE 0 END) FROM credit_transactions WHERE organization_id = ?) AS lows,
+              (SELECT sum(CASE WHEN balance_after - amount > 0 AND balance_after <= 0 THEN 1 ELSE 0 END) FROM ledger_entries WHERE organization_id = ?) AS depletions,
+              (SELECT sum(CASE WHEN balance_after - amount >= ? AND balance_after < ? THEN 1 ELSE 0 END) FROM ledger_entries WHERE organization_id = ?) AS lows,
               (SELECT count(*) FROM webhook_events WHERE organization_id = ? AND type = 'credits.depleted') AS depleted_events,
               (SELECT count(*) FROM webhook_events WHERE organization_id = ? AND type = 'credits.low') AS low_events`,
       [id, id, id, id, id, id, id, id, organization.lowCreditThreshold, organization.lowCreditThreshold, id, id, id],
@@ -69,7 +69,7 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
       const [row] = await queryRows<Record<string, number | null>>(
         observer,
         `SELECT (SELECT sum(spent) FROM api_key_monthly_usage WHERE key_id = ?) AS spent,
-                (SELECT -sum(amount) FROM credit_transactions WHERE type = 'usage' AND key_id IN (${marks})) AS used,
+                (SELECT -sum(amount) FROM ledger_entries WHERE type = 'usage' AND key_id IN (${marks})) AS used,
                 (SELECT sum(amount) FROM reservations WHERE key_id IN (${marks})) AS held,
                 ${unsettledOf(`key_id IN (${keys.map((key) => `'${key.id}'`).join(", ")})`)} AS unsettled`,
         [line, ...keys.map((key) => key.id), ...keys.map((key) => key.id)],
@@ -105,7 +105,7 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
   // A look-up debited from a lease counts as packed in its lease_usage row until it is settled into a usage row (one snapshot: never both).
   const usage = await queryRows<{ request_id: string; amount: number }>(
     observer,
-    `SELECT request_id, amount FROM credit_transactions WHERE type = 'usage'${leased ? ` UNION ALL SELECT request_id, -amount FROM ${lookUps}` : ""}`,
+    `SELECT request_id, amount FROM ledger_entries WHERE type = 'usage'${leased ? ` UNION ALL SELECT request_id, -amount FROM ${lookUps}` : ""}`,
   );
   const usageRows = new Map<string, number[]>();
   for (const row of usage) usageRows.set(row.request_id, [...(usageRows.get(row.request_id) ?? []), Number(row.amount)]);
@@ -176,7 +176,7 @@ export async function checkInvariants(world: World, settled: boolean): Promise<v
 
   // Everything has settled: no instance holds anything, and each one's balance is the ledger's.
   for (const organization of world.organizations) {
-    const [ledger] = await queryRows<{ sum: number | null }>(observer, "SELECT sum(amount) AS sum FROM credit_transactions WHERE organization_id = ?", [
+    const [ledger] = await queryRows<{ sum: number | null }>(observer, "SELECT sum(amount) AS sum FROM ledger_entries WHERE organization_id = ?", [
       organization.id,
     ]);
     const ledgerSum = Number(ledger?.sum ?? 0);
@@ -209,7 +209,7 @@ async function checkWatchEvents(world: World, violation: (text: string) => void)
   const events = await queryRows<{ id: string; payload: string }>(world.observer, "SELECT id, payload FROM webhook_events WHERE type = 'price.changed'");
   const debits = await queryRows<{ request_id: string }>(
     world.observer,
-    "SELECT request_id FROM credit_transactions WHERE type = 'usage' AND description LIKE 'Price watch event%'",
+    "SELECT request_id FROM ledger_entries WHERE type = 'usage' AND description LIKE 'Price watch event%'",
   );
   const billed = new Set(debits.map((row) => row.request_id));
   if (billed.size !== debits.length) violation(`${debits.length - billed.size} watch event(s) debited twice`);

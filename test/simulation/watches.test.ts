@@ -32,7 +32,7 @@ async function checkInvariants(context: TestContext, organizations: string[]): P
     const billed = (
       await queryRows<{ request_id: string }>(
         store,
-        "SELECT request_id FROM credit_transactions WHERE organization_id = ? AND description LIKE 'Price watch event%'",
+        "SELECT request_id FROM ledger_entries WHERE organization_id = ? AND description LIKE 'Price watch event%'",
         [organizationId],
       )
     )

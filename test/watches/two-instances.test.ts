@@ -71,7 +71,7 @@ test("two evaluators share the queue: each change is evaluated once, each event 
   const [a, b] = await Promise.all([drain(one), drain(two)]);
   expect(a + b).toBe(PRODUCTS);
   const events = await queryRows<{ id: string }>(one, "SELECT id FROM webhook_events WHERE type = 'price.changed'");
-  const billed = await queryRows<{ request_id: string }>(one, "SELECT request_id FROM credit_transactions WHERE description LIKE 'Price watch event%'");
+  const billed = await queryRows<{ request_id: string }>(one, "SELECT request_id FROM ledger_entries WHERE description LIKE 'Price watch event%'");
   expect(events.length).toBe(PRODUCTS);
   expect(billed.map((row) => row.request_id).sort()).toEqual(events.map((row) => row.id).sort());
   expect(await ledgerSum(one, organizationId)).toBe(1_000 - 2 * PRODUCTS);

@@ -57,7 +57,7 @@ async function priceEvents(organizationId = org.organizationId): Promise<Array<{
 async function watchUsageRows(organizationId = org.organizationId) {
   return queryRows<{ request_id: string; amount: number; gtin: string }>(
     context.store,
-    "SELECT request_id, amount, gtin FROM credit_transactions WHERE organization_id = ? AND description LIKE 'Price watch event%' ORDER BY id",
+    "SELECT request_id, amount, gtin FROM ledger_entries WHERE organization_id = ? AND description LIKE 'Price watch event%' ORDER BY id",
     [organizationId],
   );
 }

@@ -7,6 +7,7 @@ import { BILLED_REASON, type UsageRecord } from "../store";
 import { CHANGES_CHANNEL } from "../change-listener";
 import { fefoOrder } from "./allocation";
 import { type Debit, type DebitPlan, type LockedState, planDebits } from "./debit-plan";
+import { type LedgerRow, ledgerRows, PACKED_SPAN_MS } from "./packed-ledger";
 import type { Lease } from "./postgres-leases";
 
 /**
@@ -120,6 +121,22 @@ export async function debitBatch(
   ]);
 }
 
+/**
+ * Which of a retried batch's look-ups have a ledger entry already (their first attempt committed
+ * after all): a row of their own, a look-up packed in a lease_usage row, or one packed in a settled
+ * usage row, whose `created_at` lies within PACKED_SPAN_MS after the look-up's.
+ */
+function writtenRead(sql: postgres.Sql, items: PendingDebit[], organizations: string[]) {
+  const ids = items.map((item) => item.transactionId);
+  const times = items.map((item) => item.usage.now);
+  return sql<Array<{ id: string }>>`SELECT id FROM credit_transactions WHERE id = ANY(${ids}::text[])
+          UNION ALL SELECT u->>'id' FROM lease_usage, json_array_elements(look_ups) u
+          WHERE organization_id = ANY(${organizations}::text[]) AND u->>'id' = ANY(${ids}::text[])
+          UNION ALL SELECT u->>'id' FROM credit_transactions t, json_array_elements(t.look_ups) u
+          WHERE t.organization_id = ANY(${organizations}::text[]) AND t.look_ups IS NOT NULL
+            AND t.created_at BETWEEN ${Math.min(...times)} AND ${Math.max(...times) + PACKED_SPAN_MS} AND u->>'id' = ANY(${ids}::text[])`;
+}
+
 /** What the batch's first step reads, beside the locked state: ledger rows written already, Idempotency-Key claims still held, reservation rows. */
 interface BatchReads {
   written: Set<string>;
@@ -151,11 +168,7 @@ async function lockAndPlan(
   const keyIds = [...new Set(items.flatMap((item) => (item.held?.keyId == null ? [] : [item.held.keyId])))];
   const statements = [
     sql`BEGIN`,
-    retried
-      ? sql<Array<{ id: string }>>`SELECT id FROM credit_transactions WHERE id = ANY(${items.map((item) => item.transactionId)}::text[])
-          UNION ALL SELECT u->>'id' FROM lease_usage, json_array_elements(look_ups) u
-          WHERE organization_id = ANY(${organizations}::text[]) AND u->>'id' = ANY(${items.map((item) => item.transactionId)}::text[])`
-      : none,
+    retried ? writtenRead(sql, items, organizations) : none,
     fenced.length === 0
       ? none
       : sql<Array<{ fence: string }>>`
@@ -310,6 +323,20 @@ function answersWrite(sql: postgres.Sql, items: PendingDebit[]) {
       )`;
 }
 
+/** The CTE `ledger`: the usage rows. */
+function ledgerWrite(sql: postgres.Sql | postgres.TransactionSql, rows: LedgerRow[]) {
+  return sql`ledger AS (
+        INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at, first_created_at, look_ups)
+        SELECT id, organization_id, 'usage', amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at, first_created_at, look_ups::json
+        FROM unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.organizationId)}::text[], ${rows.map((r) => String(r.amount))}::bigint[],
+                    ${rows.map((r) => String(r.balanceAfter))}::bigint[], ${rows.map((r) => r.bucketId)}::text[], ${rows.map((r) => r.keyId)}::text[],
+                    ${rows.map((r) => r.requestId)}::text[], ${rows.map((r) => r.gtin)}::text[], ${rows.map((r) => r.description)}::text[],
+                    ${rows.map((r) => String(r.createdAt))}::bigint[], ${rows.map((r) => (r.firstCreatedAt === null ? null : String(r.firstCreatedAt)))}::bigint[],
+                    ${rows.map((r) => (r.lookUps === null ? null : JSON.stringify(r.lookUps)))}::text[])
+          AS t(id, organization_id, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at, first_created_at, look_ups)
+      )`;
+}
+
 /** The CTE `counted`: a plan's usage counters added under `reason`. */
 export function countersWrite(sql: postgres.Sql | postgres.TransactionSql, counters: DebitPlan["counters"], reason: string) {
   return sql`counted AS (
@@ -325,15 +352,15 @@ export function countersWrite(sql: postgres.Sql | postgres.TransactionSql, count
 
 /**
  * A planned debit written by one plain statement (the buckets, the organizations' sums, the usage
- * rows, the usage counters under `reason`, the key lines' monthly spending and the balance events
- * with their deliveries), with `extra` CTEs of the caller. With `lockedBy`, the statement fails whole
+ * rows, packed with `packLedger`, the usage counters under `reason`, the key lines' monthly spending
+ * and the balance events with their deliveries), with `extra` CTEs of the caller. With `lockedBy`, the statement fails whole
  * outside the transaction that locked the rows: postgres.js sends a query on a new connection when
  * the old one died, and the rows' locks went with its transaction.
  */
 export function writePlan(
   sql: postgres.Sql | postgres.TransactionSql,
   plan: DebitPlan,
-  options: { reason: string; lockedBy?: string; extra?: postgres.PendingQuery<postgres.Row[]> },
+  options: { reason: string; lockedBy?: string; packLedger?: boolean; extra?: postgres.PendingQuery<postgres.Row[]> },
 ) {
   const none = sql``;
   return sql`
@@ -345,15 +372,7 @@ export function writePlan(
         UPDATE organizations SET ledger_balance = organizations.ledger_balance - t.amount
         FROM unnest(${plan.organizations.map((o) => o.id)}::text[], ${plan.organizations.map((o) => String(o.amount))}::bigint[]) AS t(id, amount) WHERE organizations.id = t.id
       ),
-      ledger AS (
-        INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-        SELECT id, organization_id, 'usage', amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at
-        FROM unnest(${plan.ledger.map((r) => r.id)}::text[], ${plan.ledger.map((r) => r.organizationId)}::text[], ${plan.ledger.map((r) => String(r.amount))}::bigint[],
-                    ${plan.ledger.map((r) => String(r.balanceAfter))}::bigint[], ${plan.ledger.map((r) => r.bucketId)}::text[], ${plan.ledger.map((r) => r.keyId)}::text[],
-                    ${plan.ledger.map((r) => r.requestId)}::text[], ${plan.ledger.map((r) => r.gtin)}::text[], ${plan.ledger.map((r) => r.description)}::text[],
-                    ${plan.ledger.map((r) => String(r.createdAt))}::bigint[])
-          AS t(id, organization_id, amount, balance_after, bucket_id, key_id, request_id, gtin, description, created_at)
-      ),
+      ${ledgerWrite(sql, ledgerRows(plan.ledger, options.packLedger === true))},
       ${countersWrite(sql, plan.counters, options.reason)},
       spending AS (
         INSERT INTO api_key_monthly_usage (key_id, month, spent)

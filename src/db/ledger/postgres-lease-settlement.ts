@@ -1,8 +1,9 @@
 // Settlement of look-ups debited from credit leases. A lease's debit writes only the lease rows and
 // a lease_usage row per lease packing its look-ups (see CreditLeases.debit), so two instances
 // spending one organization's credits share no row. A settlement turns those rows into the ledger:
-// one usage row per look-up (its id fixed by the debit), the organization's running sum, usage
-// counters, key lines' monthly spending and balance events, in one transaction that deletes them.
+// usage rows packing the look-ups' entries (each entry's id fixed by the debit; packed-ledger.ts),
+// the organization's running sum, usage counters, key lines' monthly spending and balance events,
+// in one transaction that deletes them.
 //
 // Invariants: a lease_usage row holds credits already out of the buckets and the lease row, so
 // ledger sum = buckets + reservations + lease_usage at every commit; each row is settled exactly
@@ -60,7 +61,10 @@ export async function settleLeaseUsage(client: postgres.Sql, scope: SettlementSc
     // Deleting a row locks it: a second settler of it waits, then finds it gone.
     const rows = await tx<Array<{ organization_id: string; look_ups: string }>>`
       DELETE FROM lease_usage ${whereOf(tx, scope)} RETURNING organization_id, look_ups::text AS look_ups`;
-    const debits = rows.flatMap((row) => (JSON.parse(row.look_ups) as PackedLookUp[]).map((lookUp) => debitOf(row.organization_id, lookUp)));
+    // In time order, so each look-up's balanceAfter follows the order the transactions API lists them in.
+    const debits = rows
+      .flatMap((row) => (JSON.parse(row.look_ups) as PackedLookUp[]).map((lookUp) => debitOf(row.organization_id, lookUp)))
+      .sort((a, b) => a.createdAt - b.createdAt || (a.transactionId < b.transactionId ? -1 : 1));
     if (debits.length > 0) await writeSettlement(tx, debits, reason);
     return debits.length;
   });
@@ -81,7 +85,7 @@ function debitOf(organizationId: string, { id, createdAt, allocations, ...rest }
 /**
  * The ledger's side of settled look-ups: the organizations' sums locked (in id order, as every
  * debit locks them) and read with the keys' lines, then the one debit planner's plan written by the
- * group commit's own write statement (usage rows, sums, counters, key lines' spending, balance events).
+ * group commit's own write statement (packed usage rows, sums, counters, key lines' spending, balance events).
  */
 async function writeSettlement(sql: postgres.TransactionSql, debits: Debit[], reason: string): Promise<void> {
   const organizations = [...new Set(debits.map((debit) => debit.organizationId))];
@@ -90,5 +94,5 @@ async function writeSettlement(sql: postgres.TransactionSql, debits: Debit[], re
   // so the buckets' statement (postgres.js runs a query only once awaited) is never sent.
   const [, sumsRead, keysRead] = lockStatements(sql, { organizations, keyIds, rowIds: [], now: 0 });
   const [sums, keys] = await Promise.all([sumsRead, keysRead]);
-  await writePlan(sql, planDebits(debits, lockedStateOf([], sums, keys)), { reason });
+  await writePlan(sql, planDebits(debits, lockedStateOf([], sums, keys)), { reason, packLedger: true });
 }

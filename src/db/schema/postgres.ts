@@ -204,6 +204,13 @@ export const creditTransactions = pgTable(
     gtin: text("gtin"),
     description: text("description").notNull(),
     createdAt: epochMs("created_at").notNull(),
+    /**
+     * A usage row written by a lease settlement packs its look-ups (see PackedLedgerEntry): the row
+     * holds their sum, `created_at` is the latest one's time and `first_created_at` the earliest's,
+     * at most a minute apart (src/db/ledger/packed-ledger.ts). Null on every other row. The view ledger_entries unpacks them.
+     */
+    lookUps: json("look_ups").$type<PackedLedgerEntry[]>(),
+    firstCreatedAt: epochMs("first_created_at"),
   },
   (table) => [
     // Keyset pagination, newest first, on (createdAt, id): one index range per page, with or without a type.
@@ -236,6 +243,19 @@ export const reservations = pgTable(
     index("reservations_key_idx").on(table.keyId),
   ],
 );
+
+/** A look-up as a settled usage row of credit_transactions packs it: the fields of its own ledger entry. */
+export interface PackedLedgerEntry {
+  id: string;
+  amount: number;
+  balanceAfter: number;
+  bucketId: string | null;
+  keyId: string | null;
+  requestId: string;
+  gtin: string | null;
+  description: string;
+  createdAt: number;
+}
 
 /** A look-up debited from a credit lease, as a lease_usage row packs it: `id` is its ledger row's. */
 export interface PackedLookUp {
