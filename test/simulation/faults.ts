@@ -14,6 +14,19 @@ import { FRESH, MISSING, STALE, STALLING, type LookUpShape, type Purchase } from
 import { buyPack, type Operation } from "./operations";
 import type { World } from "./world";
 
+/** Once the relay has lost a COMMIT's answer (and before `answered`), a live instance settles the organization's lease usage. */
+async function settleOnceCut(world: World, relay: { commitsCut(): number }, answered: Promise<unknown>, organizationId: string): Promise<void> {
+  let done = false;
+  void answered.finally(() => (done = true));
+  while (relay.commitsCut() === 0 && !done) await Bun.sleep(2);
+  // The relay counts the statement when it passes it on: give PostgreSQL the time to commit it.
+  await Bun.sleep(50);
+  if (done) return;
+  const settler = world.pick(world.alive());
+  const count = await (settler.inner as PostgresStore).leases.settle({ organizations: [organizationId] });
+  world.trace.push(`  ${settler.name} settled ${count} leased look-up(s) while the answer was lost`);
+}
+
 /** A trigger that makes ledger inserts fail while the sim_faults row says so. */
 export async function installWriteFault(store: Store): Promise<void> {
   if (store instanceof SQLiteStore) {
@@ -150,27 +163,37 @@ export function faultOperations(world: World): Operation[] {
         // away for 1 s: forced through a relay on the instance's debit connection, not left to timing.
         // With the 0.5 s patience of two seeds in three the look-up answers 503 in doubt, else its
         // retried debit finds its own ledger row. Half the time the look-up follows four of its
-        // organization on the same instance, so it is likely debited from a credit lease, whose
-        // statement commits on its own: its retry finds it in its lease_usage row.
+        // organization on the same instance and key (uncapped when one is), so it is likely debited
+        // from a credit lease, whose statement commits on its own: its retry finds it in its
+        // lease_usage row, or, when another instance settles the organization while the answer is
+        // lost (half of those times), packed with the four before it in a usage row of the ledger.
         const instance = world.pick(world.alive());
-        const store = instance.inner as unknown as { debitConnection: ReturnType<typeof openDebitConnection> };
+        const store = instance.inner as unknown as { debitConnection: ReturnType<typeof openDebitConnection>; lostConnectionPatienceMs: number };
         const organization = world.chance(0.5) ? world.pick(world.organizations) : null;
-        for (let count = 0; organization !== null && count < 4; count++) {
+        const key = organization === null ? null : world.leasableKey(organization);
+        for (let count = 0; organization !== null && key !== null && count < 4; count++) {
           const shape: LookUpShape = { kind: "single", organizationId: organization.id, gtins: [FRESH] };
-          await (await world.send(instance, shape, world.pick(world.activeKeys(organization)), null, false)).settled;
+          await (await world.send(instance, shape, key, null, false)).settled;
         }
-        const relay = await startCommitAnswerLoss(world.database.url, 1_000, ["COMMIT", "WITH leased AS"]);
+        // Settled meanwhile, the look-up's retry (patient enough to run) must find it in the ledger:
+        // only a lease's debit statement loses its answer then.
+        const settleMeanwhile = organization !== null && world.chance(0.5);
+        const relay = await startCommitAnswerLoss(world.database.url, 1_000, settleMeanwhile ? ["WITH leased AS"] : ["COMMIT", "WITH leased AS"]);
         const connection = openDebitConnection(relay.url);
         const original = store.debitConnection;
         store.debitConnection = connection;
         world.injected("commit answer lost");
+        const patience = store.lostConnectionPatienceMs;
+        if (settleMeanwhile) store.lostConnectionPatienceMs = 20_000;
         const request =
           organization === null
             ? freshLookUp(instance)
-            : world.sendLookUp(instance, { kind: "single", organizationId: organization.id, gtins: [FRESH] }, world.pick(world.activeKeys(organization)), null);
+            : world.sendLookUp(instance, { kind: "single", organizationId: organization.id, gtins: [FRESH] }, key!, null);
         world.trace.push(`  look-up #${request.id} with its debit's COMMIT answer to be lost`);
+        if (settleMeanwhile) await settleOnceCut(world, relay, request.settled, organization.id);
         await request.settled;
         store.debitConnection = original;
+        store.lostConnectionPatienceMs = patience;
         world.trace.push(`  ${relay.commitsCut()} COMMIT answer(s) lost`);
         relay.close();
         await connection.end({ timeout: 1 }).catch(() => {});

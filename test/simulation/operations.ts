@@ -392,8 +392,7 @@ export function operations(world: World): Operation[] {
       const shape: LookUpShape = { kind: "single", organizationId: organization.id, gtins: [FRESH] };
       return world.send(instance, shape, key, null, false);
     };
-    const uncapped = world.activeKeys(organization).filter((key) => key.monthlyLimit === null);
-    const key = world.pick(uncapped.length > 0 ? uncapped : world.activeKeys(organization));
+    const key = world.leasableKey(organization);
     for (let count = 0; count < 2; count++) await (await send(key)).settled;
     const together = await Promise.all([send(key), send(key), send(key)]);
     await Promise.all(together.map((request) => request.settled));

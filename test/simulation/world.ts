@@ -108,6 +108,12 @@ export class World {
     return organization.keys.filter((key) => key.status === "ACTIVE");
   }
 
+  /** An uncapped active key of the organization when it has one (its look-ups may be debited from a credit lease), else any active key. */
+  leasableKey(organization: SimOrganization): SimKey {
+    const uncapped = this.activeKeys(organization).filter((key) => key.monthlyLimit === null);
+    return this.pick(uncapped.length > 0 ? uncapped : this.activeKeys(organization));
+  }
+
   /** Requests still running on a live instance. */
   inFlight(): SentRequest[] {
     return this.requests.filter((request) => request.answer === null && request.instance.alive);

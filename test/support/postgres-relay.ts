@@ -43,9 +43,12 @@ export async function startRelay(
 
 /**
  * A relay that passes the first COMMIT (or the first message holding one of `markers`: a statement
- * that commits on its own) on, keeps PostgreSQL's answer from the client, cuts the connection and
- * then refuses connections for `awayMs`, as a PostgreSQL restarting would: the client cannot tell
- * whether its transaction committed.
+ * that commits on its own) on, lets PostgreSQL's answers through until the one that ends the
+ * statement (a CommandComplete or an ErrorResponse, and the ReadyForQuery after it: the statement
+ * ran and its transaction ended), keeps that from the client, cuts the connection and then refuses
+ * connections for `awayMs`, as a PostgreSQL restarting would: the client cannot tell whether its
+ * transaction committed. The answers before it (a prepared statement's ParseComplete and
+ * descriptions) go through, so a statement sent in several messages does run.
  */
 export async function startCommitAnswerLoss(
   databaseUrl: string,
@@ -60,7 +63,11 @@ export async function startCommitAnswerLoss(
       cut++;
       link.server.write(data);
       link.server.removeAllListeners("data");
-      link.server.once("data", () => {
+      let ended = false;
+      link.server.on("data", (answer: Buffer) => {
+        const types = messageTypes(answer);
+        ended ||= types.includes("C") || types.includes("E");
+        if (!(ended && types.includes("Z"))) return void link.client.write(answer);
         relay.refuseFor(awayMs);
         link.client.destroy();
         link.server.destroy();
@@ -69,4 +76,11 @@ export async function startCommitAnswerLoss(
     },
   });
   return { url: relay.url, commitsCut: () => cut, close: () => relay.close() };
+}
+
+/** The types of the backend messages a chunk holds (each a type byte and a length that counts itself). */
+function messageTypes(chunk: Buffer): string[] {
+  const types: string[] = [];
+  for (let at = 0; at + 5 <= chunk.length; at += 1 + chunk.readInt32BE(at + 1)) types.push(String.fromCharCode(chunk[at]!));
+  return types;
 }
