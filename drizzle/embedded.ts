@@ -84,5 +84,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0018_credit_leases", when: 1795818083884, breakpoints: true, sql: postgres18 },
   { tag: "0019_lease_usage", when: 1795880921241, breakpoints: true, sql: postgres19 },
   { tag: "0020_packed_lease_usage", when: 1795921050207, breakpoints: true, sql: postgres20 },
-  { tag: "0021_packed_ledger_rows", when: 1795931046987, breakpoints: true, sql: postgres21 },
+  { tag: "0021_packed_ledger_rows", when: 1795933737190, breakpoints: true, sql: postgres21 },
 ];

@@ -1,5 +1,6 @@
 ALTER TABLE "credit_transactions" ADD COLUMN "look_ups" json;--> statement-breakpoint
 ALTER TABLE "credit_transactions" ADD COLUMN "first_created_at" bigint;--> statement-breakpoint
+CREATE INDEX "credit_transactions_packed_idx" ON "credit_transactions" USING btree ("organization_id","created_at","id") WHERE look_ups IS NOT NULL;--> statement-breakpoint
 -- Every ledger entry, one row each: a settled usage row's packed look-ups unpacked.
 CREATE VIEW "ledger_entries" AS
   SELECT "id", "organization_id", "type", "amount", "balance_after", "bucket_id", "key_id", "request_id", "gtin", "description", "created_at"

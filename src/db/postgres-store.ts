@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, gte, inArray, lte, sql } from "drizzle-orm";
+import { and, desc, eq, gt, gte, inArray, isNotNull, lte, type SQL, sql } from "drizzle-orm";
 import type { PgTransactionConfig } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
@@ -27,8 +27,8 @@ import { PostgresWatches } from "./watches/postgres";
 import { PostgresHistory } from "./history/postgres";
 import type { HistoryQuery } from "./history/records";
 import * as schema from "./schema/postgres";
-import type { Bucket, LedgerTransaction, Page, Store, TransactionQuery } from "./store";
-import { PACKED_SPAN_MS, pageOfEntries } from "./ledger/packed-ledger";
+import type { Bucket, LedgerTransaction, Page, Store, TransactionQuery, TransactionType } from "./store";
+import { PACKED_SPAN_MS, pageOfEntries, type StoredLedgerRow } from "./ledger/packed-ledger";
 
 const { organizations, apiKeys, apiKeyMonthlyUsage, creditBuckets, creditTransactions } = schema;
 
@@ -425,10 +425,10 @@ export class PostgresStore implements Store {
    */
   lostConnectionPatienceMs = 20_000;
 
-  // Keyset pages on (createdAt, id), newest first: the upper bound merges the cursor and `to` into
-  // one row-value comparison, which the (org, createdAt, id) and (org, type, createdAt, id) indexes
-  // range over. A packed usage row (packed-ledger.ts) is read when its look-ups may fall in the page:
-  // from its latest look-up down to PACKED_SPAN_MS past the bound.
+  // Keyset pages on (createdAt, id), newest first: the cursor and `to` merge into one upper bound,
+  // which the (org, createdAt, id) and (org, type, createdAt, id) indexes range under. A packed usage
+  // row (packed-ledger.ts) is dated by its latest look-up, so the packed rows of the minute past the
+  // bound are read too (ledgerRowsBefore), and pageOfEntries reads rows until the page is whole.
   async listTransactions(organizationId: string, query: TransactionQuery): Promise<Page<LedgerTransaction>> {
     await this.leases.settle({ organizations: [organizationId] });
     let before: { createdAt: number; id: string } | null = null;
@@ -440,10 +440,33 @@ export class PostgresStore implements Store {
     if (query.to !== undefined && (before === null || query.to < before.createdAt || (query.to === before.createdAt && before.id !== ""))) {
       before = { createdAt: query.to, id: "" };
     }
-    const types = query.types ?? [];
-    const t = creditTransactions;
-    const bound = before;
     const fetchRows = (after: { createdAt: number; id: string } | null, count: number) =>
+      this.ledgerRowsBefore(organizationId, { types: query.types ?? [], from: query.from, before, after }, count);
+    const entries = await pageOfEntries(query.limit + 1, { before, from: query.from }, fetchRows);
+    const items = entries.slice(0, query.limit);
+    const last = items[items.length - 1];
+    return { items, nextCursor: entries.length > query.limit && last ? encodeLedgerCursor(last) : null };
+  }
+
+  /**
+   * Up to `count` credit_transactions rows of an organization, newest first, after the row cursor
+   * `after`, that may hold entries before `before`: the rows before it (an index range), and the
+   * packed rows dated within PACKED_SPAN_MS past it whose first look-up is before it (the partial
+   * index of packed rows), merged.
+   */
+  private async ledgerRowsBefore(
+    organizationId: string,
+    bounds: {
+      types: TransactionType[];
+      from: number | undefined;
+      before: { createdAt: number; id: string } | null;
+      after: { createdAt: number; id: string } | null;
+    },
+    count: number,
+  ): Promise<StoredLedgerRow[]> {
+    const t = creditTransactions;
+    const { types, from, before, after } = bounds;
+    const rows = (...conditions: Array<SQL | undefined>) =>
       this.db
         .select()
         .from(t)
@@ -451,21 +474,25 @@ export class PostgresStore implements Store {
           and(
             eq(t.organizationId, organizationId),
             types.length === 0 ? undefined : types.length === 1 ? eq(t.type, types[0]!) : inArray(t.type, types),
-            bound === null
-              ? undefined
-              : sql`((${t.createdAt}, ${t.id}) < (${bound.createdAt}, ${bound.id})
-                  OR (${t.lookUps} IS NOT NULL AND ${t.createdAt} <= ${bound.createdAt + PACKED_SPAN_MS} AND ${t.firstCreatedAt} <= ${bound.createdAt}))`,
             after === null ? undefined : sql`(${t.createdAt}, ${t.id}) < (${after.createdAt}, ${after.id})`,
-            query.from === undefined ? undefined : gte(t.createdAt, query.from),
+            from === undefined ? undefined : gte(t.createdAt, from),
+            ...conditions,
           ),
         )
         .orderBy(desc(t.createdAt), desc(t.id))
-        .limit(count)
-        .then((rows) => rows.map(({ firstCreatedAt, ...row }) => row));
-    const entries = await pageOfEntries(query.limit + 1, { before, from: query.from }, fetchRows);
-    const items = entries.slice(0, query.limit);
-    const last = items[items.length - 1];
-    return { items, nextCursor: entries.length > query.limit && last ? encodeLedgerCursor(last) : null };
+        .limit(count);
+    const [below, straddling] = await Promise.all([
+      rows(before === null ? undefined : sql`(${t.createdAt}, ${t.id}) < (${before.createdAt}, ${before.id})`),
+      before === null
+        ? []
+        : rows(
+            isNotNull(t.lookUps),
+            sql`(${t.createdAt}, ${t.id}) >= (${before.createdAt}, ${before.id})`,
+            lte(t.createdAt, before.createdAt + PACKED_SPAN_MS),
+            lte(t.firstCreatedAt, before.createdAt),
+          ),
+    ]);
+    return [...straddling, ...below].slice(0, count).map(({ firstCreatedAt, ...row }) => row);
   }
 
   async expireBuckets(now: number): Promise<number> {
