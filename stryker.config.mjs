@@ -46,6 +46,7 @@ const POSTGRES_TESTS = [
   "test/http/idempotency-claims.postgres.test.ts",
   "test/billing/credit-leases.postgres.test.ts",
   "test/billing/credit-lease-policy.postgres.test.ts",
+  "test/billing/packed-ledger.postgres.test.ts",
 ];
 
 export const targets = {
@@ -69,7 +70,7 @@ export const targets = {
   },
   postgres: {
     // The debit planner serves both stores' group commits and watch debits; its unit tests run first in either command.
-    mutate: ["src/db/ledger/debit-plan.ts", "src/db/ledger/postgres.ts", "src/db/ledger/postgres-reservations.ts", "src/db/ledger/postgres-debits.ts", "src/db/ledger/postgres-leases.ts", "src/db/ledger/postgres-lease-settlement.ts", "src/db/idempotency/postgres.ts"],
+    mutate: ["src/db/ledger/debit-plan.ts", "src/db/ledger/postgres.ts", "src/db/ledger/postgres-reservations.ts", "src/db/ledger/postgres-debits.ts", "src/db/ledger/postgres-leases.ts", "src/db/ledger/postgres-lease-settlement.ts", "src/db/ledger/packed-ledger.ts", "src/db/idempotency/postgres.ts"],
     // Its commands spend much of their time waiting (on locks, timers, a hung seed's watchdog): three at once.
     concurrency: 3,
     command: `${UNIT_TESTS} && TEST_DATABASE_URL=${postgresUrl} bun test/simulation/cli.ts --store postgres --seeds 6 --first-failing --watchdog 60 > /dev/null && TEST_DATABASE_URL=${postgresUrl} bun test --bail --timeout=30000 --path-ignore-patterns= ${[...POSTGRES_TESTS, ...MONEY_TESTS].join(" ")}`,
