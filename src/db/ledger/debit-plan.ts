@@ -31,22 +31,25 @@ export interface LockedState {
   keys: Map<string, { line: string; capped: boolean }>;
 }
 
+/** A usage entry of the ledger: one billed use, its amount negative, the organization's balance after it. */
+export interface LedgerEntry {
+  id: string;
+  organizationId: string;
+  amount: number;
+  balanceAfter: number;
+  bucketId: string | null;
+  keyId: string | null;
+  requestId: string;
+  gtin: string | null;
+  description: string;
+  createdAt: number;
+}
+
 export interface DebitPlan {
   /** Bucket decrements, one per bucket, in lock order. */
   buckets: Array<{ id: string; amount: number }>;
   organizations: Array<{ id: string; amount: number }>;
-  ledger: Array<{
-    id: string;
-    organizationId: string;
-    amount: number;
-    balanceAfter: number;
-    bucketId: string | null;
-    keyId: string | null;
-    requestId: string;
-    gtin: string | null;
-    description: string;
-    createdAt: number;
-  }>;
+  ledger: LedgerEntry[];
   counters: Array<{ organizationId: string; periodMs: number; periodStart: number; keyId: string; requests: number; credits: number }>;
   spending: Array<{ line: string; month: string; spent: number }>;
   crossings: Array<{ organizationId: string; before: number; after: number; threshold: number | null; createdAt: number }>;

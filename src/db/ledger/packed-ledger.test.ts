@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import type { LedgerTransaction } from "../store";
-import type { DebitPlan } from "./debit-plan";
+import type { LedgerEntry } from "./debit-plan";
 import { entriesOf, ledgerRows, PACKED_MAX_ENTRIES, PACKED_SPAN_MS, pageOfEntries, type StoredLedgerRow } from "./packed-ledger";
 
-type Entry = DebitPlan["ledger"][number];
+type Entry = LedgerEntry;
 
 const T = 1_800_000_000_000;
 

@@ -10,13 +10,11 @@
 // rows up to T + PACKED_SPAN_MS, and no further.
 import type { LedgerTransaction } from "../store";
 import type { PackedLedgerEntry } from "../schema/postgres";
-import type { DebitPlan } from "./debit-plan";
+import type { LedgerEntry } from "./debit-plan";
 
 export const PACKED_SPAN_MS = 60_000;
 /** At most this many look-ups per row, so a page of the transactions API reads a bounded row. */
 export const PACKED_MAX_ENTRIES = 1_000;
-
-type LedgerEntry = DebitPlan["ledger"][number];
 
 /** A credit_transactions row as a debit writes it: a look-up's own entry, or several packed. */
 export interface LedgerRow extends Omit<LedgerEntry, "requestId"> {

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { bigint, boolean, check, doublePrecision, index, integer, json, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
+import type { LedgerEntry } from "../ledger/debit-plan";
 
 // The PostgreSQL twin of schema/sqlite.ts: same tables, columns and indexes, so one store
 // interface maps onto both. Timestamps are bigint epoch milliseconds read as JS numbers; credits
@@ -246,18 +247,8 @@ export const reservations = pgTable(
   ],
 );
 
-/** A look-up as a settled usage row of credit_transactions packs it: the fields of its own ledger entry. */
-export interface PackedLedgerEntry {
-  id: string;
-  amount: number;
-  balanceAfter: number;
-  bucketId: string | null;
-  keyId: string | null;
-  requestId: string;
-  gtin: string | null;
-  description: string;
-  createdAt: number;
-}
+/** A look-up as a settled usage row of credit_transactions packs it: its own ledger entry. */
+export type PackedLedgerEntry = Omit<LedgerEntry, "organizationId">;
 
 /** A look-up debited from a credit lease, as a lease_usage row packs it: `id` is its ledger row's. */
 export interface PackedLookUp {
