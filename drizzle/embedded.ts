@@ -59,7 +59,7 @@ export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0014_price_watches", when: 1795660142188, breakpoints: true, sql: sqlite14 },
   { tag: "0015_price_days", when: 1795660584921, breakpoints: true, sql: sqlite15 },
   { tag: "0016_credit_leases", when: 1795819794093, breakpoints: true, sql: sqlite16 },
-  { tag: "0017_ledger_entries", when: 1795931063309, breakpoints: true, sql: sqlite17 },
+  { tag: "0017_ledger_entries", when: 1795937728036, breakpoints: true, sql: sqlite17 },
 ];
 
 export const postgresMigrations: EmbeddedMigration[] = [

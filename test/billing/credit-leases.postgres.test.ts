@@ -249,8 +249,12 @@ test("a lost answer's retry finds its look-ups after another instance settled th
     [1, 2, 3, 4].map((i) => one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: `req_settled_${i}`, now: clock.now() })),
   );
   // The second statement (three look-ups) commits; before its answer is lost, `two` settles everything.
+  // The first look-up is 5 s later than the others: the packed row is dated by it, after the lost ones.
   const lost = loseLeaseDebitAnswer(one, 2, () => two.leases.settle("all"));
-  expect(await Promise.all(held.map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true, true]);
+  const commits = held.map((reservation, i) =>
+    one.commitReservation(idOf(reservation), { gtin: null, description: "look-up", now: clock.now() + (i === 0 ? 5_000 : 0) }),
+  );
+  expect(await Promise.all(commits)).toEqual([true, true, true, true]);
   lost.restore();
   expect(one.leases.counts.lost).toBe(1);
   const packed = await queryRows<{ look_ups: number; amount: number }>(

@@ -43,12 +43,12 @@ export async function startRelay(
 
 /**
  * A relay that passes the first COMMIT (or the first message holding one of `markers`: a statement
- * that commits on its own) on, lets PostgreSQL's answers through until the one that ends the
- * statement (a CommandComplete or an ErrorResponse, and the ReadyForQuery after it: the statement
- * ran and its transaction ended), keeps that from the client, cuts the connection and then refuses
+ * that commits on its own) on, lets PostgreSQL's answers through until the ReadyForQuery that
+ * follows a CommandComplete or an ErrorResponse outside a transaction block (the transaction ended:
+ * committed or not), keeps that last answer from the client, cuts the connection and then refuses
  * connections for `awayMs`, as a PostgreSQL restarting would: the client cannot tell whether its
  * transaction committed. The answers before it (a prepared statement's ParseComplete and
- * descriptions) go through, so a statement sent in several messages does run.
+ * descriptions, the results of statements pipelined before a COMMIT) go through.
  */
 export async function startCommitAnswerLoss(
   databaseUrl: string,
@@ -63,11 +63,10 @@ export async function startCommitAnswerLoss(
       cut++;
       link.server.write(data);
       link.server.removeAllListeners("data");
-      let ended = false;
+      const answers = new AnswerReader();
       link.server.on("data", (answer: Buffer) => {
-        const types = messageTypes(answer);
-        ended ||= types.includes("C") || types.includes("E");
-        if (!(ended && types.includes("Z"))) return void link.client.write(answer);
+        const passed = answers.read(answer);
+        if (passed !== null) return void link.client.write(passed);
         relay.refuseFor(awayMs);
         link.client.destroy();
         link.server.destroy();
@@ -78,9 +77,26 @@ export async function startCommitAnswerLoss(
   return { url: relay.url, commitsCut: () => cut, close: () => relay.close() };
 }
 
-/** The types of the backend messages a chunk holds (each a type byte and a length that counts itself). */
-function messageTypes(chunk: Buffer): string[] {
-  const types: string[] = [];
-  for (let at = 0; at + 5 <= chunk.length; at += 1 + chunk.readInt32BE(at + 1)) types.push(String.fromCharCode(chunk[at]!));
-  return types;
+/** Splits PostgreSQL's answers into whole messages (a type byte, then a length that counts itself) across chunks. */
+class AnswerReader {
+  private pending = Buffer.alloc(0);
+  private completed = false;
+
+  /** The whole messages that may pass, or null once the transaction's end is among them. */
+  read(chunk: Buffer): Buffer | null {
+    this.pending = Buffer.concat([this.pending, chunk]);
+    let at = 0;
+    while (at + 5 <= this.pending.length) {
+      const end = at + 1 + this.pending.readInt32BE(at + 1);
+      if (end > this.pending.length) break;
+      const type = String.fromCharCode(this.pending[at]!);
+      if (type === "C" || type === "E") this.completed = true;
+      // ReadyForQuery's status: I (idle) or E (failed transaction) once the transaction is over, T inside it.
+      if (type === "Z" && this.completed && this.pending[at + 5] !== "T".charCodeAt(0)) return null;
+      at = end;
+    }
+    const passed = this.pending.subarray(0, at);
+    this.pending = this.pending.subarray(at);
+    return passed;
+  }
 }

@@ -12,9 +12,11 @@ import type { LedgerTransaction } from "../store";
 import type { PackedLedgerEntry } from "../schema/postgres";
 import type { LedgerEntry } from "./debit-plan";
 
+// Rows keep the span they were written with: a smaller one is always safe to adopt, a larger one
+// only once every reader uses it.
 export const PACKED_SPAN_MS = 60_000;
 /** At most this many look-ups per row, so a page of the transactions API reads a bounded row. */
-export const PACKED_MAX_ENTRIES = 1_000;
+export const PACKED_MAX_ENTRIES = 100;
 
 /** A credit_transactions row as a debit writes it: a look-up's own entry, or several packed. */
 export interface LedgerRow extends Omit<LedgerEntry, "requestId"> {

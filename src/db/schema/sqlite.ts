@@ -196,6 +196,9 @@ export const creditTransactions = sqliteTable(
     gtin: text("gtin"),
     description: text("description").notNull(),
     createdAt: integer("created_at").notNull(),
+    /** Packed usage rows exist on PostgreSQL only (its lease settlements write them); the columns keep the schemas alike. */
+    lookUps: text("look_ups"),
+    firstCreatedAt: integer("first_created_at"),
   },
   (table) => [
     // Keyset pagination, newest first, on (createdAt, id): one index range per page, with or without a type.
