@@ -70,7 +70,8 @@ function packedRow(run: LedgerEntry[]): LedgerRow {
   };
 }
 
-function byTime(a: { createdAt: number; id: string }, b: { createdAt: number; id: string }): number {
+/** The ledger's order of entries: by time, then by id. */
+export function byTime(a: { createdAt: number; id: string }, b: { createdAt: number; id: string }): number {
   return a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 

@@ -13,6 +13,7 @@ import type postgres from "postgres";
 import { utcMonth } from "../../lib/clock";
 import type { PackedLookUp } from "../schema/postgres";
 import { type Debit, planDebits } from "./debit-plan";
+import { byTime } from "./packed-ledger";
 import { lockedStateOf, lockStatements, writePlan } from "./postgres-debits";
 
 /** A look-up debited from a lease, as the lease's debit statement holds it. */
@@ -64,7 +65,7 @@ export async function settleLeaseUsage(client: postgres.Sql, scope: SettlementSc
     // In time order, so each look-up's balanceAfter follows the order the transactions API lists them in.
     const debits = rows
       .flatMap((row) => (JSON.parse(row.look_ups) as PackedLookUp[]).map((lookUp) => debitOf(row.organization_id, lookUp)))
-      .sort((a, b) => a.createdAt - b.createdAt || (a.transactionId < b.transactionId ? -1 : 1));
+      .sort((a, b) => byTime({ createdAt: a.createdAt, id: a.transactionId }, { createdAt: b.createdAt, id: b.transactionId }));
     if (debits.length > 0) await writeSettlement(tx, debits, reason);
     return debits.length;
   });
