@@ -1,4 +1,5 @@
 #!/usr/bin/env bun
+import "./cli/server-allocator";
 import { VERSION } from "./app";
 import { type Command, type CommandContext, programName, type TerminalOutput, UsageError } from "./cli/command";
 import { backupCommand } from "./cli/commands/backup";
