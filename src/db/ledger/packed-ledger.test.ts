@@ -112,12 +112,15 @@ describe("pageOfEntries", () => {
     expect(ids(await pageOfEntries(3, { before: { createdAt: T + 30, id: "a2" }, from: T + 5 }, fetcherOf(rows).fetch))).toEqual(["b1"]);
   });
 
-  test("reads rows until no unread row can hold a newer entry", async () => {
-    // After c and a (latest T + 70, T + 60) only c2 is newer than every unread row's entries (a3 may
-    // tie one); after b and p (T + 40, T + 35) four are, and d (T - 90) is never read.
-    const { fetch, reads } = fetcherOf([...rows, stored([entry("d1", T - 100), entry("d2", T - 90)])]);
-    expect(ids(await pageOfEntries(2, { before: null, from: undefined }, fetch))).toEqual(["c2", "a3"]);
-    expect(reads).toEqual([2, 2]);
+  test("reads a row more than the page, and more only while an unread row can hold a newer entry", async () => {
+    // Rows at distinct times: the page's rows and one more fill it (c2, a3 are newer than b's T + 40).
+    const once = fetcherOf([...rows, stored([entry("d1", T - 100), entry("d2", T - 90)])]);
+    expect(ids(await pageOfEntries(2, { before: null, from: undefined }, once.fetch))).toEqual(["c2", "a3"]);
+    expect(once.reads).toEqual([3]);
+    // Rows sharing their time: an unread row at that time may hold an entry that sorts first.
+    const tied = fetcherOf([stored([entry("q1", T + 70)]), stored([entry("q2", T + 70)]), stored([entry("q3", T + 70)]), stored([entry("o", T)])]);
+    expect(ids(await pageOfEntries(2, { before: null, from: undefined }, tied.fetch))).toEqual(["q3", "q2"]);
+    expect(tied.reads).toEqual([3, 1]);
   });
 
   test("entriesOf: a plain row is itself, a packed row its look-ups in its organization", () => {

@@ -101,11 +101,13 @@ export async function pageOfEntries(
   const found: LedgerTransaction[] = [];
   let after: StoredLedgerRow | null = null;
   for (;;) {
-    const rows = await fetchRows(after, limit);
+    // One row more than the page: the last row read is not final (an unread row may hold an entry
+    // at its time), so plain rows at distinct times fill the page in one round.
+    const rows = await fetchRows(after, limit + 1);
     for (const row of rows) found.push(...entriesOf(row).filter(wanted));
     found.sort((a, b) => byTime(b, a));
     after = rows[rows.length - 1] ?? null;
-    if (rows.length < limit || after === null) return found.slice(0, limit);
+    if (rows.length <= limit || after === null) return found.slice(0, limit);
     const settled = after.createdAt;
     if (found.filter((entry) => entry.createdAt > settled).length >= limit) return found.slice(0, limit);
   }
