@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { UsageError } from "../../src/cli/command";
-import { main } from "../../src/main";
+import { main } from "../../src/cli/program";
 import { feedServer, offerLine } from "../feeds/feed-helpers";
 import { createTestDatabase, type TestDatabase } from "../support/context";
 

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { SQLiteStore } from "../../src/db/sqlite-store";
 import { SYSTEM_USER_ID } from "../../src/db/store";
 import { hashSecret } from "../../src/lib/crypto";
-import { main } from "../../src/main";
+import { main } from "../../src/cli/program";
 import { rotateApiKey } from "../../src/modules/keys/service";
 import { openStore } from "../../src/services";
 import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from "../support/context";

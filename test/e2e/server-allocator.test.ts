@@ -2,7 +2,7 @@
 // the product (the executable or the sources) replaces itself at start, keeping its pid, its
 // arguments and every other variable, unless the operator set the allocator's variable.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PURGE_DELAY_VARIABLE, SERVER_PURGE_DELAY } from "../../src/cli/server-allocator";
@@ -27,8 +27,13 @@ function environmentOf(pid: number): Map<string, string> {
   return new Map(entries.map((entry) => [entry.slice(0, entry.indexOf("=")), entry.slice(entry.indexOf("=") + 1)]));
 }
 
-async function serve(name: string, env: Record<string, string> = {}): Promise<ServeProcess> {
-  const process = await spawnServe({ databaseUrl: `sqlite:${join(directory, `${name}.db`)}`, target: TARGET, env: { ...env, ALLOCATOR_TEST: name } });
+/** Serves from a directory of its own (`files` written there first), with TARGET's command line. */
+async function serve(name: string, env: Record<string, string> = {}, files: Record<string, string> = {}): Promise<ServeProcess> {
+  const cwd = join(directory, name);
+  mkdirSync(cwd);
+  for (const [file, text] of Object.entries(files)) writeFileSync(join(cwd, file), text);
+  const target = { argv: TARGET.argv, cwd };
+  const process = await spawnServe({ databaseUrl: `sqlite:${join(cwd, "service.db")}`, target, env: { ...env, ALLOCATOR_TEST: name } });
   started.push(process);
   return process;
 }
@@ -46,4 +51,10 @@ test("a value the operator set is kept", async () => {
   const server = await serve("operator", { [PURGE_DELAY_VARIABLE]: "250" });
   expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
   expect(environmentOf(server.child.pid).get(PURGE_DELAY_VARIABLE)).toBe("250");
+});
+
+test("a value from a .env file reaches the allocator through the restart", async () => {
+  const server = await serve("dotenv", {}, { ".env": `${PURGE_DELAY_VARIABLE}=500\n` });
+  expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+  expect(environmentOf(server.child.pid).get(PURGE_DELAY_VARIABLE)).toBe("500");
 });

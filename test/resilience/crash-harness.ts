@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQLiteStore } from "../../src/db/sqlite-store";
-import { main } from "../../src/main";
+import { main } from "../../src/cli/program";
 import { demoGTINsOf } from "../../src/modules/ingest/demo-data";
 import { freePort } from "../browser/harness";
 

@@ -113,10 +113,15 @@ describe("pageOfEntries", () => {
   });
 
   test("reads a row more than the page, and more only while an unread row can hold a newer entry", async () => {
-    // Rows at distinct times: the page's rows and one more fill it (c2, a3 are newer than b's T + 40).
+    // Rows dated at distinct times (packed ones here): the page's rows and one more fill it (c2 and a3
+    // are newer than b's T + 40).
     const once = fetcherOf([...rows, stored([entry("d1", T - 100), entry("d2", T - 90)])]);
     expect(ids(await pageOfEntries(2, { before: null, from: undefined }, once.fetch))).toEqual(["c2", "a3"]);
     expect(once.reads).toEqual([3]);
+    // Fewer rows than a round reads: they are all there is, so nothing more is read.
+    const few = fetcherOf(rows.slice(0, 2));
+    expect(ids(await pageOfEntries(2, { before: null, from: undefined }, few.fetch))).toEqual(["a3", "b2"]);
+    expect(few.reads).toEqual([2]);
     // Rows sharing their time: an unread row at that time may hold an entry that sorts first.
     const tied = fetcherOf([stored([entry("q1", T + 70)]), stored([entry("q2", T + 70)]), stored([entry("q3", T + 70)]), stored([entry("o", T)])]);
     expect(ids(await pageOfEntries(2, { before: null, from: undefined }, tied.fetch))).toEqual(["q3", "q2"]);
