@@ -118,6 +118,10 @@ describe("pageOfEntries", () => {
     const once = fetcherOf([...rows, stored([entry("d1", T - 100), entry("d2", T - 90)])]);
     expect(ids(await pageOfEntries(2, { before: null, from: undefined }, once.fetch))).toEqual(["c2", "a3"]);
     expect(once.reads).toEqual([3]);
+    // Plain rows at distinct times: the third row's time settles the two newer ones.
+    const plain = fetcherOf([3, 2, 1, 0].map((age) => stored([entry(`p${age}`, T - age)])));
+    expect(ids(await pageOfEntries(2, { before: null, from: undefined }, plain.fetch))).toEqual(["p0", "p1"]);
+    expect(plain.reads).toEqual([3]);
     // Fewer rows than a round reads: they are all there is, so nothing more is read.
     const few = fetcherOf(rows.slice(0, 2));
     expect(ids(await pageOfEntries(2, { before: null, from: undefined }, few.fetch))).toEqual(["a3", "b2"]);
