@@ -22,12 +22,12 @@ describe("restartArguments", () => {
 
 describe("shouldRestart", () => {
   test("the entry serving with the variable unset", () => {
-    expect(shouldRestart(MAIN, ["bun", MAIN, "serve"], false)).toBe(true);
-    expect(shouldRestart("/$bunfs/root/price-service", ["bun", "/$bunfs/root/price-service", "--port", "8", "serve"], false)).toBe(true);
+    expect(shouldRestart(MAIN, ["bun", MAIN, "serve"], () => false)).toBe(true);
+    expect(shouldRestart("/$bunfs/root/price-service", ["bun", "/$bunfs/root/price-service", "--port", "8", "serve"], () => false)).toBe(true);
   });
   test("not another command, not a set variable, not a module importing the CLI", () => {
-    expect(shouldRestart(MAIN, ["bun", MAIN, "migrate"], false)).toBe(false);
-    expect(shouldRestart(MAIN, ["bun", MAIN, "serve"], true)).toBe(false);
-    expect(shouldRestart("/repo/test/cli/cli.test.ts", ["bun", "test", "serve"], false)).toBe(false);
+    expect(shouldRestart(MAIN, ["bun", MAIN, "migrate"], () => false)).toBe(false);
+    expect(shouldRestart(MAIN, ["bun", MAIN, "serve"], () => true)).toBe(false);
+    expect(shouldRestart("/repo/test/cli/cli.test.ts", ["bun", "test", "serve"], () => false)).toBe(false);
   });
 });

@@ -18,14 +18,20 @@ export function restartArguments(argv: string[], execArgv: string[], compiled: b
   return compiled ? argv.slice(2) : [...execArgv, ...argv.slice(1)];
 }
 
+/** Whether `entry` (Bun.main) is the compiled executable's bundle. */
+function isExecutable(entry: string): boolean {
+  return entry.startsWith("/$bunfs/");
+}
+
 /**
  * Whether this process should replace itself: it is the program's entry (not a test importing the
  * CLI), its command line names `serve` (a word `serve` elsewhere only sets the variable for that
- * command, which changes nothing else), and the allocator did not start with the variable set.
+ * command, which changes nothing else), and the allocator did not start with the variable set
+ * (asked last, so no other command reads its environment again).
  */
-export function shouldRestart(entry: string, argv: string[], allocatorHasVariable: boolean): boolean {
-  const isEntry = entry === join(import.meta.dir, "..", "main.ts") || entry.startsWith("/$bunfs/");
-  return isEntry && argv.slice(2).includes("serve") && !allocatorHasVariable;
+export function shouldRestart(entry: string, argv: string[], allocatorHasVariable: () => boolean): boolean {
+  const isEntry = entry === join(import.meta.dir, "..", "main.ts") || isExecutable(entry);
+  return isEntry && argv.slice(2).includes("serve") && !allocatorHasVariable();
 }
 
 /** Whether the environment this process started with (what the allocator read) sets `name`. */
@@ -40,8 +46,8 @@ function startedWith(name: string): boolean {
 }
 
 export function restartServeKeepingFreedPages(): void {
-  if (!shouldRestart(Bun.main, process.argv, startedWith(PURGE_DELAY_VARIABLE))) return;
-  const args = restartArguments(process.argv, process.execArgv, Bun.main.startsWith("/$bunfs/"));
+  if (!shouldRestart(Bun.main, process.argv, () => startedWith(PURGE_DELAY_VARIABLE))) return;
+  const args = restartArguments(process.argv, process.execArgv, isExecutable(Bun.main));
   const value = process.env[PURGE_DELAY_VARIABLE] ?? SERVER_PURGE_DELAY;
   try {
     process.execve?.(process.execPath, [process.execPath, ...args], { ...process.env, [PURGE_DELAY_VARIABLE]: value });
