@@ -185,6 +185,26 @@ describe("a remembered balance on PostgreSQL", () => {
     expect(await remembered()).toBeUndefined();
   });
 
+  test("the balance an answer reports (creditsRemaining) is remembered as a read is: the next answers read nothing until a change", async () => {
+    await grant(other, 6);
+    await serving.changesHeard();
+    expect(await remembered()).toBeUndefined();
+    const reservations = (serving as unknown as { reservations: { availableStatement: () => Prepared } }).reservations;
+    const prepared = reservations.availableStatement();
+    let balanceReads = 0;
+    reservations.availableStatement = () => ({ execute: (values) => (balanceReads++, prepared.execute(values)) });
+    const available = () => serving.availableCredits(stores.organizationId, Date.now());
+    expect(await available()).toBe(6);
+    expect(balanceReads).toBe(1);
+    expect(await remembered()).toEqual({ spendable: 6, capped: false, remembered: true });
+    for (let index = 0; index < 3; index++) expect(await available()).toBe(6);
+    expect(balanceReads).toBe(1);
+    await grant(other, 4);
+    await serving.changesHeard();
+    expect(await available()).toBe(10);
+    expect(balanceReads).toBe(2);
+  });
+
   test("too few remembered credits are read again before a refusal: credits granted that it has not heard of yet are found", async () => {
     await grant(other, 1);
     await serving.changesHeard();

@@ -617,17 +617,25 @@ export class PostgresReservations {
 
   // A lease taken or given back moves credits between the buckets and the lease: the buckets are read,
   // and the lease's free credits counted, with no take or give-back of this instance's begun in between.
+  // The balance as remembered (see spendableSeen) serves as a read, and a read is remembered.
   async availableCredits(organizationId: string, now: number, balance?: BalanceAtKeyRead): Promise<number> {
-    for (let known = balance?.spendable; ; known = undefined) {
+    for (let known = balance?.spendable ?? this.rememberedSpendable(organizationId); ; known = undefined) {
       const changing = this.leases.changeOf(organizationId);
       if (changing !== undefined) {
         await changing;
         continue;
       }
       const begun = this.leases.changesBegun;
-      const spendable = known ?? (await this.availableStatement().execute({ organizationId, now }))[0]!.available;
+      const spendable = known ?? (await this.readAvailable(organizationId, now));
       if (this.leases.changesBegun === begun) return Math.max(0, spendable - (this.heldHere.get(organizationId) ?? 0)) + this.leases.spare(organizationId, now);
     }
+  }
+
+  private async readAvailable(organizationId: string, now: number): Promise<number> {
+    const epoch = this.deps.changes.creditsEpoch;
+    const { available } = (await this.availableStatement().execute({ organizationId, now }))[0]!;
+    this.rememberRead(organizationId, available, epoch);
+    return available;
   }
 
   // A pure read: expired credits are written off by the expiry job (expireBuckets), never by a reader.
