@@ -131,6 +131,20 @@ test("each instance settles its own leases' look-ups within half a second, with 
   expect(await sums()).toMatchObject({ usage: 5, unsettled: 2 });
 });
 
+test("enough look-ups waiting start their settlement at once, without waiting for its interval", async () => {
+  await leaseOn(one);
+  await leaseOn(two);
+  two.leases.stopSettling();
+  one.leases.settlement = { ms: 60_000, lookUps: 3 };
+  for (let i = 0; i < 2; i++) expect(await lookUp(one)).toBe(true);
+  // Longer than the default interval: only the count starts this one.
+  await Bun.sleep(700);
+  expect(await sums()).toMatchObject({ usage: 2, unsettled: 2 });
+  expect(await lookUp(one)).toBe(true);
+  for (const until = performance.now() + 5_000; (await sums()).unsettled > 0 && performance.now() < until; ) await Bun.sleep(20);
+  expect(await sums()).toMatchObject({ usage: 5, unsettled: 0 });
+});
+
 test("a balance read that meets lease usage not settled yet counts it as reserved: available + reserved = the ledger's sum", async () => {
   await leaseOn(two);
   two.leases.stopSettling();

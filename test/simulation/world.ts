@@ -130,6 +130,9 @@ export class World {
     // Leases of a few credits that lapse within seconds: the simulation's balances are small, and
     // its look-ups should meet leases taken, spent, lapsed, lost and given back.
     if (inner instanceof PostgresStore) inner.leases.policy = SIMULATION_LEASES;
+    // In half the seeds a settlement starts once 1 to 3 look-ups wait, so settlements run beside
+    // debits, kills and lost connections as they do under load.
+    if (inner instanceof PostgresStore && this.seed % 2 === 0) inner.leases.settlement = { ms: 500, lookUps: 1 + (this.seed % 3) };
     const clock = new FakeClock(now);
     const instance = { name, clock, alive: true, stalls: [], inner, serveLock } as unknown as Instance;
     instance.store = instanceStore(inner, () => instance);

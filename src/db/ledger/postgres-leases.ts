@@ -2,7 +2,7 @@
 // out of the buckets into a reservation row of its own (a lease), holds its look-ups' credits
 // against that slice in memory, and debits them from it in one statement per group commit that
 // locks no bucket and tells no other instance anything: the buckets did not change. It packs the
-// look-ups in a lease_usage row per lease, which a settlement turns into the ledger within SETTLE_MS
+// look-ups in a lease_usage row per lease, which a settlement turns into the ledger within half a second
 // (see settleLeaseUsage), so it shares no row with other instances: not even the organization's sum.
 //
 // Invariants: a lease row is the truth; this instance only spends what its copy says the row holds,
@@ -36,8 +36,17 @@ export interface LeasePolicy {
   marginMs: number;
 }
 
-/** How long a lease's debited look-ups wait at most for their settlement into the ledger. */
-const SETTLE_MS = 500;
+/**
+ * When an instance settles its leases' look-ups: at most `ms` after the first waits, and at once
+ * when `lookUps` wait (a settlement's work, parsing, planning and sending their ledger rows, runs on
+ * the event loop, so its size bounds how long requests wait behind it).
+ */
+export interface SettlementPolicy {
+  ms: number;
+  lookUps: number;
+}
+
+const DEFAULT_SETTLEMENT_POLICY: SettlementPolicy = { ms: 500, lookUps: 500 };
 
 export const DEFAULT_LEASE_POLICY: LeasePolicy = { share: 8, minCredits: 50, maxCredits: 5_000, ms: 5_000, marginMs: 1_000 };
 
@@ -74,6 +83,7 @@ export interface CreditLeasesDeps {
 
 export class CreditLeases {
   policy: LeasePolicy = DEFAULT_LEASE_POLICY;
+  settlement: SettlementPolicy = DEFAULT_SETTLEMENT_POLICY;
   /** What this instance's leases went through (the simulation reports it). */
   readonly counts = { taken: 0, debits: 0, lookUps: 0, lost: 0, givenBack: 0 };
   /** The lease each organization's look-ups hold against now. */
@@ -335,39 +345,67 @@ export class CreditLeases {
       lease.usableUntil = this.usableUntilAfter(sentAt, unseenBefore);
     }
     for (const { lease } of leases) this.unsettled.set(lease.id, lease.organizationId);
+    this.unsettledLookUps += debits.length;
     this.settleSoon();
   }
 
-  /** The leases (id → organization) whose look-ups this instance debited since its last settlement. */
+  /** The leases (id → organization) whose look-ups this instance debited since its last settlement, and how many look-ups. */
   private readonly unsettled = new Map<string, string>();
+  private unsettledLookUps = 0;
 
   private settleTimer: ReturnType<typeof setTimeout> | null = null;
+
+  /** True while a settlement of this instance's own runs: the next one starts after it. */
+  private settlingOwn = false;
 
   /** False once stopSettling was called: no settlement is scheduled any more. */
   private settling = true;
 
-  /** Settles this instance's lease usage within SETTLE_MS of its first unsettled debit. */
-  private settleSoon(): void {
-    if (!this.settling) return;
+  /**
+   * Settles this instance's lease usage within `settlement.ms` of its first unsettled debit (or of
+   * the end of the settlement running then), at once when `settlement.lookUps` look-ups wait, and
+   * `settlement.ms` after a failed one.
+   */
+  private settleSoon(afterFailure = false): void {
+    if (!this.settling || this.settlingOwn) return;
+    const { ms, lookUps } = this.settlement;
+    const due = this.unsettledLookUps >= lookUps && !afterFailure ? 0 : ms;
+    if (due === 0 && this.settleTimer !== null) this.stopTimer();
     this.settleTimer ??= setTimeout(() => {
       this.settleTimer = null;
-      void this.settleOwn().catch(() => this.settleSoon());
-    }, SETTLE_MS);
+      this.settlingOwn = true;
+      void this.settleOwn().then(
+        () => this.settledOwn(false),
+        () => this.settledOwn(true),
+      );
+    }, due);
+  }
+
+  private settledOwn(failed: boolean): void {
+    this.settlingOwn = false;
+    if (this.unsettled.size > 0) this.settleSoon(failed);
+  }
+
+  private stopTimer(): void {
+    if (this.settleTimer !== null) clearTimeout(this.settleTimer);
+    this.settleTimer = null;
   }
 
   /** Settles nothing more on its own: at shutdown, once its leases went back (and in the simulation's kill, as a dead process would). */
   stopSettling(): void {
     this.settling = false;
-    if (this.settleTimer !== null) clearTimeout(this.settleTimer);
-    this.settleTimer = null;
+    this.stopTimer();
   }
 
   /** Settles the lease usage this instance wrote (a failure leaves it for the next try). */
   private async settleOwn(): Promise<void> {
     const leases = [...this.unsettled].map(([leaseId, organizationId]) => ({ leaseId, organizationId }));
+    const lookUps = this.unsettledLookUps;
     this.unsettled.clear();
+    this.unsettledLookUps = 0;
     await this.settle({ leases }).catch((error: unknown) => {
       for (const { leaseId, organizationId } of leases) this.unsettled.set(leaseId, organizationId);
+      this.unsettledLookUps += lookUps;
       throw error;
     });
   }
