@@ -145,6 +145,24 @@ test("enough look-ups waiting start their settlement at once, without waiting fo
   expect(await sums()).toMatchObject({ usage: 5, unsettled: 0 });
 });
 
+test("a settlement that failed is tried again after its interval, not at each debit that follows", async () => {
+  await leaseOn(one);
+  await leaseOn(two);
+  two.leases.stopSettling();
+  one.leases.settlement = { ms: 60_000, lookUps: 1 };
+  let attempts = 0;
+  one.leases.settle = async () => {
+    attempts++;
+    throw new Error("the settlement's connection was lost");
+  };
+  expect(await lookUp(one)).toBe(true);
+  for (const until = performance.now() + 5_000; attempts === 0 && performance.now() < until; ) await Bun.sleep(20);
+  for (let i = 0; i < 3; i++) expect(await lookUp(one)).toBe(true);
+  await Bun.sleep(200);
+  expect(attempts).toBe(1);
+  expect(await sums()).toMatchObject({ usage: 2, unsettled: 4 });
+});
+
 test("a balance read that meets lease usage not settled yet counts it as reserved: available + reserved = the ledger's sum", async () => {
   await leaseOn(two);
   two.leases.stopSettling();

@@ -358,6 +358,9 @@ export class CreditLeases {
   /** True while a settlement of this instance's own runs: the next one starts after it. */
   private settlingOwn = false;
 
+  /** True from a failed settlement of its own until one succeeds: the next waits `settlement.ms` whatever the count. */
+  private settleFailed = false;
+
   /** False once stopSettling was called: no settlement is scheduled any more. */
   private settling = true;
 
@@ -366,10 +369,10 @@ export class CreditLeases {
    * the end of the settlement running then), at once when `settlement.lookUps` look-ups wait, and
    * `settlement.ms` after a failed one.
    */
-  private settleSoon(afterFailure = false): void {
+  private settleSoon(): void {
     if (!this.settling || this.settlingOwn) return;
     const { ms, lookUps } = this.settlement;
-    const due = this.unsettledLookUps >= lookUps && !afterFailure ? 0 : ms;
+    const due = this.unsettledLookUps >= lookUps && !this.settleFailed ? 0 : ms;
     if (due === 0 && this.settleTimer !== null) this.stopTimer();
     this.settleTimer ??= setTimeout(() => {
       this.settleTimer = null;
@@ -383,7 +386,8 @@ export class CreditLeases {
 
   private settledOwn(failed: boolean): void {
     this.settlingOwn = false;
-    if (this.unsettled.size > 0) this.settleSoon(failed);
+    this.settleFailed = failed;
+    if (this.unsettled.size > 0) this.settleSoon();
   }
 
   private stopTimer(): void {

@@ -327,6 +327,7 @@ export class PostgresReservations {
     // What the buckets hold, and what this instance's lease holds free.
     const available = Number(outcome.row.available) + this.leases.spare(input.organizationId, input.now);
     if (outcome.row.reservation_id === null) return { ok: false, available };
+    this.bucketsMoved(input.organizationId);
     return { ok: true, reservationId, available: available - input.amount };
   }
 
@@ -437,7 +438,11 @@ export class PostgresReservations {
       try {
         this.settleDebit(item, (await this.debitAlone(item, patientUntil)).get(item.reservationId));
       } catch (error) {
-        if (item.held !== null) item.held.committing = false;
+        if (item.held !== null) {
+          item.held.committing = false;
+          // The balance it would have left is unknown: the next answer reads it.
+          this.spendableSeen.delete(item.held.organizationId);
+        }
         // Every attempt lost its connection: the last one that reached PostgreSQL may have committed.
         item.reject(isConnectionLost(error) ? new DebitInDoubt(error) : error);
       }
@@ -480,6 +485,16 @@ export class PostgresReservations {
     else this.spendableSeen.delete(organizationId);
   }
 
+  /**
+   * A reservation row of this instance took credits from the organization's buckets or gave them back:
+   * its remembered balance is forgotten, and a read that overlapped the change is not remembered
+   * (the buckets' notice of it comes later, and a read that came first may hold the old balance).
+   */
+  private bucketsMoved(organizationId: string): void {
+    this.spendableSeen.delete(organizationId);
+    this.deps.changes.noteCreditsChange();
+  }
+
   private release(reservationId: string, held: HeldCredits): void {
     this.held.delete(reservationId);
     if (held.lease === undefined) this.holdHere(held.organizationId, -held.amount);
@@ -496,6 +511,7 @@ export class PostgresReservations {
     const [row] = await retrying(() =>
       this.restoreCredits(this.client, this.client`DELETE FROM reservations WHERE id = ${reservationId} RETURNING organization_id, allocations`, now),
     );
+    if (row!.organization_id !== null) this.bucketsMoved(row!.organization_id);
     return row!.released === 1;
   }
 
@@ -511,18 +527,20 @@ export class PostgresReservations {
       held.amount = keep;
       return true;
     }
-    return retrying(() =>
+    const shrunk = await retrying(() =>
       this.client.begin(async (tx) => {
         const [row] = await tx<Array<{ organization_id: string; amount: string; allocations: string }>>`
           SELECT organization_id, amount, allocations::text AS allocations FROM reservations WHERE id = ${reservationId} FOR UPDATE`;
-        if (row === undefined) return false;
+        if (row === undefined) return null;
         if (!(keep > 0 && keep < Number(row.amount))) throw new RangeError(`cannot keep ${keep} of a reservation of ${row.amount}`);
         const { kept, given } = splitAllocations(JSON.parse(row.allocations), keep);
         await tx`UPDATE reservations SET amount = ${keep}, allocations = ${JSON.stringify(kept)}::text::jsonb WHERE id = ${reservationId}`;
         await this.restoreCredits(tx, tx`SELECT ${row.organization_id}::text AS organization_id, ${JSON.stringify(given)}::text::jsonb AS allocations`, now);
-        return true;
+        return row.organization_id;
       }),
     );
+    if (shrunk !== null) this.bucketsMoved(shrunk);
+    return shrunk !== null;
   }
 
   /**
@@ -534,7 +552,7 @@ export class PostgresReservations {
    */
   private restoreCredits(sql: postgres.Sql | postgres.TransactionSql, claimed: postgres.PendingQuery<postgres.Row[]>, now: number) {
     const transactionId = newId("txn", now);
-    return sql<Array<{ released: number }>>`
+    return sql<Array<{ released: number; organization_id: string | null }>>`
         WITH claimed AS (${claimed}),
         given AS (
           SELECT allocation->>'bucketId' AS bucket_id, (allocation->>'amount')::bigint AS amount
@@ -570,7 +588,7 @@ export class PostgresReservations {
           FROM moved, paid
         ),
         ${balanceEvents(sql)}
-        SELECT count(*)::int AS released, set_config('synchronous_commit', 'off', true) AS async_commit FROM claimed`;
+        SELECT count(*)::int AS released, min(organization_id) AS organization_id, set_config('synchronous_commit', 'off', true) AS async_commit FROM claimed`;
   }
 
   /**
