@@ -208,8 +208,21 @@ describe("a remembered balance on PostgreSQL", () => {
   test("a capped key's reservation row given back is counted at once by the next answer, before its notice is heard", async () => {
     await grant(other, 10);
     await serving.changesHeard();
-    const capped = await createApiKey(other, { organizationId: stores.organizationId, name: "capped", createdBy: SYSTEM_USER_ID, keyPrefix: "pps_", monthlyCreditLimit: 100, now: Date.now() });
-    const reservation = await serving.reserveCredits({ organizationId: stores.organizationId, amount: 4, keyId: capped.key.id, requestId: "req_capped", now: Date.now() });
+    const capped = await createApiKey(other, {
+      organizationId: stores.organizationId,
+      name: "capped",
+      createdBy: SYSTEM_USER_ID,
+      keyPrefix: "pps_",
+      monthlyCreditLimit: 100,
+      now: Date.now(),
+    });
+    const reservation = await serving.reserveCredits({
+      organizationId: stores.organizationId,
+      amount: 4,
+      keyId: capped.key.id,
+      requestId: "req_capped",
+      now: Date.now(),
+    });
     expect(reservation.ok).toBe(true);
     await serving.changesHeard();
     expect(await serving.availableCredits(stores.organizationId, Date.now())).toBe(6);
