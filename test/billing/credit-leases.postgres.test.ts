@@ -52,6 +52,14 @@ async function leaseOn(store: PostgresStore): Promise<void> {
   await store.leases.taken();
 }
 
+/** Takes a lease on both instances; only `one` settles its look-ups (on `settlement` when given). */
+async function leasedOnBothSettlingOne(settlement?: PostgresStore["leases"]["settlement"]): Promise<void> {
+  await leaseOn(one);
+  await leaseOn(two);
+  two.leases.stopSettling();
+  if (settlement) one.leases.settlement = settlement;
+}
+
 /** Buys a pack of 1 000 credits (order `ref`, 900 paid) and takes a lease of 200 on `one`: the pack's and the grant's credits, in FEFO order. */
 async function leasePack(ref: string): Promise<void> {
   await one.createOrder(packOrder({ id: ref, organizationId, credits: 1000, amount: 900, now: clock.now() }));
@@ -121,9 +129,7 @@ test("look-ups of a leased organization debit the lease: ledger = buckets + leas
 });
 
 test("each instance settles its own leases' look-ups within half a second, with no read, and leaves another instance's alone", async () => {
-  await leaseOn(one);
-  await leaseOn(two);
-  two.leases.stopSettling();
+  await leasedOnBothSettlingOne();
   for (let i = 0; i < 3; i++) expect(await lookUp(one)).toBe(true);
   for (let i = 0; i < 2; i++) expect(await lookUp(two)).toBe(true);
   expect(await sums()).toMatchObject({ usage: 2, unsettled: 5 });
@@ -132,10 +138,7 @@ test("each instance settles its own leases' look-ups within half a second, with 
 });
 
 test("enough look-ups waiting start their settlement at once, without waiting for its interval", async () => {
-  await leaseOn(one);
-  await leaseOn(two);
-  two.leases.stopSettling();
-  one.leases.settlement = { ms: 60_000, lookUps: 3 };
+  await leasedOnBothSettlingOne({ ms: 60_000, lookUps: 3 });
   for (let i = 0; i < 2; i++) expect(await lookUp(one)).toBe(true);
   // Longer than the default interval: only the count starts this one.
   await Bun.sleep(700);
@@ -146,10 +149,7 @@ test("enough look-ups waiting start their settlement at once, without waiting fo
 });
 
 test("a settlement that failed is tried again after its interval, not at each debit that follows", async () => {
-  await leaseOn(one);
-  await leaseOn(two);
-  two.leases.stopSettling();
-  one.leases.settlement = { ms: 60_000, lookUps: 1 };
+  await leasedOnBothSettlingOne({ ms: 60_000, lookUps: 1 });
   let attempts = 0;
   one.leases.settle = async () => {
     attempts++;
