@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import type { ChangeHandlers } from "../../src/db/change-listener";
 import type { PostgresStore } from "../../src/db/postgres-store";
 import { SYSTEM_USER_ID } from "../../src/db/store";
 import { hashSecret } from "../../src/lib/crypto";
@@ -205,7 +206,19 @@ describe("a remembered balance on PostgreSQL", () => {
     expect(balanceReads).toBe(2);
   });
 
-  test("a capped key's reservation row given back is counted at once by the next answer, before its notice is heard", async () => {
+  /** The serving instance hears no change of credits until the returned function is called (then it hears them, in order). */
+  const holdCreditNotices = () => {
+    const handlers = (serving.changes as unknown as { handlers: ChangeHandlers }).handlers;
+    const creditsChanged = handlers.creditsChanged;
+    const held: Array<Parameters<ChangeHandlers["creditsChanged"]>> = [];
+    handlers.creditsChanged = (...notice) => void held.push(notice);
+    return () => {
+      handlers.creditsChanged = creditsChanged;
+      for (const notice of held) creditsChanged(...notice);
+    };
+  };
+  /** A capped key's reservation of 4 of 10 credits (a row of its own), remembered as 6 available. */
+  const cappedReservation = async () => {
     await grant(other, 10);
     await serving.changesHeard();
     const capped = await createApiKey(other, {
@@ -223,12 +236,27 @@ describe("a remembered balance on PostgreSQL", () => {
       requestId: "req_capped",
       now: Date.now(),
     });
-    expect(reservation.ok).toBe(true);
+    if (!reservation.ok) throw new Error("not reserved");
     await serving.changesHeard();
     expect(await serving.availableCredits(stores.organizationId, Date.now())).toBe(6);
     expect(await remembered()).toEqual({ spendable: 6, capped: false, remembered: true });
-    if (reservation.ok) expect(await serving.releaseReservation(reservation.reservationId, Date.now())).toBe(true);
+    return reservation.reservationId;
+  };
+
+  test("a capped key's reservation row given back is counted at once by the next answer, before its notice is heard", async () => {
+    const reservationId = await cappedReservation();
+    const hearCredits = holdCreditNotices();
+    expect(await serving.releaseReservation(reservationId, Date.now())).toBe(true);
     expect(await serving.availableCredits(stores.organizationId, Date.now())).toBe(10);
+    hearCredits();
+  });
+
+  test("a capped key's reservation row shrunk is counted at once by the next answer, before its notice is heard", async () => {
+    const reservationId = await cappedReservation();
+    const hearCredits = holdCreditNotices();
+    expect(await serving.shrinkReservation(reservationId, 1, Date.now())).toBe(true);
+    expect(await serving.availableCredits(stores.organizationId, Date.now())).toBe(9);
+    hearCredits();
   });
 
   test("too few remembered credits are read again before a refusal: credits granted that it has not heard of yet are found", async () => {
