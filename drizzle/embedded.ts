@@ -40,6 +40,7 @@ import postgres18 from "./postgres/0018_credit_leases.sql" with { type: "text" }
 import postgres19 from "./postgres/0019_lease_usage.sql" with { type: "text" };
 import postgres20 from "./postgres/0020_packed_lease_usage.sql" with { type: "text" };
 import postgres21 from "./postgres/0021_packed_ledger_rows.sql" with { type: "text" };
+import postgres22 from "./postgres/0022_lease_usage_in_lease.sql" with { type: "text" };
 
 export const sqliteMigrations: EmbeddedMigration[] = [
   { tag: "0000_init", when: 1795325237317, breakpoints: true, sql: sqlite0 },
@@ -85,4 +86,5 @@ export const postgresMigrations: EmbeddedMigration[] = [
   { tag: "0019_lease_usage", when: 1795880921241, breakpoints: true, sql: postgres19 },
   { tag: "0020_packed_lease_usage", when: 1795921050207, breakpoints: true, sql: postgres20 },
   { tag: "0021_packed_ledger_rows", when: 1795933737190, breakpoints: true, sql: postgres21 },
+  { tag: "0022_lease_usage_in_lease", when: 1795981145794, breakpoints: true, sql: postgres22 },
 ];

@@ -148,13 +148,21 @@ async function endsIn(leaseId: string): Promise<number> {
   return Number(row!.ends_in);
 }
 
-test("each debit of a lease makes it last ms from then, by the database's clock and in the instance", async () => {
+/** Waits (up to 5 s) until `done` holds. */
+async function until(done: () => Promise<boolean>): Promise<void> {
+  for (const end = performance.now() + 5_000; !(await done()) && performance.now() < end; ) await Bun.sleep(20);
+}
+
+test("a debit leaves its lease's row as it is; the settlement that follows makes it last ms from then, by the database's clock and in the instance", async () => {
   one.leases.policy = { ...POLICY, ms: 4_000, marginMs: 1_000 };
+  one.leases.settlement = { ms: 300, lookUps: 1_000 };
   await leaseOn();
   const lease = usable()!;
   await Bun.sleep(1_200);
   expect(await endsIn(lease.id)).toBeLessThan(2_900);
   expect(await lookUp()).toBe(true);
+  expect(await endsIn(lease.id)).toBeLessThan(2_900);
+  await until(async () => (await endsIn(lease.id)) > 3_500);
   expect(await endsIn(lease.id)).toBeGreaterThan(3_500);
   // Past when it was taken + ms − marginMs, it is spent still, and was never taken again.
   await Bun.sleep(2_000);
@@ -163,12 +171,28 @@ test("each debit of a lease makes it last ms from then, by the database's clock 
   expect(lease.amount).toBe(19);
 });
 
-test("time the process did not see while a lease's debit ran counts against the end that debit sets", async () => {
+test("time the process did not see while its settlement ran counts against the end that settlement sets", async () => {
   one.leases.policy = { ...POLICY, ms: 4_000, marginMs: 1_000 };
+  one.leases.settlement = { ms: 60_000, lookUps: 1 };
   await leaseOn();
-  const committed = commit(await hold());
-  one.leases.timePassed(2_500);
-  expect(await committed).toBe(true);
+  const lease = usable()!;
+  await Bun.sleep(1_200);
+  const leases = one.leases as unknown as { deps: { client: PostgresStore["connection"] } };
+  const real = leases.deps.client;
+  leases.deps.client = new Proxy(real, {
+    get(target, property, receiver) {
+      if (property !== "begin") return Reflect.get(target, property, receiver);
+      return (...args: Parameters<typeof real.begin>) => {
+        one.leases.timePassed(2_500);
+        return (target.begin as (...a: typeof args) => unknown)(...args);
+      };
+    },
+  });
+  expect(await lookUp()).toBe(true);
+  await until(async () => (await endsIn(lease.id)) > 3_500);
+  leases.deps.client = real;
+  // The database renewed it; the instance counts the time it did not see against the renewal.
+  expect(await endsIn(lease.id)).toBeGreaterThan(3_500);
   expect(usable()?.amount).toBe(19);
   await Bun.sleep(700);
   expect(usable()).toBeUndefined();

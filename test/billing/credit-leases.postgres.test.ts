@@ -111,8 +111,9 @@ test("look-ups of a leased organization debit the lease: ledger = buckets + leas
   expect(await sums()).toMatchObject({ buckets: 79, reserved: 20, leases: 1, usage: 1, ledger: 99 });
   for (let i = 0; i < 5; i++) expect(await lookUp(one)).toBe(true);
   expect(one.leases.counts).toMatchObject({ taken: 1, debits: 5, lost: 0 });
-  // The buckets did not move: the lease did. Its look-ups wait in lease_usage for their settlement into usage rows.
-  expect(await sums()).toMatchObject({ buckets: 79, reserved: 15, usage: 1, unsettled: 5, counted: 1, ledger: 99 });
+  // Neither the buckets nor the lease's row moved: its look-ups wait in lease_usage, their credits
+  // still in the lease's row, for their settlement into usage rows, which takes them out of it.
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 20, usage: 1, unsettled: 5, counted: 1, ledger: 99 });
   expect(await two.leases.settle({ organizations: [organizationId] })).toBe(5);
   expect(await sums()).toMatchObject({ buckets: 79, reserved: 15, usage: 6, unsettled: 0, counted: 6, ledger: 94 });
   const balance = await one.getBalance(organizationId, clock.now());
@@ -151,7 +152,7 @@ test("enough look-ups waiting start their settlement at once, without waiting fo
 test("a settlement that failed is tried again after its interval, not at each debit that follows", async () => {
   await leasedOnBothSettlingOne({ ms: 60_000, lookUps: 1 });
   let attempts = 0;
-  one.leases.settle = async () => {
+  one.leases.settleLeases = async () => {
     attempts++;
     throw new Error("the settlement's connection was lost");
   };
@@ -169,7 +170,7 @@ test("a balance read that meets lease usage not settled yet counts it as reserve
   for (let i = 0; i < 3; i++) expect(await lookUp(two)).toBe(true);
   // The read a look-up debited between a settlement and the read meets (the store settles before reading).
   const inner = one as unknown as { reservations: { getBalance: PostgresStore["getBalance"] } };
-  expect(await sums()).toMatchObject({ buckets: 79, reserved: 17, unsettled: 3, ledger: 99 });
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 20, unsettled: 3, ledger: 99 });
   expect(await inner.reservations.getBalance(organizationId, clock.now())).toMatchObject({ available: 79, reserved: 20 });
 });
 
@@ -178,14 +179,26 @@ test("an instance that dies holding a lease: its lease usage is settled by the n
   expect(await lookUp(one)).toBe(true);
   // `one` is gone (it is never asked again, and settles nothing more); the other instance sweeps.
   one.leases.stopSettling();
-  expect(await sums()).toMatchObject({ reserved: 19, leases: 1, usage: 1, unsettled: 1, ledger: 99 });
-  // The sweep settles the dead instance's lease usage at once, and leaves its lease until it lapses.
+  expect(await sums()).toMatchObject({ reserved: 20, leases: 1, usage: 1, unsettled: 1, ledger: 99 });
+  // The sweep settles the dead instance's lease usage at once (out of its lease), and leaves its lease until it lapses.
   expect(await two.releaseStaleReservations(clock.now())).toBe(0);
   expect(await sums()).toMatchObject({ reserved: 19, leases: 1, usage: 2, unsettled: 0, ledger: 98 });
   await ageReservations(two, 60_001);
   expect(await two.releaseStaleReservations(clock.now())).toBe(1);
   expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, ledger: 98 });
   expect(await two.getBalance(organizationId, clock.now())).toMatchObject({ available: 98, reserved: 0 });
+});
+
+test("the stale sweep gives a lapsed lease back only once its look-ups are settled: each billed once, the rest back in its buckets", async () => {
+  await leaseOn(one);
+  one.leases.stopSettling();
+  for (let i = 0; i < 3; i++) expect(await lookUp(one)).toBe(true);
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 20, unsettled: 3, ledger: 99 });
+  await ageReservations(two, 60_001);
+  // The sweep itself, without the settlement of every organization the store runs before it.
+  const inner = two as unknown as { reservations: { releaseStaleReservations: PostgresStore["releaseStaleReservations"] } };
+  expect(await inner.reservations.releaseStaleReservations(clock.now())).toBe(1);
+  expect(await sums()).toMatchObject({ buckets: 96, reserved: 0, leases: 0, usage: 4, unsettled: 0, counted: 4, ledger: 96 });
 });
 
 test("a lease that lapses while a request holds it: the debit takes the credits from the buckets, once; the lease is lost and goes back", async () => {
@@ -227,7 +240,7 @@ test("clocks that disagree: an instance an hour ahead sweeps no live lease, and 
   if (first.ok) await one.releaseReservation(first.reservationId, clock.now());
 });
 
-test("connection lost after a lease's debit committed: the retry finds its lease usage row, nothing is debited twice, the lease goes back whole", async () => {
+test("connection lost after a lease's debit committed: the retry finds its lease usage row, nothing is debited twice, the lease goes back once its look-up is settled", async () => {
   await leaseOn(one);
   // The next lease debit commits, and its answer is lost on the way back.
   const lost = loseLeaseDebitAnswer(one, 1);
@@ -235,10 +248,9 @@ test("connection lost after a lease's debit committed: the retry finds its lease
   lost.restore();
   expect(lost.statements()).toBe(1);
   expect(one.leases.counts.lost).toBe(1);
-  await Bun.sleep(50);
-  expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 1, unsettled: 1 });
-  await one.leases.settle("all");
+  await one.leases.taken();
   expect(await sums()).toMatchObject({ buckets: 98, reserved: 0, leases: 0, usage: 2, unsettled: 0, counted: 2, ledger: 98 });
+  expect(await one.leases.settle("all")).toBe(0);
 });
 
 test("look-ups debited in one statement are packed in one lease_usage row; a lost answer's retry finds each in it, and each settles into a usage row of its own", async () => {
@@ -248,25 +260,23 @@ test("look-ups debited in one statement are packed in one lease_usage row; a los
     [1, 2, 3, 4].map((i) => one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: `req_packed_${i}`, now: clock.now() })),
   );
   // The group commit writes the first look-up alone and the three queued behind it together; that
-  // second statement commits and its answer is lost on the way back.
-  const lost = loseLeaseDebitAnswer(one, 2);
+  // second statement commits and its answer is lost on the way back (the rows read meanwhile).
+  let rows: Array<{ look_ups: number; amount: number }> = [];
+  const readRows = async () => {
+    rows = await queryRows(two, "SELECT json_array_length(look_ups) AS look_ups, amount::int AS amount FROM lease_usage ORDER BY 1");
+  };
+  const lost = loseLeaseDebitAnswer(one, 2, readRows);
   expect(await Promise.all(held.map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true, true]);
   lost.restore();
   expect(lost.statements()).toBe(2);
   expect(one.leases.counts.lost).toBe(1);
-  const rows = await queryRows<{ look_ups: number; amount: number }>(
-    two,
-    "SELECT json_array_length(look_ups) AS look_ups, amount::int AS amount FROM lease_usage ORDER BY 1",
-  );
   expect(rows).toEqual([
     { look_ups: 1, amount: 1 },
     { look_ups: 3, amount: 3 },
   ]);
-  await Bun.sleep(50);
-  // Nothing debited twice: the lost lease went back whole, its four look-ups wait in two rows.
-  expect(await sums()).toMatchObject({ buckets: 95, reserved: 0, leases: 0, usage: 1, unsettled: 4, ledger: 99 });
-  expect(await two.leases.settle("all")).toBe(4);
-  expect(await sums()).toMatchObject({ buckets: 95, reserved: 0, usage: 5, unsettled: 0, counted: 5, ledger: 95 });
+  // Nothing debited twice: the lost lease went back once its four look-ups, waiting in two rows, were settled.
+  await one.leases.taken();
+  expect(await sums()).toMatchObject({ buckets: 95, reserved: 0, leases: 0, usage: 5, unsettled: 0, counted: 5, ledger: 95 });
   const page = await two.listTransactions(organizationId, { limit: 100, types: ["usage"] });
   expect(page.items).toHaveLength(5);
   const packed = page.items.flatMap((row) => (row.requestId?.startsWith("req_packed_") ? [row.requestId] : []));
@@ -368,7 +378,7 @@ test("connection lost midway through a settlement (its rows deleted, the ledger 
     return settling;
   });
   expect(await settling).toBe("CONNECTION_CLOSED");
-  expect(await sums()).toMatchObject({ buckets: 79, reserved: 17, usage: 1, unsettled: 3, counted: 1, ledger: 99 });
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 20, usage: 1, unsettled: 3, counted: 1, ledger: 99 });
   expect(await two.getBalance(organizationId, clock.now())).toMatchObject({ available: 79, reserved: 17 });
   expect(await sums()).toMatchObject({ buckets: 79, reserved: 17, usage: 4, unsettled: 0, counted: 4, ledger: 96 });
 });
@@ -493,17 +503,16 @@ test("a refund that meets a lease's debit in flight waits for it, and takes back
   );
   const packShare = lease!.allocations.find((part) => part.bucketId === pack!.id)!.amount;
   expect(packShare).toBeGreaterThanOrEqual(30);
-  const spentNow = lease!.allocations.map((part) => (part.bucketId === pack!.id ? { ...part, amount: part.amount - 30 } : part));
+  const lookUp = { id: "txn_leased", amount: 30, allocations: [{ bucketId: pack!.id, amount: 30 }], keyId: null, requestId: "req_leased" };
 
   // A debit of 30 leased credits from the pack, as CreditLeases.debit writes it, not yet committed.
   const debit = await one.connection.reserve();
   try {
     await debit`BEGIN`;
-    await debit`SELECT id FROM organizations WHERE id = ${organizationId} FOR NO KEY UPDATE`;
-    await debit`UPDATE reservations SET amount = amount - 30, allocations = ${JSON.stringify(spentNow)}::text::jsonb WHERE id = ${lease!.id}`;
-    const [moved] = await debit`UPDATE organizations SET ledger_balance = ledger_balance - 30 WHERE id = ${organizationId} RETURNING ledger_balance`;
-    await debit`INSERT INTO credit_transactions (id, organization_id, type, amount, balance_after, bucket_id, description, created_at)
-                VALUES ('txn_leased', ${organizationId}, 'usage', -30, ${moved!.ledger_balance}, ${pack!.id}, 'look-up', ${clock.now()})`;
+    await debit`SELECT id FROM reservations WHERE id = ${lease!.id} FOR KEY SHARE`;
+    await debit`INSERT INTO lease_usage (organization_id, lease_id, id, amount, look_ups)
+                VALUES (${organizationId}, ${lease!.id}, 'txn_leased', 30,
+                        ${JSON.stringify([{ ...lookUp, gtin: null, description: "look-up", items: 1, createdAt: clock.now() }])}::json)`;
     const refund = two.refundPayment({ event: null, ref, refundedAmount: 900, description: "refund", now: clock.now() });
     // The refund waits for the debit's transaction (and for nothing else).
     const [{ pid }] = (await debit`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
@@ -519,15 +528,25 @@ test("a refund that meets a lease's debit in flight waits for it, and takes back
     }
     expect(waiting).toBe(1);
     await debit`COMMIT`;
-    // The 30 were spent before the refund: it takes back the rest of the pack, the lease keeps only the grant's share.
+    // The 30 were spent before the refund: it takes back the rest of the pack; the lease keeps the
+    // grant's share and the 30 for their settlement, and has lapsed.
     expect((await refund).clawedBack).toBe(1000 - pack!.spent - 30);
   } finally {
     debit.release();
   }
+  const kept = async () =>
+    (await queryRows<{ amount: number; lapsed: boolean }>(two, "SELECT amount, expires_at = 0 AS lapsed FROM reservations WHERE id = ?", [lease!.id]))[0];
+  expect(await kept()).toEqual({ amount: lease!.amount - packShare + 30, lapsed: true });
+  expect(await sums()).toMatchObject({ unsettled: 1 });
+  expect(await two.leases.settle("all")).toBe(1);
+  expect(await kept()).toEqual({ amount: lease!.amount - packShare, lapsed: true });
   const after = await sums();
-  const [kept] = await queryRows<{ amount: number }>(two, "SELECT amount FROM reservations WHERE id = ?", [lease!.id]);
-  expect(kept!.amount).toBe(lease!.amount - packShare);
   expect(after.ledger).toBe(after.buckets + after.reserved);
+  const [refunds] = await queryRows<{ spent: number }>(
+    two,
+    "SELECT -sum(amount)::int AS spent FROM ledger_entries WHERE type = 'usage' AND request_id = 'req_leased'",
+  );
+  expect(refunds!.spent).toBe(30);
 });
 
 test("a key capped while its look-up holds lease credits: the lease's debit fails, and the look-up's retry takes the capped path, its spending counted against the cap", async () => {
@@ -656,7 +675,7 @@ test("a look-up that keeps part of its lease credits gives the rest back to the 
   expect(await one.shrinkReservation(reservationId, 2, now)).toBe(true);
   expect(one.leases.spare(organizationId, now)).toBe(18);
   expect(await one.commitReservation(reservationId, { gtin: null, description: "batch", now })).toBe(true);
-  expect(await sums()).toMatchObject({ buckets: 79, reserved: 18, unsettled: 1, ledger: 99 });
+  expect(await sums()).toMatchObject({ buckets: 79, reserved: 20, unsettled: 1, ledger: 99 });
   expect(await ledgerSum(two, organizationId)).toBe(97);
 });
 
@@ -671,7 +690,7 @@ test("one group commit with look-ups held against the lease and in the buckets d
   const held = [await reserve(1, "req_first"), await reserve(1, "req_lease"), await reserve(30, "req_buckets")];
   // The first commit goes alone; the two after it, queued meanwhile, share the next statement.
   expect(await Promise.all(held.map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true]);
-  expect(await sums()).toMatchObject({ buckets: 49, reserved: 18, usage: 2, unsettled: 2, ledger: 69 });
+  expect(await sums()).toMatchObject({ buckets: 49, reserved: 20, usage: 2, unsettled: 2, ledger: 69 });
 });
 
 test("a key with a monthly limit spends from the buckets, never from the lease; a lease in the way goes back, one over the limit is refused with the lease kept", async () => {

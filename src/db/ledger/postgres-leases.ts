@@ -2,26 +2,27 @@
 // out of the buckets into a reservation row of its own (a lease), holds its look-ups' credits
 // against that slice in memory, and debits them from it in one statement per group commit that
 // locks no bucket and tells no other instance anything: the buckets did not change. It packs the
-// look-ups in a lease_usage row per lease, which a settlement turns into the ledger within half a second
+// look-ups in a lease_usage row per lease and leaves the lease's row as it is; a settlement turns
+// the usage into the ledger within half a second and takes its credits out of the lease's row
 // (see settleLeaseUsage), so it shares no row with other instances: not even the organization's sum.
 //
-// Invariants: a lease row is the truth; this instance only spends what its copy says the row holds,
-// and each debit statement changes the row only if it still holds exactly that, belongs to this
-// instance and has not lapsed by the database's clock, else the statement fails whole and its
-// look-ups are debited from the buckets instead (the row, whatever it holds, is given back). Leased
-// credits count as reserved, and debited ones as held until settled: ledger sum = buckets +
-// reservation rows (leases among them) + lease_usage rows at every commit. A lease lapses by the
-// database's clock `ms` after it was taken or last debited (a dead instance's comes back through
-// the stale sweep), is never spent past its earliest bucket's expiry, and is at most 1/share of the
-// organization's spendable credits when taken, so other instances rarely find the buckets empty
-// while a lease still holds credits.
+// Invariants: a lease row is the truth; this instance only spends what its copy says the row holds
+// less its look-ups not yet settled, and each debit statement writes only while the row belongs to
+// this instance and has not lapsed by the database's clock (it locks the row, so a give-back waits
+// for it), else the statement fails whole and its look-ups are debited from the buckets instead
+// (the row, whatever it holds, is given back). Leased credits, debited or not, count as reserved
+// until settled: ledger sum = buckets + reservation rows (leases among them) at every commit. A
+// lease lapses by the database's clock `ms` after it was taken or last renewed by this instance's
+// settlement (a dead instance's comes back through the stale sweep), is never spent past its
+// earliest bucket's expiry, and is at most 1/share of the organization's spendable credits when
+// taken, so other instances rarely find the buckets empty while a lease still holds credits.
 import type postgres from "postgres";
 import { newId } from "../../lib/ids";
 import { retrying } from "../postgres-retry";
 import type { Debit } from "./debit-plan";
 import { splitAllocations } from "./model";
 import { cappedKey, fefo } from "./postgres-debits";
-import { type LeaseUsage, leaseUsageWrite, type SettlementScope, settleLeaseUsage } from "./postgres-lease-settlement";
+import { type LeaseUsage, leaseUsageWrite, type Renewal, type SettlementScope, type Settled, settleLeaseUsage } from "./postgres-lease-settlement";
 
 /** When an instance takes leases, and how large. */
 export interface LeasePolicy {
@@ -53,7 +54,7 @@ export const DEFAULT_LEASE_POLICY: LeasePolicy = { share: 8, minCredits: 50, max
 export interface Lease {
   id: string;
   organizationId: string;
-  /** What its row holds as this instance last wrote it, and from which buckets, soonest-expiring first. */
+  /** What it holds unspent (its row's credits less its look-ups debited since), and from which buckets, soonest-expiring first. */
   amount: number;
   allocations: Array<{ bucketId: string; amount: number }>;
   /** Credits of it held by this instance's requests in flight. */
@@ -303,14 +304,13 @@ export class CreditLeases {
   }
 
   /**
-   * Debits look-ups held against leases in one statement, a transaction of its own, that writes the
-   * leases' rows and a lease_usage row per lease packing its look-ups (settled into the ledger
-   * later, see settleLeaseUsage) and locks no row another instance writes. Each lease it debits
-   * lasts `ms` from then by the database's clock, so a busy lease is not taken again only because
-   * time passed (a take and a give-back per organization and instance every few seconds). It fails
-   * whole (and changes nothing) when a lease's row is not as this instance left it, has lapsed, or
-   * a key of the batch has been capped or revoked meanwhile; the caller then debits the look-ups
-   * from the buckets.
+   * Debits look-ups held against leases in one statement, a transaction of its own, that writes a
+   * lease_usage row per lease packing its look-ups (settled into the ledger later, see
+   * settleLeaseUsage) and locks its leases' rows FOR KEY SHARE without moving them: it locks no
+   * row another instance writes, and a row it does not rewrite costs no new version. It fails whole
+   * (and changes nothing) when a lease's row is gone (given back, swept), has lapsed by the
+   * database's clock (a refund lapses the leases it takes credits from), or a key of the batch has
+   * been capped or revoked meanwhile; the caller then debits the look-ups from the buckets.
    */
   async debit(sql: postgres.Sql, debits: LeasedDebit[]): Promise<void> {
     const rests = new Map<Lease, Array<{ bucketId: string; amount: number }>>();
@@ -322,16 +322,12 @@ export class CreditLeases {
     });
     const keyIds = [...new Set(debits.flatMap((debit) => (debit.keyId === null ? [] : [debit.keyId])))];
     const leases = [...rests].map(([lease, rest]) => ({ lease, rest, amount: rest.reduce((sum, part) => sum + part.amount, 0) }));
-    const [sentAt, unseenBefore] = [performance.now(), this.unseenMs];
     await sql`
       WITH leased AS (
-        UPDATE reservations SET amount = t.amount, allocations = t.allocations::jsonb,
-          expires_at = (extract(epoch from clock_timestamp()) * 1000)::bigint + ${this.policy.ms}
-        FROM unnest(${leases.map((l) => l.lease.id)}::text[], ${leases.map((l) => String(l.lease.amount))}::bigint[],
-                    ${leases.map((l) => String(l.amount))}::bigint[], ${leases.map((l) => JSON.stringify(l.rest))}::text[]) AS t(id, old, amount, allocations)
-        WHERE reservations.id = t.id AND reservations.amount = t.old AND reservations.instance_id = ${this.deps.instanceId}
-          AND reservations.expires_at > (extract(epoch from clock_timestamp()) * 1000)::bigint
-        RETURNING reservations.id
+        SELECT id FROM reservations
+        WHERE id = ANY(${leases.map((l) => l.lease.id)}::text[]) AND instance_id = ${this.deps.instanceId}
+          AND expires_at > (extract(epoch from clock_timestamp()) * 1000)::bigint
+        FOR KEY SHARE
       ),
       ${leaseUsageWrite(sql, usage)}
       SELECT CASE WHEN (SELECT count(*) FROM leased) = ${leases.length}
@@ -342,7 +338,6 @@ export class CreditLeases {
     for (const { lease, rest, amount } of leases) {
       lease.amount = amount;
       lease.allocations = rest;
-      lease.usableUntil = this.usableUntilAfter(sentAt, unseenBefore);
     }
     for (const { lease } of leases) this.unsettled.set(lease.id, lease.organizationId);
     this.unsettledLookUps += debits.length;
@@ -401,21 +396,36 @@ export class CreditLeases {
     this.stopTimer();
   }
 
-  /** Settles the lease usage this instance wrote (a failure leaves it for the next try). */
+  /**
+   * Settles the lease usage this instance wrote (a failure leaves it for the next try), and renews
+   * the leases it debited: a busy lease lasts `ms` from its last settlement by the database's clock.
+   */
   private async settleOwn(): Promise<void> {
     const leases = [...this.unsettled].map(([leaseId, organizationId]) => ({ leaseId, organizationId }));
     const lookUps = this.unsettledLookUps;
     this.unsettled.clear();
     this.unsettledLookUps = 0;
-    await this.settle({ leases }).catch((error: unknown) => {
+    const [sentAt, unseenBefore] = [performance.now(), this.unseenMs];
+    const renewal = { instanceId: this.deps.instanceId, ms: this.policy.ms };
+    const { renewed } = await this.settleLeases({ leases }, renewal).catch((error: unknown) => {
       for (const { leaseId, organizationId } of leases) this.unsettled.set(leaseId, organizationId);
       this.unsettledLookUps += lookUps;
       throw error;
     });
+    const usableUntil = this.usableUntilAfter(sentAt, unseenBefore);
+    const renewedIds = new Set(renewed);
+    for (const lease of [...this.current.values(), ...this.retiring])
+      if (renewedIds.has(lease.id)) lease.usableUntil = Math.max(lease.usableUntil, usableUntil);
   }
 
   /** Settles lease usage, any instance's (before a read of an organization's ledger, sums or spending; in the sweeps). */
-  settle(scope: SettlementScope): Promise<number> {
-    return retrying(() => settleLeaseUsage(this.deps.client, scope, this.deps.reason));
+  async settle(scope: SettlementScope): Promise<number> {
+    const { lookUps } = await this.settleLeases(scope);
+    return lookUps;
+  }
+
+  /** Settles lease usage, and renews this instance's own leases of the scope when given a `renewal`. */
+  settleLeases(scope: SettlementScope, renewal?: Renewal): Promise<Settled> {
+    return retrying(() => settleLeaseUsage(this.deps.client, scope, this.deps.reason, renewal));
   }
 }

@@ -13,6 +13,7 @@ import { BILLED_REASON, CreditsSpentMeanwhile, DebitInDoubt, splitAllocations, S
 import type { Balance, BalanceAtKeyRead, Reservation, Store, UsageRecord } from "../store";
 import { fefoOrder } from "./allocation";
 import { balanceEvents, type DebitOutcome, debitBatch, fefo, type HeldCredits, type PendingDebit } from "./postgres-debits";
+import { settleIn } from "./postgres-lease-settlement";
 import { CreditLeases, type LeasedDebit } from "./postgres-leases";
 
 const { creditBuckets, leaseUsage, reservations } = schema;
@@ -605,24 +606,40 @@ export class PostgresReservations {
    * instance whose clock runs ahead never sweeps a request that is still running elsewhere.
    */
   async releaseStaleReservations(now: number): Promise<number> {
-    const stale = await this.client<Array<{ id: string }>>`
-      SELECT id FROM reservations
+    const stale = await this.client<Array<{ id: string; lease: boolean }>>`
+      SELECT id, instance_id IS NOT NULL AS lease FROM reservations
       WHERE CASE WHEN expires_at IS NULL THEN created_at < ${this.databaseNow()} - ${STALE_RESERVATION_MS}::bigint ELSE expires_at < ${this.databaseNow()} END
       ORDER BY created_at`;
     let released = 0;
-    for (const { id } of stale) if (await this.releaseReservation(id, now)) released++;
+    for (const { id, lease } of stale) if (await (lease ? this.giveBackLease(id, now, null) : this.releaseReservation(id, now))) released++;
     return released;
   }
 
-  /** Gives a lease of this instance back to its buckets (paying the refunds they owe); nothing when it was swept already. */
-  private async giveBackLease(leaseId: string, now: number): Promise<void> {
-    await retrying(() =>
-      this.restoreCredits(
-        this.client,
-        this.client`DELETE FROM reservations WHERE id = ${leaseId} AND instance_id = ${this.deps.changes.instanceId} RETURNING organization_id, allocations`,
-        now,
-      ),
+  /**
+   * Gives a lease back to its buckets (paying the refunds they owe), once its look-ups are settled:
+   * until then its row holds their credits. Its row is locked first, so a debit of it in flight
+   * (which holds it FOR KEY SHARE) commits before its usage is read, and one that starts meanwhile
+   * finds it gone and fails; then its buckets, before the settlement locks the organization's sum,
+   * in the order every bucket debit locks them. `owner`: only a lease of that instance (null: any,
+   * as the stale sweep gives back a dead instance's). False when the row was gone already.
+   */
+  private async giveBackLease(leaseId: string, now: number, owner: string | null = this.deps.changes.instanceId): Promise<boolean> {
+    const given = await retrying(() =>
+      this.client.begin(async (tx) => {
+        const [lease] = await tx<Array<{ organization_id: string; allocations: string }>>`
+          SELECT organization_id, allocations::text AS allocations FROM reservations
+          WHERE id = ${leaseId} AND instance_id = coalesce(${owner}::text, instance_id) FOR UPDATE`;
+        if (lease === undefined) return false;
+        const bucketIds = (JSON.parse(lease.allocations) as Array<{ bucketId: string }>).map((a) => a.bucketId);
+        await tx`SELECT 1 FROM credit_buckets WHERE id = ANY(${bucketIds}::text[]) ORDER BY ${fefo(tx)} FOR UPDATE`;
+        const { lookUps } = await settleIn(tx, { leases: [{ organizationId: lease.organization_id, leaseId }] }, BILLED_REASON);
+        await this.restoreCredits(tx, tx`DELETE FROM reservations WHERE id = ${leaseId} RETURNING organization_id, allocations`, now);
+        // A give-back alone may commit lazily (a lost one is given back again); settled look-ups' ledger rows may not.
+        if (lookUps > 0) await tx`SELECT set_config('synchronous_commit', 'on', true)`;
+        return true;
+      }),
     );
+    return given;
   }
 
   private readonly availableStatement = this.lazy(() =>
@@ -684,18 +701,22 @@ export class PostgresReservations {
           })
           .from(reservations)
           .where(eq(reservations.organizationId, organizationId));
-        // Look-ups debited from leases and not settled yet hold their credits until their usage rows are written.
+        // Look-ups debited from leases and not settled yet: their lease's row still holds their credits
+        // (rows of an older version, not in a lease, hold their own until their usage rows are written).
         const [unsettled] = await tx
-          .select({ credits: sql<number>`coalesce(sum(${leaseUsage.amount}), 0)`.mapWith(Number) })
+          .select({
+            outside: sql<number>`coalesce(sum(${leaseUsage.amount}) FILTER (WHERE NOT ${leaseUsage.inLease}), 0)`.mapWith(Number),
+            ofLease: sql<number>`coalesce(sum(${leaseUsage.amount}) FILTER (WHERE ${leaseUsage.leaseId} = ${lease?.id ?? null}), 0)`.mapWith(Number),
+          })
           .from(leaseUsage)
           .where(eq(leaseUsage.organizationId, organizationId));
         const inBuckets = buckets.reduce((sum, b) => sum + b.remaining, 0);
         // What this instance's requests in flight hold in memory is still in the buckets; what its
         // lease holds that no request holds is available to them (other instances' leases are reserved).
         const heldHere = Math.min(inBuckets, this.heldHere.get(organizationId) ?? 0);
-        // (Only while its row holds what this instance believes: a swept lease holds nothing.)
-        const spare = lease !== undefined && held!.leased === lease.amount ? lease.amount - lease.held : 0;
-        return { available: inBuckets - heldHere + spare, reserved: held!.reserved + unsettled!.credits + heldHere - spare, buckets };
+        // (Only while its row holds what this instance believes, less its unsettled look-ups: a swept lease holds nothing.)
+        const spare = lease !== undefined && held!.leased - unsettled!.ofLease === lease.amount ? lease.amount - lease.held : 0;
+        return { available: inBuckets - heldHere + spare, reserved: held!.reserved + unsettled!.outside + heldHere - spare, buckets };
       },
       { isolationLevel: "repeatable read", accessMode: "read only" },
     );

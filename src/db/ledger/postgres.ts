@@ -184,25 +184,36 @@ function bucketSteps(tx: Tx, deps: PostgresLedgerDeps): Pick<AsyncLedgerPort, "w
 /**
  * Takes the credits of `bucketId` out of every instance's credit lease and puts them back in the
  * bucket (the ledger sum does not move: they were reserved, now they are free), so a settlement
- * claws them back at once rather than letting a lease spend them. The lease rows change, so their
+ * claws them back at once rather than letting a lease spend them. What a lease's unsettled look-ups
+ * spent of the bucket stays in its row for their settlement. The rows it shrinks lapse, so their
  * instances' next debits of them fail and go to the buckets, and the leases go back (see CreditLeases).
  * The lease rows are locked first, and read in the next statement: a debit in flight commits before
- * they are read, and one that starts meanwhile waits and then finds its row changed, so each lease
- * gives up exactly what its committed row holds.
+ * they and their usage are read, and one that starts meanwhile waits and then finds its row lapsed,
+ * so each lease gives up exactly what its committed row holds unspent.
  */
 async function takeBackFromLeases(tx: Tx, organizationId: string, bucketId: string): Promise<void> {
   await tx.execute(sql`SELECT id FROM ${reservations} WHERE organization_id = ${organizationId} AND instance_id IS NOT NULL ORDER BY id FOR UPDATE`);
   await tx.execute(sql`
-    WITH leased AS (
-      SELECT r.id, sum((a.value->>'amount')::bigint) AS amount
-      FROM ${reservations} r, jsonb_array_elements(r.allocations) a
-      WHERE r.organization_id = ${organizationId} AND r.instance_id IS NOT NULL AND a.value->>'bucketId' = ${bucketId}
+    WITH unsettled AS (
+      SELECT u.lease_id, sum((a->>'amount')::bigint) AS amount
+      FROM lease_usage u, json_array_elements(u.look_ups) l, json_array_elements(l->'allocations') a
+      WHERE u.organization_id = ${organizationId} AND u.in_lease AND a->>'bucketId' = ${bucketId}
+      GROUP BY u.lease_id
+    ),
+    leased AS (
+      SELECT r.id, sum((a.value->>'amount')::bigint) - coalesce(max(unsettled.amount), 0) AS amount
+      FROM ${reservations} r JOIN jsonb_array_elements(r.allocations) a ON a.value->>'bucketId' = ${bucketId}
+      LEFT JOIN unsettled ON unsettled.lease_id = r.id
+      WHERE r.organization_id = ${organizationId} AND r.instance_id IS NOT NULL
       GROUP BY r.id
     ),
     shrunk AS (
-      UPDATE ${reservations} r SET amount = r.amount - leased.amount,
-        allocations = (SELECT coalesce(jsonb_agg(e.value ORDER BY e.position), '[]'::jsonb)
-                       FROM jsonb_array_elements(r.allocations) WITH ORDINALITY AS e(value, position) WHERE e.value->>'bucketId' <> ${bucketId})
+      UPDATE ${reservations} r SET amount = r.amount - leased.amount, expires_at = 0,
+        allocations = (SELECT coalesce(jsonb_agg(CASE WHEN e.value->>'bucketId' = ${bucketId}
+                                                       THEN jsonb_set(e.value, '{amount}', to_jsonb((e.value->>'amount')::bigint - leased.amount))
+                                                       ELSE e.value END ORDER BY e.position), '[]'::jsonb)
+                       FROM jsonb_array_elements(r.allocations) WITH ORDINALITY AS e(value, position)
+                       WHERE e.value->>'bucketId' <> ${bucketId} OR (e.value->>'amount')::bigint > leased.amount)
       FROM leased WHERE r.id = leased.id
       RETURNING leased.amount
     )

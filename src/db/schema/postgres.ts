@@ -268,7 +268,9 @@ export interface PackedLookUp {
  * row per lease and debit statement, its look-ups packed in `lookUps` (one row and one index entry
  * however many a statement carries), `amount` their sum and `id` its first look-up's. A settlement
  * turns them into usage rows (with their sums, counters, spending and balance events) within half a
- * second. Until then their credits count as held: ledger sum = buckets + reservations + these.
+ * second, and takes their credits out of their lease's row. Until then their lease's row still holds
+ * them (`inLease`), so ledger sum = buckets + reservations; a row written by a version whose debit
+ * moved the lease's row (`inLease` false) holds its own: ledger sum = buckets + reservations + those.
  */
 export const leaseUsage = pgTable(
   "lease_usage",
@@ -279,6 +281,7 @@ export const leaseUsage = pgTable(
     amount: credits("amount").notNull(),
     // json, not jsonb: written once and read whole, so it is kept as sent (no conversion on the debit's path).
     lookUps: json("look_ups").$type<PackedLookUp[]>().notNull(),
+    inLease: boolean("in_lease").notNull().default(true),
   },
   // One index: an instance settles its leases' rows, a read its organization's.
   (table) => [primaryKey({ columns: [table.organizationId, table.leaseId, table.id] })],
