@@ -624,7 +624,7 @@ export class PostgresReservations {
    * as the stale sweep gives back a dead instance's). False when the row was gone already.
    */
   private async giveBackLease(leaseId: string, now: number, owner: string | null = this.deps.changes.instanceId): Promise<boolean> {
-    const given = await retrying(() =>
+    return retrying(() =>
       this.client.begin(async (tx) => {
         const [lease] = await tx<Array<{ organization_id: string; allocations: string }>>`
           SELECT organization_id, allocations::text AS allocations FROM reservations
@@ -639,7 +639,6 @@ export class PostgresReservations {
         return true;
       }),
     );
-    return given;
   }
 
   private readonly availableStatement = this.lazy(() =>
