@@ -9,9 +9,8 @@ import type { Store } from "../../src/db/store";
 import { queryRows } from "../support/context";
 import { testApplicationName } from "../support/schemas";
 import { startCommitAnswerLoss } from "../support/postgres-relay";
-import { stripeEvent } from "../billing/stripe-stand-in";
-import { FRESH, MISSING, STALE, STALLING, type LookUpShape, type Purchase } from "./model";
-import { buyPack, type Operation } from "./operations";
+import { FRESH, MISSING, STALE, STALLING, type LookUpShape } from "./model";
+import { paidPurchases, refundNow, type Operation } from "./operations";
 import type { World } from "./world";
 
 /** Once the relay has lost a COMMIT's answer (and before `answered`), a live instance settles the organization's lease usage. */
@@ -349,17 +348,8 @@ export function faultOperations(world: World): Operation[] {
       "refund during a stall",
       async () => {
         // A look-up holds credits of a paid pack (spent before credits that never expire) when the pack is refunded.
-        const paid: Purchase[] = [];
-        for (const purchase of world.purchases)
-          if (purchase.refunded === 0 && purchase.dispute === "none" && (await observer.hasPayment(purchase.paymentIntent))) paid.push(purchase);
-        // None paid yet: one is bought and paid now.
-        if (paid.length === 0) {
-          const bought = await buyPack(world, world.pick(world.organizations));
-          for (const event of bought.pending.splice(0)) await world.deliver(world.pick(world.alive()), bought.orderId, event);
-          paid.push(bought);
-        }
         world.injected("refund during a stall");
-        const target = world.pick(paid);
+        const target = world.pick(await paidPurchases(world));
         const instance = world.pick(world.alive());
         const organization = world.organizations.find((candidate) => candidate.id === target.organizationId)!;
         const request = await world.send(
@@ -369,22 +359,7 @@ export function faultOperations(world: World): Operation[] {
           null,
           true,
         );
-        if (!request.stalled) return;
-        target.refunded = target.amount;
-        const n = ++world.sequence;
-        const charge = {
-          id: `ch_${target.paymentIntent}`,
-          object: "charge",
-          payment_intent: target.paymentIntent,
-          amount: target.amount,
-          amount_refunded: target.amount,
-          refunded: true,
-          currency: "eur",
-        };
-        await world.deliver(world.pick(world.alive()), target.orderId, {
-          id: `evt_refund_${n}`,
-          payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge),
-        });
+        if (request.stalled) await refundNow(world, target);
       },
     ],
     [

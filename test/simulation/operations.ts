@@ -398,6 +398,22 @@ export function operations(world: World): Operation[] {
     await Promise.all(together.map((request) => request.settled));
   };
 
+  /**
+   * Look-ups of one organization on one instance, then at once the full refund of one of its paid
+   * packs (whose credits are spent before those that never expire): on PostgreSQL the look-ups
+   * spend a lease and their settlement waits, so the refund meets credits of the pack that a lease
+   * spent and has not settled, which must not come back to the pack.
+   */
+  const refundAfterLookUps = async () => {
+    const target = world.pick(await paidPurchases(world));
+    const organization = world.organizations.find((candidate) => candidate.id === target.organizationId)!;
+    const instance = world.pick(world.alive());
+    const key = world.leasableKey(organization);
+    const shape: LookUpShape = { kind: "single", organizationId: organization.id, gtins: [FRESH] };
+    for (let count = 0; count < 3; count++) await (await world.send(instance, shape, key, null, false)).settled;
+    await refundNow(world, target);
+  };
+
   return [
     [30, "look-up", lookUp],
     [6, "burst", burst],
@@ -442,6 +458,8 @@ export function operations(world: World): Operation[] {
     ],
     [4, "purchase", purchase],
     [4, "refund or dispute", reverse],
+    // SQLite has no lease whose settlement waits: the operation is PostgreSQL's alone.
+    [world.store === "postgres" ? 2 : 0, "refund after look-ups", refundAfterLookUps],
     [faults.providerDisorder ? 1 : 0, "late checkout", lateCheckout],
     [6, "deliver event", deliverEvent],
     [2, "renewal", renewal],
@@ -515,6 +533,33 @@ export async function buyPack(world: World, organization: SimOrganization): Prom
   world.purchases.push(bought);
   world.trace.push(`purchase ${bought.orderId} of ${credits} credits by ${organization.id}`);
   return bought;
+}
+
+/** The purchases paid and neither refunded nor disputed; when there are none, one is bought and paid now. */
+export async function paidPurchases(world: World): Promise<Purchase[]> {
+  const paid: Purchase[] = [];
+  for (const purchase of world.purchases)
+    if (purchase.refunded === 0 && purchase.dispute === "none" && (await world.observer.hasPayment(purchase.paymentIntent))) paid.push(purchase);
+  if (paid.length > 0) return paid;
+  const bought = await buyPack(world, world.pick(world.organizations));
+  for (const event of bought.pending.splice(0)) await world.deliver(world.pick(world.alive()), bought.orderId, event);
+  return [bought];
+}
+
+/** The provider reports `target` refunded in full, delivered at once to a live instance. */
+export async function refundNow(world: World, target: Purchase): Promise<void> {
+  target.refunded = target.amount;
+  const n = ++world.sequence;
+  const charge = {
+    id: `ch_${target.paymentIntent}`,
+    object: "charge",
+    payment_intent: target.paymentIntent,
+    amount: target.amount,
+    amount_refunded: target.amount,
+    refunded: true,
+    currency: "eur",
+  };
+  await world.deliver(world.pick(world.alive()), target.orderId, { id: `evt_refund_${n}`, payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge) });
 }
 
 async function priceChangedEvents(world: World): Promise<Array<{ id: string; payload: string }>> {
