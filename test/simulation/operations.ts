@@ -165,23 +165,9 @@ export function operations(world: World): Operation[] {
   const lateCheckout = async () => {
     await purchase();
     const target = world.purchases.at(-1)!;
-    target.refunded = target.amount;
-    const n = ++world.sequence;
-    const charge = {
-      id: `ch_${target.paymentIntent}`,
-      object: "charge",
-      payment_intent: target.paymentIntent,
-      amount: target.amount,
-      amount_refunded: target.amount,
-      refunded: true,
-      currency: "eur",
-    };
     world.injected("provider disorder");
     world.trace.push(`refund of ${target.orderId} delivered before its checkout`);
-    await world.deliver(world.pick(world.alive()), target.orderId, {
-      id: `evt_refund_${n}`,
-      payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge),
-    });
+    await refundNow(world, target);
     for (const event of target.pending.splice(0)) await world.deliver(world.pick(world.alive()), target.orderId, event);
   };
 
