@@ -212,16 +212,7 @@ export function operations(world: World): Operation[] {
     if (target.dispute !== "none") return;
     // Stripe reports the charge's whole refunded amount so far; a partial refund is a share of it.
     target.refunded = roll < 0.65 ? Math.min(target.amount, target.refunded + 100 * (1 + Math.floor(world.random() * (target.credits - 1)))) : target.amount;
-    const charge = {
-      id: chargeId,
-      object: "charge",
-      payment_intent: target.paymentIntent,
-      amount: target.amount,
-      amount_refunded: target.refunded,
-      refunded: target.refunded === target.amount,
-      currency: "eur",
-    };
-    target.pending.push({ id: `evt_refund_${n}`, payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge) });
+    target.pending.push(refundEvent(target, n));
     world.trace.push(`refund of ${target.refunded} of ${target.amount} of ${target.orderId} queued`);
   };
 
@@ -535,17 +526,21 @@ export async function paidPurchases(world: World): Promise<Purchase[]> {
 /** The provider reports `target` refunded in full, delivered at once to a live instance. */
 export async function refundNow(world: World, target: Purchase): Promise<void> {
   target.refunded = target.amount;
-  const n = ++world.sequence;
+  await world.deliver(world.pick(world.alive()), target.orderId, refundEvent(target, ++world.sequence));
+}
+
+/** The provider's `charge.refunded` event (the `n`th of the run) for what `target` has had refunded so far. */
+function refundEvent(target: Purchase, n: number): { id: string; payload: string } {
   const charge = {
     id: `ch_${target.paymentIntent}`,
     object: "charge",
     payment_intent: target.paymentIntent,
     amount: target.amount,
-    amount_refunded: target.amount,
-    refunded: true,
+    amount_refunded: target.refunded,
+    refunded: target.refunded === target.amount,
     currency: "eur",
   };
-  await world.deliver(world.pick(world.alive()), target.orderId, { id: `evt_refund_${n}`, payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge) });
+  return { id: `evt_refund_${n}`, payload: stripeEvent(`evt_refund_${n}`, "charge.refunded", charge) };
 }
 
 async function priceChangedEvents(world: World): Promise<Array<{ id: string; payload: string }>> {
