@@ -45,6 +45,16 @@ const LEASE_RECALL_WAIT_MS = 100;
 const COMMIT_BATCH_LIMIT = 500;
 
 /**
+ * While look-ups arrive together (the last batch held at least COMMIT_GATHER_SIBLINGS), a batch of
+ * fewer than COMMIT_GATHER_TARGET waits COMMIT_GATHER_MS for more, as PostgreSQL's commit_delay
+ * waits for commit_siblings: a statement's fixed cost is most of a small batch's, and a second
+ * instance halves each one's batches. A look-up that arrives alone is written at once.
+ */
+const COMMIT_GATHER_MS = 1;
+const COMMIT_GATHER_SIBLINGS = 2;
+const COMMIT_GATHER_TARGET = 32;
+
+/**
  * What the PostgreSQL store lends its reservations: its retrying transaction, the database's clock,
  * and, read at each use, the group commit's own connection and how long a debit whose connection
  * was lost is retried (both properties of the store, which tests may replace).
@@ -369,9 +379,13 @@ export class PostgresReservations {
   /** The commit loop while it runs: at most one batch of this instance is in flight at a time. */
   private flushing: Promise<void> | null = null;
 
+  /** Debits the last batch held (see COMMIT_GATHER_MS). */
+  private lastBatchSize = 0;
+
   /**
    * Group commit: a commit that arrives while none is in flight is written at once; the commits that
-   * arrive while one is in flight wait for it and then go together, as one transaction. Each caller
+   * arrive while one is in flight wait for it (and for COMMIT_GATHER_MS more while look-ups arrive
+   * together) and then go together, as one transaction. Each caller
    * is answered only after the transaction that holds its debit has committed (and its WAL is flushed).
    */
   commitReservation(reservationId: string, usage: UsageRecord): Promise<boolean> {
@@ -389,7 +403,9 @@ export class PostgresReservations {
 
   private async flushCommits(): Promise<void> {
     while (this.pendingCommits.length > 0) {
+      if (this.lastBatchSize >= COMMIT_GATHER_SIBLINGS && this.pendingCommits.length < COMMIT_GATHER_TARGET) await Bun.sleep(COMMIT_GATHER_MS);
       const queued = this.pendingCommits.splice(0, COMMIT_BATCH_LIMIT);
+      this.lastBatchSize = queued.length;
       // One reservation committed twice at once is debited once: the later calls answer false.
       const firsts = new Map(queued.map((item) => [item.reservationId, item] as const).reverse());
       const batch = queued.filter((item) => firsts.get(item.reservationId) === item);
