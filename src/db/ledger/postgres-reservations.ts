@@ -45,14 +45,17 @@ const LEASE_RECALL_WAIT_MS = 100;
 const COMMIT_BATCH_LIMIT = 500;
 
 /**
- * While look-ups arrive together (the last batch held at least COMMIT_GATHER_SIBLINGS), a batch of
- * fewer than COMMIT_GATHER_TARGET waits COMMIT_GATHER_MS for more, as PostgreSQL's commit_delay
- * waits for commit_siblings: a statement's fixed cost is most of a small batch's, and a second
- * instance halves each one's batches. A look-up that arrives alone is written at once.
+ * While look-ups arrive together (the last batch held at least COMMIT_GATHER_SIBLINGS), a batch
+ * waits up to COMMIT_GATHER_MS for as many look-ups as the largest of the last COMMIT_GATHER_MEMORY
+ * batches held (at most COMMIT_GATHER_TARGET), as PostgreSQL's commit_delay waits for
+ * commit_siblings: a statement's fixed cost is most of a small batch's, and a second instance halves
+ * each one's batches. It goes as soon as they are queued: the clients whose answers the last batches
+ * carried are back. A look-up that arrives alone is written at once.
  */
 const COMMIT_GATHER_MS = 1;
 const COMMIT_GATHER_SIBLINGS = 2;
 const COMMIT_GATHER_TARGET = 32;
+const COMMIT_GATHER_MEMORY = 16;
 
 /**
  * What the PostgreSQL store lends its reservations: its retrying transaction, the database's clock,
@@ -379,8 +382,11 @@ export class PostgresReservations {
   /** The commit loop while it runs: at most one batch of this instance is in flight at a time. */
   private flushing: Promise<void> | null = null;
 
-  /** Debits the last batch held (see COMMIT_GATHER_MS). */
-  private lastBatchSize = 0;
+  /** Debits the last batches held, the latest last (see COMMIT_GATHER_MS). */
+  private readonly batchSizes: number[] = [];
+
+  /** While the commit loop gathers: how many queued commits end the wait, and what ends it. */
+  private gathering: { target: number; end: () => void } | null = null;
 
   /**
    * Group commit: a commit that arrives while none is in flight is written at once; the commits that
@@ -398,14 +404,16 @@ export class PostgresReservations {
     return new Promise<boolean>((resolve, reject) => {
       this.pendingCommits.push({ reservationId, usage, held, transactionId: newId("txn", usage.now), resolve, reject });
       this.flushing ??= this.flushCommits();
+      if (this.gathering !== null && this.pendingCommits.length >= this.gathering.target) this.gathering.end();
     });
   }
 
   private async flushCommits(): Promise<void> {
     while (this.pendingCommits.length > 0) {
-      if (this.lastBatchSize >= COMMIT_GATHER_SIBLINGS && this.pendingCommits.length < COMMIT_GATHER_TARGET) await Bun.sleep(COMMIT_GATHER_MS);
+      await this.gather();
       const queued = this.pendingCommits.splice(0, COMMIT_BATCH_LIMIT);
-      this.lastBatchSize = queued.length;
+      this.batchSizes.push(queued.length);
+      if (this.batchSizes.length > COMMIT_GATHER_MEMORY) this.batchSizes.shift();
       // One reservation committed twice at once is debited once: the later calls answer false.
       const firsts = new Map(queued.map((item) => [item.reservationId, item] as const).reverse());
       const batch = queued.filter((item) => firsts.get(item.reservationId) === item);
@@ -422,6 +430,23 @@ export class PostgresReservations {
     // Cleared in the same turn as the loop's last look at the queue (every failure is caught above),
     // so a commit queued by a caller answered just now starts a new loop rather than being left behind.
     this.flushing = null;
+  }
+
+  /** Waits, while look-ups arrive together, until as many are queued as the recent batches held, or COMMIT_GATHER_MS (see there). */
+  private async gather(): Promise<void> {
+    const target = Math.min(COMMIT_GATHER_TARGET, Math.max(0, ...this.batchSizes));
+    if ((this.batchSizes.at(-1) ?? 0) < COMMIT_GATHER_SIBLINGS || this.pendingCommits.length >= target) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => this.gathering?.end(), COMMIT_GATHER_MS);
+      this.gathering = {
+        target,
+        end: () => {
+          clearTimeout(timer);
+          this.gathering = null;
+          resolve();
+        },
+      };
+    });
   }
 
   /**
