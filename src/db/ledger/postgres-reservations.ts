@@ -410,7 +410,8 @@ export class PostgresReservations {
 
   private async flushCommits(): Promise<void> {
     while (this.pendingCommits.length > 0) {
-      await this.gather();
+      const target = this.gatherTarget();
+      if (target !== null) await this.gathered(target);
       const queued = this.pendingCommits.splice(0, COMMIT_BATCH_LIMIT);
       this.batchSizes.push(queued.length);
       if (this.batchSizes.length > COMMIT_GATHER_MEMORY) this.batchSizes.shift();
@@ -432,11 +433,15 @@ export class PostgresReservations {
     this.flushing = null;
   }
 
-  /** Waits, while look-ups arrive together, until as many are queued as the recent batches held, or COMMIT_GATHER_MS (see there). */
-  private async gather(): Promise<void> {
+  /** While look-ups arrive together: how many queued commits the next batch waits for, if it waits (see COMMIT_GATHER_MS). */
+  private gatherTarget(): number | null {
     const target = Math.min(COMMIT_GATHER_TARGET, Math.max(0, ...this.batchSizes));
-    if ((this.batchSizes.at(-1) ?? 0) < COMMIT_GATHER_SIBLINGS || this.pendingCommits.length >= target) return;
-    await new Promise<void>((resolve) => {
+    return (this.batchSizes.at(-1) ?? 0) < COMMIT_GATHER_SIBLINGS || this.pendingCommits.length >= target ? null : target;
+  }
+
+  /** Until `target` commits are queued, or COMMIT_GATHER_MS has passed. */
+  private gathered(target: number): Promise<void> {
+    return new Promise<void>((resolve) => {
       const timer = setTimeout(() => this.gathering?.end(), COMMIT_GATHER_MS);
       this.gathering = {
         target,
