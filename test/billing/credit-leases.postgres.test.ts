@@ -284,6 +284,26 @@ test("look-ups debited in one statement are packed in one lease_usage row; a los
   expect(new Set(page.items.map((row) => row.id)).size).toBe(5);
 });
 
+test("while look-ups arrive together, a batch goes as soon as as many are queued as the recent batches held; one a turn later waits for the next", async () => {
+  await leaseOn(one);
+  one.leases.stopSettling();
+  const held = await Promise.all(
+    [1, 2, 3, 4, 5, 6].map((i) => one.reserveCredits({ organizationId, amount: 1, keyId: null, requestId: `req_gather_${i}`, now: clock.now() })),
+  );
+  // Three at once: the first is written alone (the last batch held one), the two queued behind it together.
+  expect(await Promise.all(held.slice(0, 3).map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true]);
+  expect(one.leases.counts).toMatchObject({ debits: 2, lookUps: 3 });
+  // The last batch held two: the next goes once two are queued, not with the third a turn later
+  // (a wait of COMMIT_GATHER_MS would have taken all three), which then waits alone.
+  const together = held.slice(3, 5).map((reservation) => commitOn(one, reservation));
+  await new Promise((resolve) => setImmediate(resolve));
+  const later = commitOn(one, held[5]!);
+  expect(await Promise.all([...together, later])).toEqual([true, true, true]);
+  expect(one.leases.counts).toMatchObject({ debits: 4, lookUps: 6 });
+  const rows = await queryRows<{ look_ups: number }>(two, "SELECT json_array_length(look_ups) AS look_ups FROM lease_usage ORDER BY 1");
+  expect(rows.map((row) => row.look_ups)).toEqual([1, 1, 2, 2]);
+});
+
 test("a lost answer's retry finds its look-ups after another instance settled them into a packed usage row: nothing is debited twice", async () => {
   await leaseOn(one);
   one.leases.stopSettling();
