@@ -284,7 +284,7 @@ test("look-ups debited in one statement are packed in one lease_usage row; a los
   expect(new Set(page.items.map((row) => row.id)).size).toBe(5);
 });
 
-test("while look-ups arrive together, a batch goes as soon as as many are queued as the recent batches held; one a turn later waits for the next", async () => {
+test("while look-ups arrive together, a batch goes as soon as as many are queued as the recent batches held; one queued after that waits for the next", async () => {
   await leaseOn(one);
   one.leases.stopSettling();
   const held = await Promise.all(
@@ -293,10 +293,10 @@ test("while look-ups arrive together, a batch goes as soon as as many are queued
   // Three at once: the first is written alone (the last batch held one), the two queued behind it together.
   expect(await Promise.all(held.slice(0, 3).map((reservation) => commitOn(one, reservation)))).toEqual([true, true, true]);
   expect(one.leases.counts).toMatchObject({ debits: 2, lookUps: 3 });
-  // The last batch held two: the next goes once two are queued, not with the third a turn later
-  // (a wait of COMMIT_GATHER_MS would have taken all three), which then waits alone.
+  // The last batch held two: the next goes once two are queued, not with the third queued a
+  // microtask later (a wait of COMMIT_GATHER_MS would take all three), which then waits alone.
   const together = held.slice(3, 5).map((reservation) => commitOn(one, reservation));
-  await new Promise((resolve) => setImmediate(resolve));
+  await Promise.resolve();
   const later = commitOn(one, held[5]!);
   expect(await Promise.all([...together, later])).toEqual([true, true, true]);
   expect(one.leases.counts).toMatchObject({ debits: 4, lookUps: 6 });
