@@ -390,7 +390,7 @@ export class PostgresReservations {
 
   /**
    * Group commit: a commit that arrives while none is in flight is written at once; the commits that
-   * arrive while one is in flight wait for it (and for COMMIT_GATHER_MS more while look-ups arrive
+   * arrive while one is in flight wait for it (and up to COMMIT_GATHER_MS more while look-ups arrive
    * together) and then go together, as one transaction. Each caller
    * is answered only after the transaction that holds its debit has committed (and its WAL is flushed).
    */
