@@ -23,8 +23,20 @@ export function cappedKey(sql: postgres.Sql | postgres.TransactionSql): postgres
   return constantText(sql, "(monthly_credit_limit IS NOT NULL OR status <> 'ACTIVE')");
 }
 
+/**
+ * One strings array per text, as a template literal has: postgres.js keeps an entry per strings
+ * array it sees (the query's origin, for its error messages) and never lets go of it, so a new array
+ * per statement would grow the process's memory with every statement.
+ */
+const constantStrings = new Map<string, TemplateStringsArray>();
+
 function constantText(sql: postgres.Sql | postgres.TransactionSql, text: string): postgres.PendingQuery<postgres.Row[]> {
-  return sql(Object.assign([text], { raw: [text] }) as unknown as TemplateStringsArray);
+  let strings = constantStrings.get(text);
+  if (strings === undefined) {
+    strings = Object.assign([text], { raw: [text] }) as unknown as TemplateStringsArray;
+    constantStrings.set(text, strings);
+  }
+  return sql(strings);
 }
 
 /** Credits a request of an uncapped key holds in this instance's memory until its debit takes them (see reserveCredits). */
