@@ -1,28 +1,43 @@
 // Sustained mixed traffic against one server process: billed look-ups, key management and billing
 // reads. Reports throughput, p50/p99, errors (must be 0) and the server's memory at the start
-// (after a warm-up) and at the end.
-// Usage: bun bench/soak.ts [--minutes 3] [--connections 16] [--max-growth-mb 64]
+// (after a warm-up) and at the end. With --postgres the store is a fresh schema of that database
+// (dropped at the end), so the PostgreSQL path's memory is watched too.
+// Usage: bun bench/soak.ts [--minutes 3] [--connections 16] [--max-growth-mb 64] [--postgres postgres://postgres@127.0.0.1:5432/test]
 import autocannon from "autocannon";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import postgres from "postgres";
 import { demoGTINsOf } from "../src/modules/ingest/demo-data";
 
 const { values } = parseArgs({
-  options: { minutes: { type: "string", default: "3" }, connections: { type: "string", default: "16" }, "max-growth-mb": { type: "string", default: "64" } },
+  options: {
+    minutes: { type: "string", default: "3" },
+    connections: { type: "string", default: "16" },
+    "max-growth-mb": { type: "string", default: "64" },
+    postgres: { type: "string" },
+  },
 });
 const work = mkdtempSync(join(tmpdir(), "price-soak-"));
 const port = 19500 + Math.floor(Math.random() * 400);
 const base = `http://127.0.0.1:${port}`;
+const schema = `soak_${process.pid}`;
+const admin = values.postgres === undefined ? null : postgres(values.postgres, { max: 1, onnotice: () => {} });
+await admin?.unsafe(`CREATE SCHEMA ${schema}`);
 const env = {
   ...process.env,
-  DATABASE_URL: `sqlite:${join(work, "soak.db")}`,
+  DATABASE_URL: admin === null ? `sqlite:${join(work, "soak.db")}` : schemaUrl(values.postgres!),
   LOG_LEVEL: "warn",
   RATE_LIMIT: "1000000/s",
   PRICE_ENV: "development",
   PUBLIC_URL: base,
 };
+function schemaUrl(base: string): string {
+  const url = new URL(base);
+  url.searchParams.set("search_path", schema);
+  return url.toString();
+}
 const cli = (args: string[]) => {
   const result = Bun.spawnSync([process.execPath, "src/main.ts", ...args], { env, stderr: "inherit" });
   if (result.exitCode !== 0) throw new Error(`price-service ${args.join(" ")} failed`);
@@ -88,10 +103,14 @@ const endRSS = rssMB();
 server.kill("SIGTERM");
 const exitCode = await server.exited;
 rmSync(work, { recursive: true, force: true });
+await admin?.unsafe(`DROP SCHEMA ${schema} CASCADE`);
+await admin?.end();
 
 const errors = result.errors + result.non2xx + result.timeouts;
 const growth = endRSS - startRSS;
-console.log(`soak: ${Math.round((Date.now() - started) / 1000)} s, ${values.connections} connections, mixed traffic (80% billed look-ups)`);
+console.log(
+  `soak: ${admin === null ? "SQLite" : "PostgreSQL"}, ${Math.round((Date.now() - started) / 1000)} s, ${values.connections} connections, mixed traffic (80% billed look-ups)`,
+);
 console.log(
   `  throughput ${Math.round(result.requests.average)} req/s, ${result.requests.total} requests, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms`,
 );
