@@ -90,7 +90,7 @@ async function leaseRow(sql: postgres.Sql, key: { organizationId: string; bucket
   const allocations = [{ bucketId: key.bucketId, amount: LEASE_CREDITS }];
   await sql`UPDATE credit_buckets SET remaining = remaining - ${LEASE_CREDITS} WHERE id = ${key.bucketId}`;
   await sql`INSERT INTO reservations (id, organization_id, amount, allocations, key_id, request_id, created_at, instance_id, expires_at)
-    VALUES (${id}, ${key.organizationId}, ${LEASE_CREDITS}, ${JSON.stringify(allocations)}::jsonb, null, ${id}, ${now}, ${instanceId}, ${now + 3_600_000})`;
+    VALUES (${id}, ${key.organizationId}, ${LEASE_CREDITS}, ${JSON.stringify(allocations)}::text::jsonb, null, ${id}, ${now}, ${instanceId}, ${now + 3_600_000})`;
   return {
     id,
     organizationId: key.organizationId,
