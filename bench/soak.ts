@@ -1,9 +1,10 @@
 // Sustained mixed traffic against one server process: billed look-ups, key management and billing
 // reads. Reports throughput, p50/p99, errors (must be 0) and the server's memory after a warm-up,
 // after the first third of the run (its caches filled) and at the end; what it grows over the last
-// two thirds must stay within --max-growth-mb. With --postgres the store is a fresh schema of that database
-// (dropped at the end), so the PostgreSQL path's memory is watched too.
-// Usage: bun bench/soak.ts [--minutes 3] [--connections 16] [--max-growth-mb 64] [--postgres postgres://postgres@127.0.0.1:5432/test]
+// two thirds must stay within --max-growth-mb. With --postgres the store is a fresh schema of that
+// database (dropped at the end), so the PostgreSQL path's memory is watched too.
+// Usage: bun bench/soak.ts [--minutes 3] [--connections 16] [--max-growth-mb 64]
+//          [--postgres postgres://postgres@127.0.0.1:5432/test]
 import autocannon from "autocannon";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
